@@ -1,0 +1,290 @@
+"""Model declarations: premade Estimator models and custom ``model_fn``s.
+
+Premade models are declarations (no TensorFlow here); the train step turns each into a
+``model_fn`` with the original tf.estimator defaults (DNN: Adagrad, learning rate 0.05; linear:
+FTRL, learning rate min(0.2, 1/sqrt(n_features))).
+
+How a feature enters a network mirrors tf.feature_column: numeric features by name; a
+categorical feature (vocabulary, hash, identity, bucketized, crossed) through ``Indicator`` (one
+hot) or ``Embedding`` in a DNN, or by name in a linear model.
+
+Example:
+    >>> import estflow.dsl as ef
+    >>> model = ef.DNNClassifier(
+    ...     hidden_units=(64, 32),
+    ...     feature_columns=("fare", ef.Embedding("company", dimension=8)))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Union
+
+from estflow.dsl import _checks
+from estflow.dsl.errors import DslError
+from estflow.dsl.refs import CallableRef
+from estflow.dsl.refs import as_ref
+from estflow.dsl.serialization import serializable
+
+__all__ = [
+    "Embedding",
+    "Indicator",
+    "DNNClassifier",
+    "DNNRegressor",
+    "LinearClassifier",
+    "LinearRegressor",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "CustomModel",
+    "Model",
+    "OPTIMIZERS",
+]
+
+OPTIMIZERS = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
+ACTIVATIONS = ("relu", "elu", "selu", "tanh", "sigmoid", "gelu", "swish")
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class Embedding:
+    """A categorical feature as a dense, learned embedding of ``dimension`` floats."""
+
+    feature: str
+    dimension: int = 8
+    combiner: str = "mean"
+
+    def __post_init__(self) -> None:
+        _checks.name(self.feature, "feature")
+        _checks.positive_int(self.dimension, "dimension")
+        _checks.one_of(self.combiner, ("mean", "sum", "sqrtn"), "combiner")
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class Indicator:
+    """A categorical feature as a one-hot (multi-hot) vector."""
+
+    feature: str
+
+    def __post_init__(self) -> None:
+        _checks.name(self.feature, "feature")
+
+
+DnnColumn = Union[str, Embedding, Indicator]
+
+
+def _dnn_columns(obj, field: str) -> None:
+    cols = _checks.tuple_of(getattr(obj, field), field, (str, Embedding, Indicator),
+                            min_len=1, what="feature names, Embedding or Indicator")
+    _checks.freeze(obj, field, cols)
+
+
+def _linear_columns(obj, field: str) -> None:
+    cols = _checks.tuple_of(getattr(obj, field), field, str, min_len=1, what="feature names")
+    _checks.freeze(obj, field, cols)
+
+
+def _hidden(obj, field: str = "hidden_units") -> None:
+    units = _checks.tuple_of(getattr(obj, field), field, int, min_len=1,
+                             what="positive layer widths")
+    for i, u in enumerate(units):
+        _checks.positive_int(u, f"{field}[{i}]")
+    _checks.freeze(obj, field, units)
+
+
+def _dnn_options(obj, prefix: str = "") -> None:
+    _checks.one_of(getattr(obj, prefix + "optimizer"), OPTIMIZERS, prefix + "optimizer")
+    _checks.number(getattr(obj, prefix + "learning_rate"), prefix + "learning_rate",
+                   low=0, low_open=True, allow_none=True)
+    _checks.one_of(getattr(obj, prefix + "activation"), ACTIVATIONS, prefix + "activation")
+    _checks.number(getattr(obj, prefix + "dropout"), prefix + "dropout", low=0, high=0.99,
+                   allow_none=True)
+
+
+def _head_options(obj, classifier: bool) -> None:
+    if classifier:
+        _checks.positive_int(obj.n_classes, "n_classes", minimum=2)
+    else:
+        _checks.positive_int(obj.label_dimension, "label_dimension")
+    if obj.weight_column is not None:
+        _checks.name(obj.weight_column, "weight_column")
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class DNNClassifier:
+    """A feed-forward network classifier (tf.estimator.DNNClassifier)."""
+
+    hidden_units: tuple[int, ...]
+    feature_columns: tuple[DnnColumn, ...]
+    n_classes: int = 2
+    optimizer: str = "Adagrad"
+    learning_rate: float | None = 0.05
+    activation: str = "relu"
+    dropout: float | None = None
+    batch_norm: bool = False
+    weight_column: str | None = None
+
+    def __post_init__(self) -> None:
+        _hidden(self)
+        _dnn_columns(self, "feature_columns")
+        _dnn_options(self)
+        _head_options(self, classifier=True)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class DNNRegressor:
+    """A feed-forward network regressor (tf.estimator.DNNRegressor)."""
+
+    hidden_units: tuple[int, ...]
+    feature_columns: tuple[DnnColumn, ...]
+    label_dimension: int = 1
+    optimizer: str = "Adagrad"
+    learning_rate: float | None = 0.05
+    activation: str = "relu"
+    dropout: float | None = None
+    batch_norm: bool = False
+    weight_column: str | None = None
+
+    def __post_init__(self) -> None:
+        _hidden(self)
+        _dnn_columns(self, "feature_columns")
+        _dnn_options(self)
+        _head_options(self, classifier=False)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class LinearClassifier:
+    """A linear classifier (tf.estimator.LinearClassifier); learning_rate None means the
+    original default min(0.2, 1/sqrt(number of feature columns))."""
+
+    feature_columns: tuple[str, ...]
+    n_classes: int = 2
+    optimizer: str = "Ftrl"
+    learning_rate: float | None = None
+    weight_column: str | None = None
+
+    def __post_init__(self) -> None:
+        _linear_columns(self, "feature_columns")
+        _checks.one_of(self.optimizer, OPTIMIZERS, "optimizer")
+        _checks.number(self.learning_rate, "learning_rate", low=0, low_open=True,
+                       allow_none=True)
+        _head_options(self, classifier=True)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class LinearRegressor:
+    """A linear regressor (tf.estimator.LinearRegressor)."""
+
+    feature_columns: tuple[str, ...]
+    label_dimension: int = 1
+    optimizer: str = "Ftrl"
+    learning_rate: float | None = None
+    weight_column: str | None = None
+
+    def __post_init__(self) -> None:
+        _linear_columns(self, "feature_columns")
+        _checks.one_of(self.optimizer, OPTIMIZERS, "optimizer")
+        _checks.number(self.learning_rate, "learning_rate", low=0, low_open=True,
+                       allow_none=True)
+        _head_options(self, classifier=False)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class DNNLinearCombinedClassifier:
+    """Wide & deep (tf.estimator.DNNLinearCombinedClassifier): a linear model over
+    ``linear_feature_columns`` plus a DNN over ``dnn_feature_columns``, logits summed."""
+
+    linear_feature_columns: tuple[str, ...]
+    dnn_feature_columns: tuple[DnnColumn, ...]
+    dnn_hidden_units: tuple[int, ...]
+    n_classes: int = 2
+    linear_optimizer: str = "Ftrl"
+    linear_learning_rate: float | None = None
+    dnn_optimizer: str = "Adagrad"
+    dnn_learning_rate: float | None = 0.05
+    dnn_activation: str = "relu"
+    dnn_dropout: float | None = None
+    batch_norm: bool = False
+    weight_column: str | None = None
+
+    def __post_init__(self) -> None:
+        _linear_columns(self, "linear_feature_columns")
+        _dnn_columns(self, "dnn_feature_columns")
+        _hidden(self, "dnn_hidden_units")
+        _dnn_options(self, "dnn_")
+        _checks.one_of(self.linear_optimizer, OPTIMIZERS, "linear_optimizer")
+        _checks.number(self.linear_learning_rate, "linear_learning_rate", low=0,
+                       low_open=True, allow_none=True)
+        _head_options(self, classifier=True)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class DNNLinearCombinedRegressor:
+    """Wide & deep regressor (tf.estimator.DNNLinearCombinedRegressor)."""
+
+    linear_feature_columns: tuple[str, ...]
+    dnn_feature_columns: tuple[DnnColumn, ...]
+    dnn_hidden_units: tuple[int, ...]
+    label_dimension: int = 1
+    linear_optimizer: str = "Ftrl"
+    linear_learning_rate: float | None = None
+    dnn_optimizer: str = "Adagrad"
+    dnn_learning_rate: float | None = 0.05
+    dnn_activation: str = "relu"
+    dnn_dropout: float | None = None
+    batch_norm: bool = False
+    weight_column: str | None = None
+
+    def __post_init__(self) -> None:
+        _linear_columns(self, "linear_feature_columns")
+        _dnn_columns(self, "dnn_feature_columns")
+        _hidden(self, "dnn_hidden_units")
+        _dnn_options(self, "dnn_")
+        _checks.one_of(self.linear_optimizer, OPTIMIZERS, "linear_optimizer")
+        _checks.number(self.linear_learning_rate, "linear_learning_rate", low=0,
+                       low_open=True, allow_none=True)
+        _head_options(self, classifier=False)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class CustomModel:
+    """A user ``model_fn(features, labels, mode, params[, config]) -> EstimatorSpec``.
+
+    ``model_fn`` is a module-level function or a ``"package.module:function"`` string; it is
+    imported by the train step, so a pipeline module can declare it without importing
+    TensorFlow at module level (import it inside the function body).
+
+    Args:
+        model_fn: the function, or where to import it from.
+        params: JSON-serialisable hyperparameters passed as ``params``.
+        head: ``"binary"``, ``"multi_class"`` or ``"regression"``: what the evaluate step
+            computes from the exported model's outputs (``probabilities``/``logistic`` or
+            ``predictions``).
+    """
+
+    model_fn: Any
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    head: str = "binary"
+
+    def __post_init__(self) -> None:
+        _checks.freeze(self, "model_fn", as_ref(self.model_fn, "model_fn"))
+        if not isinstance(self.params, dict):
+            raise DslError("params", "a dict of JSON-serialisable values", self.params)
+        _checks.one_of(self.head, ("binary", "multi_class", "regression"), "head")
+
+    @property
+    def model_fn_ref(self) -> CallableRef:
+        return self.model_fn
+
+
+Model = Union[DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor,
+              DNNLinearCombinedClassifier, DNNLinearCombinedRegressor, CustomModel]
+CallableLike = Union[Callable, str, CallableRef]

@@ -1,0 +1,206 @@
+"""``Pipeline``: the root declaration tying source, features, label, model and specs together."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from estflow.dsl import _checks
+from estflow.dsl import models as m
+from estflow.dsl.errors import DslError
+from estflow.dsl.errors import DslErrors
+from estflow.dsl.features import CATEGORICAL_KINDS
+from estflow.dsl.features import Column
+from estflow.dsl.features import Crossed
+from estflow.dsl.features import Feature
+from estflow.dsl.features import Label
+from estflow.dsl.features import Numeric
+from estflow.dsl.serialization import from_json
+from estflow.dsl.serialization import serializable
+from estflow.dsl.serialization import to_json
+from estflow.dsl.specs import CsvSource
+from estflow.dsl.specs import Derive
+from estflow.dsl.specs import EvalSpec
+from estflow.dsl.specs import PushTarget
+from estflow.dsl.specs import RunConfig
+from estflow.dsl.specs import Split
+from estflow.dsl.specs import TrainSpec
+
+__all__ = ["Pipeline", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+_FEATURE_TYPES = (Numeric,) + CATEGORICAL_KINDS
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """A whole ML pipeline, declared once; run locally (``estflow run``) or compiled for
+    Kubeflow Pipelines (``estflow compile``).
+
+    Args:
+        name: pipeline name (also the KFP pipeline name).
+        source: where the raw data is.
+        features: feature declarations (see :mod:`estflow.dsl.features`).
+        label: the label column.
+        model: a premade model or a :class:`~estflow.dsl.CustomModel`.
+        train: :class:`TrainSpec`.
+        eval: :class:`EvalSpec`.
+        run_config: :class:`RunConfig`.
+        push: where a trained, evaluated model is pushed (None: no push step).
+        split: train/eval split.
+        columns: raw columns read by no feature (e.g. used only by ``derive``).
+        derive: a hook computing derived columns (e.g. the label) inside the transform graph.
+
+    Raises:
+        DslErrors: listing every invalid cross-reference at once (unknown feature names,
+            conflicting column declarations, a categorical used as a number, ...).
+    """
+
+    name: str
+    source: CsvSource
+    features: tuple[Feature, ...]
+    label: Label
+    model: m.Model
+    train: TrainSpec
+    eval: EvalSpec = EvalSpec()
+    run_config: RunConfig = RunConfig()
+    push: PushTarget | None = None
+    split: Split = Split()
+    columns: tuple[Column, ...] = ()
+    derive: Derive | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        _checks.pipeline_name(self.name)
+        _expect(self.source, CsvSource, "source")
+        _checks.freeze(self, "features", _checks.tuple_of(
+            self.features, "features", _FEATURE_TYPES, min_len=1, what="feature declarations"))
+        _expect(self.label, Label, "label")
+        _expect(self.model, m.Model.__args__, "model", "a premade model or CustomModel")
+        _expect(self.train, TrainSpec, "train")
+        _expect(self.eval, EvalSpec, "eval")
+        _expect(self.run_config, RunConfig, "run_config")
+        if self.push is not None:
+            _expect(self.push, PushTarget, "push")
+        _expect(self.split, Split, "split")
+        _checks.freeze(self, "columns", _checks.tuple_of(self.columns, "columns", Column,
+                                                         what="Column declarations"))
+        if self.derive is not None:
+            _expect(self.derive, Derive, "derive")
+        if self.schema_version != SCHEMA_VERSION:
+            raise DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec version)",
+                           self.schema_version)
+        errors = _cross_check(self)
+        if errors:
+            raise DslErrors(errors)
+
+    # Derived views, computed from the declaration (never stored).
+    def raw_columns(self) -> tuple[Column, ...]:
+        """Every raw input column (read by features, the label or ``columns``), in declaration
+        order, with its dtype and default; derived columns are not raw."""
+        return _raw_columns(self)[0]
+
+    def derived_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.derive.outputs) if self.derive else ()
+
+    def feature(self, name: str) -> Feature:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def to_json(self) -> str:
+        return to_json(self)
+
+    @staticmethod
+    def from_json(text: str) -> Pipeline:
+        value = from_json(text)
+        if not isinstance(value, Pipeline):
+            raise DslError("spec", "a Pipeline spec", type(value).__name__)
+        return value
+
+
+def _expect(value, types, field: str, what: str | None = None) -> None:
+    if not isinstance(value, types):
+        names = what or (types.__name__ if isinstance(types, type) else
+                         " or ".join(t.__name__ for t in types))
+        raise DslError(field, f"a {names}", value)
+
+
+def _raw_columns(p: Pipeline) -> tuple[tuple[Column, ...], list[DslError]]:
+    derived = set(p.derived_names())
+    seen: dict[str, tuple[Column, str]] = {}
+    errors: list[DslError] = []
+    declared = [(f"columns[{i}]", c) for i, c in enumerate(p.columns)]
+    readers = [(f"features[{i}]", f) for i, f in enumerate(p.features) if hasattr(f, "column")]
+    readers.append(("label", p.label))
+    for path, decl in declared + readers:
+        name = decl.name if isinstance(decl, Column) else decl.column
+        if name in derived:
+            continue
+        col = Column(name, decl.dtype, decl.default)
+        if name in seen and seen[name][0] != col:
+            first, where = seen[name]
+            errors.append(DslError(path, f"the same dtype and default as {where} for raw column "
+                                   f"{name!r} ({first.dtype}, default={first.default!r})",
+                                   f"{col.dtype}, default={col.default!r}"))
+            continue
+        seen.setdefault(name, (col, path))
+    return tuple(c for c, _ in seen.values()), errors
+
+
+def _cross_check(p: Pipeline) -> list[DslError]:
+    errors = _raw_columns(p)[1]
+    names = [f.name for f in p.features]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            errors.append(DslError(f"features[{i}].name", "a feature name used once", name))
+    by_name = {f.name: f for f in p.features}
+    for i, f in enumerate(p.features):
+        if isinstance(f, Crossed):
+            for j, key in enumerate(f.keys):
+                if not isinstance(by_name.get(key), CATEGORICAL_KINDS) or key == f.name:
+                    errors.append(DslError(f"features[{i}].keys[{j}]", "the name of a "
+                                           "categorical or bucketized feature", key))
+    raw = {c.name for c in p.raw_columns()}
+    if p.split.key is not None and p.split.key not in raw:
+        errors.append(DslError("split.key", f"a raw column, one of {sorted(raw)}", p.split.key))
+    errors += _check_model_columns(p, by_name)
+    return errors
+
+
+def _check_model_columns(p: Pipeline, by_name: dict[str, Feature]) -> list[DslError]:
+    errors: list[DslError] = []
+    model = p.model
+    if isinstance(model, m.CustomModel):
+        return errors
+    dnn_fields = [f for f in ("feature_columns", "dnn_feature_columns") if hasattr(model, f)]
+    if isinstance(model, (m.LinearClassifier, m.LinearRegressor)):
+        dnn_fields = []
+    for field in dnn_fields:
+        for i, col in enumerate(getattr(model, field)):
+            path = f"model.{field}[{i}]"
+            name = col if isinstance(col, str) else col.feature
+            feat = by_name.get(name)
+            if feat is None:
+                errors.append(DslError(path, f"a declared feature, one of {sorted(by_name)}",
+                                       name))
+            elif isinstance(col, str) and not isinstance(feat, Numeric):
+                errors.append(DslError(path, "a numeric feature; wrap a categorical feature "
+                                       f"in ef.Indicator({name!r}) or ef.Embedding({name!r}, "
+                                       "dimension=...)", name))
+            elif not isinstance(col, str) and isinstance(feat, Numeric):
+                errors.append(DslError(path, "a categorical feature inside "
+                                       f"{type(col).__name__}; use the numeric feature by name",
+                                       name))
+    linear_field = next((f for f in ("feature_columns", "linear_feature_columns")
+                         if hasattr(model, f) and f not in dnn_fields), None)
+    if linear_field:
+        for i, name in enumerate(getattr(model, linear_field)):
+            if name not in by_name:
+                errors.append(DslError(f"model.{linear_field}[{i}]",
+                                       f"a declared feature, one of {sorted(by_name)}", name))
+    weight = getattr(model, "weight_column", None)
+    if weight is not None and weight not in {c.name for c in p.raw_columns()}:
+        errors.append(DslError("model.weight_column", "a declared raw column", weight))
+    return errors
