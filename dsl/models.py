@@ -39,6 +39,7 @@ __all__ = [
     "CustomModel",
     "Model",
     "OPTIMIZERS",
+    "head_of",
 ]
 
 OPTIMIZERS = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
@@ -278,6 +279,7 @@ class CustomModel:
         _checks.freeze(self, "model_fn", as_ref(self.model_fn, "model_fn"))
         if not isinstance(self.params, dict):
             raise DslError("params", "a dict of JSON-serialisable values", self.params)
+        _checks.freeze(self, "params", _frozen(self.params))
         _checks.one_of(self.head, ("binary", "multi_class", "regression"), "head")
 
     @property
@@ -288,3 +290,21 @@ class CustomModel:
 Model = Union[DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor,
               DNNLinearCombinedClassifier, DNNLinearCombinedRegressor, CustomModel]
 CallableLike = Union[Callable, str, CallableRef]
+
+
+def _frozen(value: Any) -> Any:
+    """Lists become tuples (declarations are immutable and compare equal after a round trip)."""
+    if isinstance(value, dict):
+        return {str(k): _frozen(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def head_of(model: Model) -> str:
+    """The problem type of a model: ``"binary"``, ``"multi_class"`` or ``"regression"``."""
+    if isinstance(model, CustomModel):
+        return model.head
+    if hasattr(model, "n_classes"):
+        return "binary" if model.n_classes == 2 else "multi_class"
+    return "regression"

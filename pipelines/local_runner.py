@@ -1,0 +1,120 @@
+"""The local runner (the embedded default of ``estflow run``): the Plan's steps, in order, each
+as a subprocess running the same entry point a Kubeflow task runs.
+
+A subprocess per step keeps steps isolated the way containers are (a step that crashes at
+interpreter exit, as Beam can, cannot take the runner down), streams each step's progress live,
+and means the runner itself never imports TensorFlow or Beam.
+
+Layout of a run: ``<workdir>/pipeline.json`` (the spec) and ``<workdir>/<step>/<artifact>/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from estflow.dsl.contracts import Files
+from estflow.dsl.pipeline import Pipeline
+from estflow.pipelines.loader import LoadedPipeline
+from estflow.pipelines.plan import Plan
+from estflow.pipelines.plan import build_plan
+
+__all__ = ["StepFailed", "RunResult", "run_local", "run_plan"]
+
+
+class StepFailed(RuntimeError):
+    """A step's process exited with an error; the message names the step and its log."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    workdir: Path
+    artifacts: dict[str, Path]
+    seconds: dict[str, float]
+
+    def read(self, artifact: str, file: str) -> dict:
+        return json.loads((self.artifacts[artifact] / file).read_text())
+
+
+def default_workdir(pipeline: Pipeline) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("estflow_runs") / pipeline.name / stamp
+
+
+def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
+             env: dict[str, str] | None = None) -> RunResult:
+    """Run every step of ``plan`` under ``workdir``; raise :class:`StepFailed` on the first
+    failure (its output stays in ``<workdir>/<step>/log.txt``)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = workdir / Files.SPEC
+    spec.write_text(plan.pipeline.to_json())
+    paths: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    for index, step in enumerate(plan.steps, start=1):
+        for artifact in step.outputs:
+            paths[artifact] = str(workdir / step.name / artifact)
+            Path(paths[artifact]).mkdir(parents=True, exist_ok=True)
+        echo(f"==> step {index}/{len(plan.steps)}: {step.name} ({step.description})")
+        start = time.monotonic()
+        _run_step([sys.executable, "-m", step.module, *step.argv(str(spec), paths)],
+                  workdir / step.name / "log.txt", step.name, echo, env)
+        seconds[step.name] = time.monotonic() - start
+        echo(f"<== {step.name} done in {seconds[step.name]:.1f}s")
+    return RunResult(workdir, {k: Path(v) for k, v in paths.items()}, seconds)
+
+
+def _run_step(cmd: list[str], log_path: Path, name: str, echo: Callable[[str], None],
+              env: dict[str, str] | None) -> None:
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    with open(log_path, "w") as log, subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=full_env) as proc:
+        tail: list[str] = []
+        for line in proc.stdout:
+            log.write(line)
+            line = line.rstrip("\n")
+            tail = (tail + [line])[-30:]
+            if line.startswith(f"[{name} "):  # the step's own progress lines; the rest is logged
+                echo("    " + line)
+        code = proc.wait()
+    if code != 0:
+        shown = "\n".join("    " + t for t in tail)
+        raise StepFailed(f"step {name!r} failed (exit code {code}); last lines:\n{shown}\n"
+                         f"full log: {log_path}")
+
+
+def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
+              echo: Callable[[str], None] = print) -> RunResult:
+    """Run a loaded pipeline end to end on this machine and print a summary."""
+    pipeline = loaded.pipeline
+    root = Path(workdir) if workdir else default_workdir(pipeline)
+    plan = build_plan(pipeline, source_root=loaded.local_source_root)
+    echo(f"estflow run: pipeline {pipeline.name!r}, {len(plan.steps)} steps, workdir {root}")
+    start = time.monotonic()
+    result = run_plan(plan, root.resolve(), echo=echo)
+    _summary(result, time.monotonic() - start, echo)
+    return result
+
+
+def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> None:
+    evaluation = result.read("evaluation", Files.METRICS)
+    trained = result.read("model", Files.TRAIN_RESULT)
+    echo("")
+    echo(f"Pipeline finished in {seconds:.1f}s "
+         f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})")
+    metrics = evaluation["metrics"]
+    echo("Eval metrics (" + evaluation["head"] + " head, through the exported model): " +
+         ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in metrics.items()))
+    echo(f"Trained to step {trained.get('global_step')}; TensorBoard: "
+         f"tensorboard --logdir {result.artifacts['model'] / Files.CHECKPOINTS}")
+    if "pushed" in result.artifacts:
+        pushed = result.read("pushed", Files.PUSH_RESULT)
+        echo(f"Pushed {pushed['model_name']} version {pushed['version']} to {pushed['path']}")
+    echo(f"Run directory: {result.workdir}")

@@ -1,0 +1,18 @@
+"""Snapshot of the public DSL: a change here is a deliberate API change."""
+
+import estflow.dsl as ef
+
+PUBLIC = {
+    "Bucketized", "CallableRef", "CategoricalHash", "CategoricalIdentity", "CategoricalVocab",
+    "Column", "Crossed", "CsvSource", "CustomModel", "DNNClassifier",
+    "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNRegressor", "Derive",
+    "DslError", "DslErrors", "Embedding", "EstimatorSpec", "EvalSpec", "Indicator", "Label",
+    "LinearClassifier", "LinearRegressor", "ModeKeys", "Numeric", "Pipeline", "PushTarget",
+    "RunConfig", "Split", "TrainSpec",
+}
+
+
+def test_public_api_snapshot():
+    assert set(ef.__all__) == PUBLIC
+    for name in ef.__all__:
+        assert getattr(ef, name) is not None
