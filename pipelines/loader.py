@@ -64,8 +64,11 @@ def _importable_name(file: Path) -> str | None:
     while (folder / "__init__.py").exists():
         parts.insert(0, folder.name)
         folder = folder.parent
-    candidates = [".".join(parts[i:]) for i in range(len(parts))]
-    candidates += ["estflow." + c for c in candidates]
+    names = [".".join(parts[i:]) for i in range(len(parts))]
+    # Prefer the installed package's name (estflow.pipelines.examples.taxi) over the name the
+    # same file has when the repository root is on sys.path (pipelines.examples.taxi): only the
+    # former imports inside a container image.
+    candidates = ["estflow." + n for n in names] + names
     for name in candidates:
         try:
             spec = importlib.util.find_spec(name)

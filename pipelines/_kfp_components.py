@@ -1,0 +1,148 @@
+"""One KFP lightweight Python component per planned step, generated from the Plan.
+
+A task's body is a few lines of Python that KFP ships inside the task's command::
+
+    def train(spec: str, transformed: Input[Dataset], model: Output[Model]):
+        from estflow.components import train as step
+        exit_code = step.main(['--spec', spec, '--transformed', transformed.path,
+                               '--model', model.path])
+        if exit_code:
+            raise RuntimeError(...)
+
+The argument list is :meth:`PlannedStep.argv` evaluated with placeholders, so a KFP task and a
+local run call the same entry point with the same arguments, and the Plan stays the only place
+that knows them. Lightweight (not container) components, because ``kfp.local.SubprocessRunner``
+runs only those; ``install_kfp_package=False`` because the estflow image already has kfp.
+
+This module writes Python source, which is why it never imports ``estflow.components``: the
+generated code does, inside the container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import re
+from collections.abc import Callable
+
+from estflow.pipelines.plan import PlannedStep
+from kfp import dsl
+from kfp.dsl import python_component
+
+__all__ = ["ARTIFACT_TYPES", "PARAMETERS", "param_placeholder", "build_component",
+           "render_source"]
+
+# Artifact name (dsl/contracts.py) -> KFP artifact type. Directories all; the types only tell
+# the KFP UI and lineage what each one is. An artifact missing here is a plain Artifact.
+ARTIFACT_TYPES: dict[str, type] = {
+    "examples": dsl.Dataset,
+    "transformed": dsl.Dataset,
+    "model": dsl.Model,
+    "evaluation": dsl.Artifact,  # metrics.json + blessing; no KFP Metrics metadata is logged
+    "pushed": dsl.Artifact,
+}
+
+# Pipeline parameters a step's argv may use (string-typed, in this order in each signature).
+PARAMETERS = ("spec", "source_root")
+
+_PLACEHOLDER = re.compile(r"\{\{estflow-(param|path):(\w+)\}\}")
+_NAMESPACE = {"Input": dsl.Input, "Output": dsl.Output, "Artifact": dsl.Artifact,
+              "Dataset": dsl.Dataset, "Model": dsl.Model, "Metrics": dsl.Metrics}
+
+
+def param_placeholder(name: str) -> str:
+    """The string standing for pipeline parameter ``name`` in a Plan built for KFP."""
+    if name not in PARAMETERS:
+        raise ValueError(f"Received an invalid value for `name`, expected one of {PARAMETERS}. "
+                         f"Received: name={name!r}")
+    return "{{estflow-param:" + name + "}}"
+
+
+def _path_placeholder(artifact: str) -> str:
+    return "{{estflow-path:" + artifact + "}}"
+
+
+def build_component(step: PlannedStep, image: str) -> python_component.PythonComponent:
+    """The KFP component running ``step`` in ``image``; its inputs are the pipeline parameters
+    the step's argv uses, then its input artifacts, then its output artifacts."""
+    return dsl.component(_define(step.name, render_source(step)), base_image=image,
+                         install_kfp_package=False)
+
+
+def render_source(step: PlannedStep) -> str:
+    """The Python source of the component function for ``step`` (deterministic)."""
+    argv = step.argv(param_placeholder("spec"),
+                     {a: _path_placeholder(a) for a in _artifacts(step)})
+    params = [p for p in PARAMETERS if param_placeholder(p) in argv]
+    signature = [f"{p}: str" for p in params]
+    signature += [f"{a}: Input[{_type_name(a)}]" for a, _ in step.inputs]
+    signature += [f"{a}: Output[{_type_name(a)}]" for a in step.outputs]
+    package, _, module = step.module.rpartition(".")
+    failure = f"estflow step {step.name} exited with code %s"
+    lines = [f"def {step.name}(", *(f"    {s}," for s in signature), "):",
+             f"    {_docstring(step)}",
+             f"    from {package} import {module} as step",
+             "    exit_code = step.main([",
+             *(f"        {line}," for line in _argv_lines(argv, step.name)),
+             "    ])",
+             "    if exit_code:",
+             f"        raise RuntimeError({failure!r} % exit_code)",
+             ""]
+    return "\n".join(lines)
+
+
+def _argv_lines(argv: list[str], step: str) -> list[str]:
+    """argv as Python expressions, each ``--flag`` on one line with its value."""
+    lines: list[str] = []
+    after_flag = False
+    for arg in argv:
+        expression = _expression(arg, step)
+        if after_flag and not arg.startswith("--"):
+            lines[-1] += ", " + expression
+            after_flag = False
+        else:
+            lines.append(expression)
+            after_flag = arg.startswith("--")
+    return lines
+
+
+def _artifacts(step: PlannedStep) -> list[str]:
+    return [a for a, _ in step.inputs] + list(step.outputs)
+
+
+def _type_name(artifact: str) -> str:
+    return ARTIFACT_TYPES.get(artifact, dsl.Artifact).__name__
+
+
+def _expression(arg: str, step: str) -> str:
+    """Python expression for one argv element: a parameter, an artifact's path, or a literal."""
+    match = _PLACEHOLDER.fullmatch(arg)
+    if match:
+        kind, name = match.groups()
+        return name if kind == "param" else f"{name}.path"
+    if "{{estflow-" in arg:
+        raise ValueError(f"Received an invalid argv element for step {step!r}, expected a "
+                         f"placeholder on its own or a literal. Received: {arg!r}")
+    return repr(arg)
+
+
+def _docstring(step: PlannedStep) -> str:
+    return repr(f"estflow step {step.name}: {step.description}.")
+
+
+def _define(name: str, source: str) -> Callable:
+    """Execute generated ``source`` and return its function ``name``.
+
+    KFP reads a lightweight component's code with ``inspect.getsource``; registering the
+    source in ``linecache`` (as attrs does for its generated methods) makes that work for a
+    function that has no file. The name carries a hash of the source, so two different
+    sources never share an entry.
+    """
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    filename = f"<estflow-kfp-component {name} {digest}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = dict(_NAMESPACE, __name__=__name__)
+    # dont_inherit: this module's `from __future__ import annotations` would turn the
+    # generated annotations into strings, which KFP cannot read.
+    exec(compile(source, filename, "exec", dont_inherit=True), namespace)
+    return namespace[name]

@@ -1,0 +1,69 @@
+"""Golden KFP YAML files of the example pipelines: regenerate them, or check them.
+
+::
+
+    python -m estflow.pipelines.goldens            # rewrite tests/pipelines/goldens/*.yaml
+    python -m estflow.pipelines.goldens --check    # exit 1 if any golden is out of date
+
+The tests compile the same targets with the same options (:data:`GOLDENS`, :func:`render`)
+and compare bytes, with no field ignored: a diff in a golden is a change of the compiled output
+to review. Examples are named by module (not file path) so the output does not depend on the
+current directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from estflow.pipelines import kfp_compiler
+from estflow.pipelines import loader
+
+__all__ = ["GOLDENS", "DEFAULT_DIR", "render", "main"]
+
+# golden file name -> pipeline target; compiled with the compiler's defaults.
+GOLDENS: dict[str, str] = {
+    "taxi.yaml": "estflow.pipelines.examples.taxi",
+}
+
+# In a source checkout (editable install), next to the tests that read them.
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "pipelines" / "goldens"
+
+
+def render(target: str, path: Path) -> None:
+    """Compile ``target`` the way its golden is compiled, to ``path``."""
+    kfp_compiler.compile_pipeline(loader.load(target), path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m estflow.pipelines.goldens",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                        help="goldens directory (default: %(default)s)")
+    parser.add_argument("--check", action="store_true",
+                        help="compare instead of writing; exit 1 when a golden differs")
+    args = parser.parse_args(argv)
+    if not args.check:
+        args.dir.mkdir(parents=True, exist_ok=True)
+    stale = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, target in GOLDENS.items():
+            fresh = Path(tmp) / name
+            render(target, fresh)
+            golden = args.dir / name
+            if golden.is_file() and golden.read_bytes() == fresh.read_bytes():
+                print(f"unchanged {golden}")
+            elif args.check:
+                stale.append(name)
+                print(f"OUT OF DATE {golden}", file=sys.stderr)
+            else:
+                golden.write_bytes(fresh.read_bytes())
+                print(f"wrote {golden}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

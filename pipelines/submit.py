@@ -1,0 +1,517 @@
+"""Submit compiled pipelines to a Kubeflow Pipelines API, and manage their schedules.
+
+Everything goes through the unmodified ``kfp.Client`` (kfp 2.17, KFP REST API v2beta1):
+
+* :func:`submit` runs a pipeline once (``Client.create_run_from_pipeline_package``), in an
+  experiment that is created on first use and reused after;
+* :func:`schedule` creates a recurring run (``Client.create_recurring_run``) from a cron
+  expression, converted to KFP's six fields (seconds first) by
+  :func:`estflow.pipelines.cron.to_kfp_cron`, so a bad cron fails before any request;
+* :func:`list_schedules`, :func:`pause`, :func:`resume`, :func:`delete` manage recurring runs.
+
+Caching is never overridden here: the compiled YAML already carries each task's caching (set
+at compile time, see ``kfp_compiler.DEFAULT_CACHING``), while the client's ``enable_caching``
+would overwrite it on root-level tasks only.
+
+Failures are one-line errors: :class:`ApiUnreachableError` (connection refused, unknown host,
+...) and :class:`ApiHttpError` (the API answered with an HTTP error: status and message), both
+:class:`SubmitError`; bad input (cron, ``k=v`` parameters, a missing package) is a
+``ValueError``/``FileNotFoundError``. :func:`add_commands` adds the matching ``estflow``
+subcommands (``submit``, ``schedule``, ``schedules``) to the CLI.
+
+Example:
+    >>> run = submit("taxi.yaml", host="http://localhost:8080", params={"source_root": "/data"})
+    ... # doctest: +SKIP
+    >>> schedule("taxi.yaml", host="http://localhost:8080", cron="0 3 * * *", name="nightly")
+    ... # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import kfp
+import kfp_server_api
+import urllib3
+import yaml
+from estflow.pipelines.cron import to_kfp_cron
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+__all__ = ["DEFAULT_EXPERIMENT", "SubmitError", "ApiUnreachableError", "ApiHttpError",
+           "RunInfo", "ScheduleInfo", "submit", "schedule", "list_schedules", "pause", "resume",
+           "delete", "parse_params", "add_commands"]
+
+# The experiment kfp.Client itself falls back to when none is named.
+DEFAULT_EXPERIMENT = "Default"
+
+_log = logging.getLogger(__name__)
+
+PipelineSource = Any  # a compiled .yaml/.yml path, or whatever ``compile_fn`` accepts
+CompileFn = Callable[[Any, str], object]  # compile_fn(source, output_yaml_path)
+ClientFactory = Callable[..., kfp.Client]
+
+
+class SubmitError(RuntimeError):
+    """The KFP API could not be reached, or refused the request."""
+
+
+class ApiUnreachableError(SubmitError):
+    """No answer from the KFP API (connection refused, unknown host, TLS failure...)."""
+
+
+class ApiHttpError(SubmitError):
+    """The KFP API answered with an HTTP error."""
+
+    def __init__(self, message: str, status: int, reason: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """A submitted run: its id, its page in the KFP UI, its name and experiment."""
+
+    run_id: str
+    url: str
+    run_name: str
+    experiment_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleInfo:
+    """A recurring run as the KFP API reports it."""
+
+    schedule_id: str
+    name: str
+    cron: str | None
+    enabled: bool
+    experiment_id: str | None
+    max_concurrency: int | None
+    no_catchup: bool
+
+    @property
+    def state(self) -> str:
+        return "enabled" if self.enabled else "disabled"
+
+
+def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
+           params: Mapping[str, Any] | None = None, run_name: str | None = None,
+           namespace: str | None = None, compile_fn: CompileFn | None = None,
+           client_factory: ClientFactory = kfp.Client) -> RunInfo:
+    """Run a pipeline once on the KFP API at ``host``.
+
+    Args:
+        source: a compiled KFP pipeline ``.yaml``/``.yml``, or anything ``compile_fn`` compiles
+            (a pipeline ``.py``/module target, a Pipeline...).
+        host: the KFP API endpoint, e.g. ``http://localhost:8080``.
+        experiment: experiment name (created if missing); default ``"Default"``.
+        params: pipeline parameters (runtime_config.parameters).
+        run_name: the run's display name; default ``"<pipeline name> <timestamp>"``.
+        namespace: Kubernetes namespace, for multi-user KFP deployments.
+        compile_fn: ``compile_fn(source, output_path)`` writes the YAML when ``source`` is not
+            one already, e.g. ``kfp_compiler.compile_pipeline`` for a loaded pipeline.
+        client_factory: builds the client (``kfp.Client``); called with ``host`` and,
+            when given, ``namespace``.
+
+    Returns:
+        The run's id and UI address.
+
+    Raises:
+        ValueError: bad ``host`` or package; FileNotFoundError: no such package.
+        SubmitError: the API was unreachable or answered with an error.
+    """
+    _check_host(host)
+    with _package(source, compile_fn) as package:
+        pipeline_name = _pipeline_name(package)
+        run_name = run_name or f"{pipeline_name} {_timestamp()}"
+        with _api(host):
+            client = _connect(client_factory, host, namespace)
+            result = client.create_run_from_pipeline_package(
+                str(package), arguments=dict(params or {}), run_name=run_name,
+                experiment_name=experiment or DEFAULT_EXPERIMENT, namespace=namespace)
+    return RunInfo(run_id=result.run_id, url=f"{host.rstrip('/')}/#/runs/details/{result.run_id}",
+                   run_name=run_name, experiment_id=result.run_info.experiment_id)
+
+
+def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None = None,
+             experiment: str | None = None, params: Mapping[str, Any] | None = None,
+             max_concurrency: int = 1, no_catchup: bool = True, enabled: bool = True,
+             namespace: str | None = None, compile_fn: CompileFn | None = None,
+             client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
+    """Create a recurring run of a pipeline on the KFP API at ``host``.
+
+    Args:
+        source, host, experiment, params, namespace, compile_fn, client_factory: as
+            :func:`submit`.
+        cron: five fields (``"0 3 * * *"``), six (seconds first) or a macro (``@daily``).
+        name: the recurring run's display name; default: the pipeline's name.
+        max_concurrency: how many of its runs may run at once (KFP allows 1-10).
+        no_catchup: after a pause, run only the latest missed interval, not each one.
+        enabled: start it enabled (else create it paused).
+
+    Returns:
+        The recurring run as created.
+
+    Raises:
+        ValueError: an invalid cron (before any request), host, package or concurrency.
+        SubmitError: the API was unreachable or answered with an error.
+    """
+    kfp_cron = to_kfp_cron(cron)
+    _check_host(host)
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) \
+            or max_concurrency < 1:
+        raise ValueError("Received an invalid value for `max_concurrency`, expected a positive "
+                         f"integer. Received: max_concurrency={max_concurrency!r}")
+    with _package(source, compile_fn) as package:
+        name = name or _pipeline_name(package)
+        with _api(host):
+            client = _connect(client_factory, host, namespace)
+            experiment_id = client.create_experiment(
+                name=experiment or DEFAULT_EXPERIMENT, namespace=namespace).experiment_id
+            created = client.create_recurring_run(
+                experiment_id=experiment_id, job_name=name, cron_expression=kfp_cron,
+                max_concurrency=max_concurrency, no_catchup=no_catchup,
+                params=dict(params or {}), pipeline_package_path=str(package), enabled=enabled)
+    return _schedule_info(created)
+
+
+def list_schedules(host: str, experiment: str | None = None, *, namespace: str | None = None,
+                   client_factory: ClientFactory = kfp.Client) -> list[ScheduleInfo]:
+    """The recurring runs on ``host``: all of them, or those of the named ``experiment``.
+
+    Raises:
+        SubmitError: unreachable API, an HTTP error, or no experiment of that name.
+    """
+    _check_host(host)
+    found = []
+    with _api(host):
+        client = _connect(client_factory, host, namespace)
+        experiment_id = None
+        if experiment:
+            try:
+                experiment_id = client.get_experiment(
+                    experiment_name=experiment, namespace=namespace).experiment_id
+            except ValueError as err:  # kfp: "No experiment is found with name ..."
+                raise SubmitError(f"{err} (KFP API at {host})") from None
+        token = ""
+        while True:
+            page = client.list_recurring_runs(page_token=token, page_size=100,
+                                              experiment_id=experiment_id, namespace=namespace)
+            found += [_schedule_info(r) for r in page.recurring_runs or ()]
+            token = page.next_page_token
+            if not token:
+                return found
+
+
+def pause(host: str, schedule_id: str, *, namespace: str | None = None,
+          client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
+    """Disable a recurring run (no new runs start; running ones go on). Returns its state."""
+    return _set_enabled(host, schedule_id, False, namespace, client_factory)
+
+
+def resume(host: str, schedule_id: str, *, namespace: str | None = None,
+           client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
+    """Enable a paused recurring run. Returns its new state."""
+    return _set_enabled(host, schedule_id, True, namespace, client_factory)
+
+
+def delete(host: str, schedule_id: str, *, namespace: str | None = None,
+           client_factory: ClientFactory = kfp.Client) -> None:
+    """Delete a recurring run (the runs it started stay)."""
+    _check_host(host)
+    with _api(host):
+        _connect(client_factory, host, namespace).delete_recurring_run(schedule_id)
+
+
+def parse_params(items: Sequence[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (from ``--param``) as a dict; the value may itself contain ``=``.
+
+    Values stay strings: KFP checks and converts them against the pipeline's parameter types.
+
+    Raises:
+        ValueError: an item has no ``=`` or an empty key, or a key repeats.
+    """
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"Received an invalid value for `--param`, expected KEY=VALUE. "
+                             f"Received: --param {item!r}")
+        if key in params:
+            raise ValueError(f"parameter {key!r} is given twice (--param {key}=...)")
+        params[key] = value
+    return params
+
+
+# --- talking to the API ------------------------------------------------------------------------
+
+def _set_enabled(host: str, schedule_id: str, enabled: bool, namespace: str | None,
+                 client_factory: ClientFactory) -> ScheduleInfo:
+    _check_host(host)
+    with _api(host):
+        client = _connect(client_factory, host, namespace)
+        if enabled:
+            client.enable_recurring_run(schedule_id)
+        else:
+            client.disable_recurring_run(schedule_id)
+        return _schedule_info(client.get_recurring_run(schedule_id))
+
+
+def _connect(client_factory: ClientFactory, host: str, namespace: str | None) -> kfp.Client:
+    kwargs = {"host": host, **({"namespace": namespace} if namespace else {})}
+    with warnings.catch_warnings():
+        # kfp.Client warns on every construction that it needs KFP >= 2.0.0-beta.2.
+        warnings.filterwarnings("ignore", message="This client only works with",
+                                category=FutureWarning)
+        return client_factory(**kwargs)
+
+
+@contextlib.contextmanager
+def _api(host: str) -> Iterator[None]:
+    """Turn the client's failures into one-line :class:`SubmitError` s, and keep its chatter
+    (urllib3's retry warnings, the "Experiment details: <url>" prints) out of the terminal."""
+    pool_logger = logging.getLogger("urllib3.connectionpool")
+    level = pool_logger.level
+    pool_logger.setLevel(logging.ERROR)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            yield
+    except urllib3.exceptions.HTTPError as err:  # MaxRetryError, NewConnectionError, ...
+        raise ApiUnreachableError(f"cannot reach the KFP API at {host}: "
+                                  f"{_network_reason(err)}") from err
+    except kfp_server_api.ApiException as err:
+        if not err.status:  # the client's wrapper for TLS failures
+            raise ApiUnreachableError(f"cannot reach the KFP API at {host}: "
+                                      f"{str(err.reason).splitlines()[0]}") from err
+        raise ApiHttpError(f"the KFP API at {host} answered HTTP {err.status} {err.reason}: "
+                           f"{_error_message(err.body)}", err.status, err.reason) from err
+    except TimeoutError as err:  # kfp.Client's health check gave up (the API answered errors)
+        raise ApiUnreachableError(f"the KFP API at {host} failed its health check "
+                                  f"(GET /apis/v2beta1/healthz): {err}") from err
+    finally:
+        pool_logger.setLevel(level)
+        if printed.getvalue().strip():
+            _log.info("kfp.Client: %s", printed.getvalue().strip())
+
+
+def _network_reason(err: urllib3.exceptions.HTTPError) -> str:
+    reason = getattr(err, "reason", None) or err
+    if isinstance(reason, urllib3.exceptions.NameResolutionError):
+        return "unknown host name"
+    if "Connection refused" in str(reason):
+        return "connection refused"
+    # Checked last: urllib3 2 makes NewConnectionError (refused, unreachable) a subclass.
+    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError) and "timed out" in str(reason):
+        return "connection timed out"
+    return str(reason).splitlines()[0]
+
+
+def _error_message(body: bytes | str | None) -> str:
+    """The message of KFP's error body (a google.rpc.Status), else the body itself."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and (payload.get("message") or payload.get("error")):
+        text = payload.get("message") or payload.get("error")
+    text = " ".join(str(text).split()) or "(no message)"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _schedule_info(recurring: kfp_server_api.V2beta1RecurringRun) -> ScheduleInfo:
+    trigger = recurring.trigger
+    cron = trigger.cron_schedule.cron if trigger and trigger.cron_schedule else None
+    # `status` is what the scheduler does; `mode` (the request's field) is the fallback.
+    enabled = (recurring.status == "ENABLED" if recurring.status not in (None, "STATUS_UNSPECIFIED")
+               else recurring.mode == "ENABLE")
+    concurrency = recurring.max_concurrency
+    return ScheduleInfo(schedule_id=recurring.recurring_run_id, name=recurring.display_name or "",
+                        cron=cron, enabled=enabled, experiment_id=recurring.experiment_id,
+                        max_concurrency=int(concurrency) if concurrency else None,
+                        no_catchup=bool(recurring.no_catchup))
+
+
+# --- packages ----------------------------------------------------------------------------------
+
+def _check_host(host: str) -> None:
+    if not isinstance(host, str) or not host.startswith(("http://", "https://")):
+        raise ValueError("Received an invalid value for `host`, expected the KFP API's URL "
+                         f"such as http://localhost:8080. Received: host={host!r}")
+
+
+@contextlib.contextmanager
+def _package(source: PipelineSource, compile_fn: CompileFn | None) -> Iterator[Path]:
+    """The compiled YAML for ``source``: itself, or a temporary file ``compile_fn`` writes."""
+    if isinstance(source, (str, os.PathLike)) and Path(source).suffix in (".yaml", ".yml"):
+        if not Path(source).is_file():
+            raise FileNotFoundError(f"pipeline package not found: {source}")
+        yield Path(source)
+        return
+    if compile_fn is None:
+        raise ValueError("Received an invalid value for `source`, expected a compiled pipeline "
+                         f".yaml/.yml (or pass compile_fn to compile it). Received: {source!r}")
+    with tempfile.TemporaryDirectory(prefix="estflow-submit-") as tmp:
+        path = Path(tmp) / "pipeline.yaml"
+        compile_fn(source, str(path))
+        yield path
+
+
+def _pipeline_name(package: Path) -> str:
+    """``pipelineInfo.name`` of a compiled package, after checking it parses as a PipelineSpec
+    (so a wrong file fails here, with its name, instead of inside the client)."""
+    try:
+        with package.open() as stream:
+            spec = next(iter(yaml.safe_load_all(stream)), None)
+        parsed = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    except (yaml.YAMLError, json_format.ParseError, AttributeError, TypeError) as err:
+        raise ValueError(f"{package} is not a compiled KFP pipeline: "
+                         f"{str(err).splitlines()[0]}") from None
+    if not parsed.pipeline_info.name:
+        raise ValueError(f"{package} is not a compiled KFP pipeline: no pipelineInfo.name")
+    return parsed.pipeline_info.name
+
+
+def _timestamp() -> str:
+    return datetime.datetime.now().strftime("%Y-%m-%d %H-%M-%S")
+
+
+# --- the estflow CLI: submit, schedule, schedules ----------------------------------------------
+
+def add_commands(subparsers: argparse._SubParsersAction, compile_fn: CompileFn) -> None:
+    """Register ``submit``, ``schedule`` and ``schedules`` on the ``estflow`` command.
+
+    Each parser's ``handler(args) -> int`` prints one line per result and returns the exit
+    status: 0, 2 for the user's mistakes (bad cron, ``--param``, host, package), 1 when the
+    KFP API is unreachable or answers an error; messages go to stderr.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers()`` returned.
+        compile_fn: ``compile_fn(target, output_yaml)`` compiles a PIPELINE that is not a
+            ``.yaml`` already (a ``file.py[:attr]`` or ``package.module[:attr]`` target).
+    """
+    pipeline_help = ("a compiled .yaml, or a pipeline path/to/file.py[:attr] or "
+                     "package.module[:attr] (compiled first)")
+    cmd = subparsers.add_parser("submit", help="run a pipeline once on a Kubeflow Pipelines API",
+                                description="Run a pipeline once on a Kubeflow Pipelines API.")
+    cmd.add_argument("pipeline", metavar="PIPELINE", help=pipeline_help)
+    _add_api_options(cmd)
+    _add_run_options(cmd)
+    cmd.add_argument("--run-name", help="the run's name (default: pipeline name and time)")
+    cmd.set_defaults(handler=_handler(_cmd_submit, compile_fn))
+
+    cmd = subparsers.add_parser(
+        "schedule", help="run a pipeline on a cron schedule (a KFP recurring run)",
+        description="Create a KFP recurring run. CRON has 5 fields (minute hour day-of-month "
+        "month day-of-week), 6 (seconds first, as KFP wants) or is a macro such as @daily.")
+    cmd.add_argument("pipeline", metavar="PIPELINE", help=pipeline_help)
+    cmd.add_argument("--cron", required=True, help='e.g. "0 3 * * *" (03:00 every day)')
+    _add_api_options(cmd)
+    _add_run_options(cmd)
+    cmd.add_argument("--name", help="the schedule's name (default: the pipeline's name)")
+    cmd.add_argument("--max-concurrency", type=int, default=1, metavar="N",
+                     help="runs of this schedule allowed at once (default: %(default)s)")
+    cmd.add_argument("--catchup", action="store_true",
+                     help="after a pause, start one run per missed interval (default: only "
+                     "the latest)")
+    cmd.add_argument("--paused", action="store_true", help="create it disabled")
+    cmd.set_defaults(handler=_handler(_cmd_schedule, compile_fn))
+
+    cmd = subparsers.add_parser("schedules", help="list, pause, resume or delete schedules",
+                                description="Manage KFP recurring runs.")
+    actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
+    action = actions.add_parser("list", help="list schedules")
+    _add_api_options(action)
+    action.add_argument("--experiment", help="only this experiment's schedules")
+    action.set_defaults(handler=_handler(_cmd_list, None))
+    for name, verb in (("pause", "disable"), ("resume", "enable"), ("delete", "delete")):
+        action = actions.add_parser(name, help=f"{verb} a schedule")
+        action.add_argument("schedule_id", metavar="ID", help="the schedule's id")
+        _add_api_options(action)
+        action.set_defaults(handler=_handler(_cmd_change, None))
+
+
+def _add_api_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", required=True, metavar="URL",
+                        help="the KFP API endpoint, e.g. http://localhost:8080")
+    parser.add_argument("--namespace", help="Kubernetes namespace (multi-user KFP)")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--experiment", help=f"experiment name (default: {DEFAULT_EXPERIMENT}; "
+                        "created if missing)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="a pipeline parameter; repeat for several")
+
+
+def _handler(command: Callable[[argparse.Namespace, CompileFn | None], str],
+             compile_fn: CompileFn | None) -> Callable[[argparse.Namespace], int]:
+    """Wrap ``command`` (which returns the text to print) with the exit-status convention."""
+    def handle(args: argparse.Namespace) -> int:
+        prog = " ".join(filter(None, ["estflow", getattr(args, "command", None),
+                                      getattr(args, "action", None)]))
+        try:
+            print(command(args, compile_fn))
+        except SubmitError as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 1
+        except (ValueError, FileNotFoundError) as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    return handle
+
+
+def _cmd_submit(args: argparse.Namespace, compile_fn: CompileFn | None) -> str:
+    run = submit(args.pipeline, host=args.host, experiment=args.experiment,
+                 params=parse_params(args.param), run_name=args.run_name,
+                 namespace=args.namespace, compile_fn=compile_fn)
+    return f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
+
+
+def _cmd_schedule(args: argparse.Namespace, compile_fn: CompileFn | None) -> str:
+    created = schedule(args.pipeline, host=args.host, cron=args.cron, name=args.name,
+                       experiment=args.experiment, params=parse_params(args.param),
+                       max_concurrency=args.max_concurrency, no_catchup=not args.catchup,
+                       enabled=not args.paused, namespace=args.namespace,
+                       compile_fn=compile_fn)
+    return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r}, "
+            f"{created.state}")
+
+
+def _cmd_list(args: argparse.Namespace, _compile_fn: CompileFn | None) -> str:
+    found = list_schedules(args.host, args.experiment, namespace=args.namespace)
+    if not found:
+        return "No schedules."
+    width = max(len(s.schedule_id) for s in found)
+    return "\n".join(f"{s.schedule_id:<{width}}  {s.state:<8}  {s.cron or '(periodic)':<16}  "
+                     f"{s.name}" for s in found)
+
+
+def _cmd_change(args: argparse.Namespace, _compile_fn: CompileFn | None) -> str:
+    if args.action == "delete":
+        delete(args.host, args.schedule_id, namespace=args.namespace)
+        return f"Deleted schedule {args.schedule_id}"
+    change = pause if args.action == "pause" else resume
+    result = change(args.host, args.schedule_id, namespace=args.namespace)
+    return f"Schedule {result.schedule_id} ({result.name!r}) is {result.state}"

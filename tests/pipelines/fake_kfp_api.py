@@ -1,0 +1,327 @@
+"""A small in-memory fake of the Kubeflow Pipelines REST API (v2beta1), on loopback.
+
+It stands in for a KFP API server, which cannot run here (no Kubernetes, no cluster), so tests
+can drive the *unmodified* ``kfp.Client`` (kfp 2.17) over real HTTP and assert on what it sent.
+It implements just the routes that client uses for submitting runs and managing recurring runs,
+with the JSON shapes of the generated ``kfp_server_api`` models (snake_case keys, except
+``recurringRuns`` in the recurring-run list; int64 values such as ``max_concurrency`` as
+strings; errors as a ``google.rpc.Status`` body):
+
+=======  ===============================================  ==================================
+GET      /apis/v2beta1/healthz                            ``Client()`` (single-user: no
+                                                          namespace lookup follows)
+POST     /apis/v2beta1/experiments                        ``create_experiment``
+GET      /apis/v2beta1/experiments                        ``get_experiment(experiment_name=)``
+                                                          (``filter``: display_name EQUALS)
+GET      /apis/v2beta1/experiments/{id}                   ``get_experiment(experiment_id=)``
+POST     /apis/v2beta1/runs                               ``create_run_from_pipeline_package``
+GET      /apis/v2beta1/runs, /runs/{id}                   ``list_runs``, ``get_run``
+POST     /apis/v2beta1/recurringruns                      ``create_recurring_run`` (rejects a
+                                                          cron without six fields, like KFP)
+GET      /apis/v2beta1/recurringruns, /{id}               ``list_recurring_runs``,
+                                                          ``get_recurring_run``
+POST     /apis/v2beta1/recurringruns/{id}:enable|:disable ``enable/disable_recurring_run``
+DELETE   /apis/v2beta1/recurringruns/{id}                 ``delete_recurring_run``
+=======  ===============================================  ==================================
+
+``Client.create_run_from_pipeline_package`` and ``create_recurring_run`` send the pipeline spec
+inline (``pipeline_spec``), so no pipeline upload route is needed. State lives in plain dicts
+(``experiments``, ``runs``, ``recurring_runs``) and every request is logged in ``requests``.
+
+Example:
+    >>> with FakeKfpApi() as api:  # doctest: +SKIP
+    ...     kfp.Client(host=api.url).create_experiment("demo")
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import itertools
+import json
+import re
+import threading
+import urllib.parse
+
+__all__ = ["FakeKfpApi", "pipeline_name"]
+
+_PREFIX = "/apis/v2beta1"
+# google.rpc.Code values the real server puts in its error bodies.
+_GRPC_CODES = {400: 3, 404: 5, 409: 6, 500: 13}
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def pipeline_name(spec: dict) -> str | None:
+    """``pipelineInfo.name`` of a run's ``pipeline_spec`` (bare, or with a platform spec)."""
+    spec = spec.get("pipeline_spec", spec)
+    return spec.get("pipelineInfo", {}).get("name")
+
+
+class FakeKfpApi:
+    """The fake server: ``start()`` it (or use ``with``), point ``kfp.Client`` at ``url``."""
+
+    def __init__(self) -> None:
+        self.experiments: dict[str, dict] = {}
+        self.runs: dict[str, dict] = {}
+        self.recurring_runs: dict[str, dict] = {}
+        self.requests: list[tuple[str, str]] = []  # (method, path with query)
+        # Like a real server, answer at most this many items per page (None: as many as asked).
+        self.page_size_cap: int | None = None
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._routes = [
+            ("GET", r"/healthz", self._healthz),
+            ("POST", r"/experiments", self._create_experiment),
+            ("GET", r"/experiments", self._list_experiments),
+            ("GET", r"/experiments/(?P<id>[^/:]+)", self._get_experiment),
+            ("POST", r"/runs", self._create_run),
+            ("GET", r"/runs", self._list_runs),
+            ("GET", r"/runs/(?P<id>[^/:]+)", self._get_run),
+            ("POST", r"/recurringruns", self._create_recurring_run),
+            ("GET", r"/recurringruns", self._list_recurring_runs),
+            ("GET", r"/recurringruns/(?P<id>[^/:]+)", self._get_recurring_run),
+            ("POST", r"/recurringruns/(?P<id>[^/:]+):enable", self._enable),
+            ("POST", r"/recurringruns/(?P<id>[^/:]+):disable", self._disable),
+            ("DELETE", r"/recurringruns/(?P<id>[^/:]+)", self._delete_recurring_run),
+        ]
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() the fake first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeKfpApi:
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        # A short poll interval: stop() waits up to one interval for the loop to notice.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        name="fake-kfp-api", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(timeout=5)
+            self._server = None
+
+    def __enter__(self) -> FakeKfpApi:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # --- dispatch ----------------------------------------------------------------------------
+
+    def _handler_class(self) -> type[http.server.BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as urllib3's pool expects
+            # Headers and body go out in separate writes; without TCP_NODELAY each answer
+            # waits ~40 ms for a delayed ACK.
+            disable_nagle_algorithm = True
+
+            def do_GET(self):  # noqa: N802 (BaseHTTPRequestHandler's naming)
+                fake._dispatch(self, "GET")
+
+            def do_POST(self):  # noqa: N802
+                fake._dispatch(self, "POST")
+
+            def do_DELETE(self):  # noqa: N802
+                fake._dispatch(self, "DELETE")
+
+            def log_message(self, format, *args):  # noqa: A002 (keep test output quiet)
+                pass
+
+        return Handler
+
+    def _dispatch(self, request: http.server.BaseHTTPRequestHandler, method: str) -> None:
+        url = urllib.parse.urlsplit(request.path)
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        length = int(request.headers.get("Content-Length") or 0)
+        raw = request.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else {}
+            handler, params = self._route(method, url.path)
+            with self._lock:
+                self.requests.append((method, request.path))
+                status, payload = 200, handler(body=body, query=query, **params)
+        except json.JSONDecodeError as err:
+            status, payload = 400, self._status_body(400, f"invalid JSON body: {err}")
+        except _HttpError as err:
+            status, payload = err.status, self._status_body(err.status, err.message)
+        data = json.dumps(payload).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+    def _route(self, method: str, path: str):
+        if path.startswith(_PREFIX):
+            rest = path[len(_PREFIX):]
+            for route_method, pattern, handler in self._routes:
+                match = re.fullmatch(pattern, rest)
+                if match and route_method == method:
+                    return handler, match.groupdict()
+        raise _HttpError(404, f"no route for {method} {path} in the fake KFP API")
+
+    @staticmethod
+    def _status_body(status: int, message: str) -> dict:
+        # What KFP's grpc-gateway answers: a google.rpc.Status (plus the legacy "error").
+        return {"error": message, "code": _GRPC_CODES.get(status, 2), "message": message,
+                "details": []}
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _new_id(self, kind: str) -> str:
+        return f"{kind}-{next(self._ids):04d}"
+
+    @staticmethod
+    def _now() -> str:
+        return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _page(self, items: list[dict], key: str, query: dict, filter_json: str | None) -> dict:
+        """One page of ``items``; the page token is simply the offset of the next page."""
+        items = [i for i in items if _matches(i, filter_json)]
+        start = int(query.get("page_token") or 0)
+        size = int(query.get("page_size") or 0) or len(items) or 1
+        size = min(size, self.page_size_cap or size)
+        page = items[start:start + size]
+        next_token = str(start + size) if start + size < len(items) else ""
+        return {key: page, "total_size": len(items), "next_page_token": next_token}
+
+    def _lookup(self, table: dict[str, dict], kind: str, item_id: str) -> dict:
+        if item_id not in table:
+            raise _HttpError(404, f"{kind} {item_id} not found")
+        return table[item_id]
+
+    # --- routes ------------------------------------------------------------------------------
+
+    def _healthz(self, body, query):
+        return {"multi_user": False, "pipeline_store": "database"}
+
+    def _create_experiment(self, body, query):
+        name = body.get("display_name")
+        if not name:
+            raise _HttpError(400, "experiment display_name is required")
+        namespace = body.get("namespace") or ""
+        if any(e["display_name"] == name and e["namespace"] == namespace
+               for e in self.experiments.values()):
+            raise _HttpError(409, f"experiment {name!r} already exists")
+        experiment = {"experiment_id": self._new_id("experiment"), "display_name": name,
+                      "description": body.get("description") or "", "namespace": namespace,
+                      "created_at": self._now(), "storage_state": "AVAILABLE"}
+        self.experiments[experiment["experiment_id"]] = experiment
+        return experiment
+
+    def _list_experiments(self, body, query):
+        namespace = query.get("namespace") or ""
+        items = [e for e in self.experiments.values()
+                 if not namespace or e["namespace"] == namespace]
+        return self._page(items, "experiments", query, query.get("filter"))
+
+    def _get_experiment(self, body, query, id):  # noqa: A002 (route parameter name)
+        return self._lookup(self.experiments, "experiment", id)
+
+    def _check_source(self, body: dict, what: str) -> None:
+        if not body.get("pipeline_spec") and not body.get("pipeline_version_reference"):
+            raise _HttpError(400, f"{what} needs a pipeline_spec or pipeline_version_reference")
+        if body.get("experiment_id"):
+            self._lookup(self.experiments, "experiment", body["experiment_id"])
+
+    def _create_run(self, body, query):
+        self._check_source(body, "a run")
+        run = {**body, "run_id": self._new_id("run"), "state": "PENDING",
+               "storage_state": "AVAILABLE", "created_at": self._now()}
+        self.runs[run["run_id"]] = run
+        return run
+
+    def _list_runs(self, body, query):
+        items = [r for r in self.runs.values()
+                 if not query.get("experiment_id") or r.get("experiment_id") == query["experiment_id"]]
+        return self._page(items, "runs", query, query.get("filter"))
+
+    def _get_run(self, body, query, id):  # noqa: A002
+        return self._lookup(self.runs, "run", id)
+
+    def _create_recurring_run(self, body, query):
+        self._check_source(body, "a recurring run")
+        trigger = body.get("trigger") or {}
+        cron = (trigger.get("cron_schedule") or {}).get("cron")
+        if cron is None and not trigger.get("periodic_schedule"):
+            raise _HttpError(400, "a recurring run needs a cron_schedule or periodic_schedule")
+        if cron is not None and len(cron.split()) != 6:
+            # KFP's scheduler parses cron with seconds first; five fields are rejected.
+            raise _HttpError(400, f"invalid cron {cron!r}: expected 6 fields, seconds first")
+        concurrency = int(body.get("max_concurrency") or 1)
+        if not 1 <= concurrency <= 10:
+            raise _HttpError(400, f"max_concurrency {concurrency} must be between 1 and 10")
+        enabled = body.get("mode", "ENABLE") != "DISABLE"
+        recurring = {**body, "recurring_run_id": self._new_id("recurring-run"),
+                     "max_concurrency": str(concurrency), "no_catchup": bool(body.get("no_catchup")),
+                     "created_at": self._now(), "updated_at": self._now()}
+        _set_enabled(recurring, enabled)
+        self.recurring_runs[recurring["recurring_run_id"]] = recurring
+        return recurring
+
+    def _list_recurring_runs(self, body, query):
+        items = [r for r in self.recurring_runs.values()
+                 if not query.get("experiment_id") or r.get("experiment_id") == query["experiment_id"]]
+        # Not a typo: this one list is `recurringRuns` on the wire (the proto field's own
+        # name; kfp_server_api's V2beta1ListRecurringRunsResponse maps it so).
+        return self._page(items, "recurringRuns", query, query.get("filter"))
+
+    def _get_recurring_run(self, body, query, id):  # noqa: A002
+        return self._lookup(self.recurring_runs, "recurring run", id)
+
+    def _enable(self, body, query, id):  # noqa: A002
+        _set_enabled(self._lookup(self.recurring_runs, "recurring run", id), True)
+        return {}
+
+    def _disable(self, body, query, id):  # noqa: A002
+        _set_enabled(self._lookup(self.recurring_runs, "recurring run", id), False)
+        return {}
+
+    def _delete_recurring_run(self, body, query, id):  # noqa: A002
+        self._lookup(self.recurring_runs, "recurring run", id)
+        del self.recurring_runs[id]
+        return {}
+
+
+def _set_enabled(recurring: dict, enabled: bool) -> None:
+    # The real server reports both: `mode` (the input) and `status` (what the scheduler does).
+    recurring["mode"] = "ENABLE" if enabled else "DISABLE"
+    recurring["status"] = "ENABLED" if enabled else "DISABLED"
+    recurring["updated_at"] = FakeKfpApi._now()
+
+
+def _matches(item: dict, filter_json: str | None) -> bool:
+    """Whether ``item`` passes a KFP filter; only ``EQUALS`` on a string key is supported."""
+    if not filter_json:
+        return True
+    try:
+        predicates = json.loads(filter_json).get("predicates", [])
+    except (json.JSONDecodeError, AttributeError):
+        raise _HttpError(400, f"invalid filter {filter_json!r}") from None
+    for predicate in predicates:
+        if predicate.get("operation") not in (1, "EQUALS") or "stringValue" not in predicate:
+            raise _HttpError(400, f"the fake supports only EQUALS on strings: {predicate}")
+        key = {"name": "display_name"}.get(predicate["key"], predicate["key"])
+        if item.get(key) != predicate["stringValue"]:
+            return False
+    return True
+

@@ -1,0 +1,375 @@
+"""Submit and schedule through the unmodified kfp.Client, against a fake KFP REST API.
+
+No KFP API server can run here; :mod:`tests.pipelines.fake_kfp_api` serves the v2beta1 routes
+the client uses on 127.0.0.1, and records what it received.
+"""
+
+import argparse
+import socket
+
+import pytest
+import yaml
+from estflow.pipelines import kfp_compiler
+from estflow.pipelines import loader
+from estflow.pipelines import submit as submit_mod
+from estflow.pipelines.submit import ApiHttpError
+from estflow.pipelines.submit import ApiUnreachableError
+from estflow.pipelines.submit import SubmitError
+from estflow.pipelines.submit import add_commands
+from estflow.pipelines.submit import delete
+from estflow.pipelines.submit import list_schedules
+from estflow.pipelines.submit import parse_params
+from estflow.pipelines.submit import pause
+from estflow.pipelines.submit import resume
+from estflow.pipelines.submit import schedule
+from estflow.pipelines.submit import submit
+from kfp import compiler
+from kfp import dsl
+
+from tests.pipelines.fake_kfp_api import FakeKfpApi
+from tests.pipelines.fake_kfp_api import pipeline_name
+
+
+@dsl.component(base_image="python:3.11")
+def _echo(text: str) -> str:
+    return text
+
+
+@dsl.pipeline(name="tiny", description="two tasks; the second one never cached")
+def _tiny(text: str = "hello", repeat: int = 1):
+    first = _echo(text=text)
+    _echo(text=first.output).set_caching_options(False)
+
+
+def _compile_tiny(target, output_path) -> None:
+    """A stand-in for the CLI's compile function (which wraps kfp_compiler)."""
+    compiler.Compiler().compile(_tiny, output_path)
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    path = tmp_path_factory.mktemp("package") / "tiny.yaml"
+    _compile_tiny("tiny", str(path))
+    return path
+
+
+@pytest.fixture
+def api():
+    with FakeKfpApi() as fake:
+        yield fake
+
+
+@pytest.fixture
+def closed_port_url():
+    """A loopback URL nothing listens on: connecting is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _posts(api, route):
+    return [p for m, p in api.requests if m == "POST" and p == f"/apis/v2beta1/{route}"]
+
+
+def _caching(spec):
+    """task name -> whether the sent spec enables caching for it."""
+    spec = spec.get("pipeline_spec", spec)
+    return {name: task.get("cachingOptions", {}).get("enableCache", False)
+            for name, task in spec["root"]["dag"]["tasks"].items()}
+
+
+# --- submit ------------------------------------------------------------------------------------
+
+def test_submit_sends_the_pipeline_spec_parameters_and_experiment(api, package):
+    run = submit(package, host=api.url, experiment="taxi", params={"text": "hi", "repeat": 3},
+                 run_name="first")
+
+    sent = api.runs[run.run_id]
+    assert pipeline_name(sent["pipeline_spec"]) == "tiny"
+    assert sent["runtime_config"]["parameters"] == {"text": "hi", "repeat": 3}
+    assert sent["display_name"] == "first"
+    (experiment,) = api.experiments.values()
+    assert experiment["display_name"] == "taxi"
+    assert sent["experiment_id"] == experiment["experiment_id"] == run.experiment_id
+    assert run.url == f"{api.url}/#/runs/details/{run.run_id}"
+    assert run.run_name == "first"
+
+
+def test_the_experiment_is_created_once_and_reused(api, package):
+    first = submit(package, host=api.url, experiment="nightly")
+    second = submit(package, host=api.url, experiment="nightly")
+
+    assert len(_posts(api, "experiments")) == 1
+    assert first.experiment_id == second.experiment_id
+    assert first.run_id != second.run_id
+    assert len(api.runs) == 2
+
+
+def test_defaults_are_the_default_experiment_and_a_named_timestamped_run(api, package):
+    run = submit(package, host=api.url)
+
+    assert [e["display_name"] for e in api.experiments.values()] == ["Default"]
+    assert run.run_name.startswith("tiny ")
+    assert api.runs[run.run_id]["runtime_config"].get("parameters", {}) == {}
+
+
+def test_compile_time_caching_is_sent_unchanged(api, package):
+    compiled = yaml.safe_load(package.read_text())
+    expected = _caching(compiled)
+    assert sorted(expected.values()) == [False, True]  # the fixture has both kinds
+
+    run = submit(package, host=api.url)
+    created = schedule(package, host=api.url, cron="@daily")
+
+    assert _caching(api.runs[run.run_id]["pipeline_spec"]) == expected
+    assert _caching(api.recurring_runs[created.schedule_id]["pipeline_spec"]) == expected
+
+
+def test_a_non_yaml_source_is_compiled_with_compile_fn(api):
+    seen = []
+
+    def compile_fn(target, output_path):
+        seen.append((target, output_path))
+        _compile_tiny(target, output_path)
+
+    run = submit("my/pipeline.py:nightly", host=api.url, compile_fn=compile_fn)
+
+    assert seen[0][0] == "my/pipeline.py:nightly" and seen[0][1].endswith(".yaml")
+    assert pipeline_name(api.runs[run.run_id]["pipeline_spec"]) == "tiny"
+
+
+def test_bad_sources_fail_before_any_request(api, tmp_path):
+    not_a_pipeline = tmp_path / "other.yaml"
+    not_a_pipeline.write_text("kind: Deployment\nspec: {}\n")
+
+    with pytest.raises(ValueError, match="expected a compiled pipeline .yaml/.yml"):
+        submit("pipeline.py", host=api.url)
+    with pytest.raises(FileNotFoundError, match="pipeline package not found"):
+        submit(tmp_path / "missing.yaml", host=api.url)
+    with pytest.raises(ValueError, match="other.yaml is not a compiled KFP pipeline"):
+        submit(not_a_pipeline, host=api.url)
+    with pytest.raises(ValueError, match="expected the KFP API's URL"):
+        submit(not_a_pipeline, host="localhost:8080")
+    assert api.requests == []
+
+
+# --- schedules ---------------------------------------------------------------------------------
+
+def test_schedule_sends_a_six_field_cron_and_its_options(api, package):
+    created = schedule(package, host=api.url, cron="0 3 * * *", name="nightly-taxi",
+                       experiment="taxi", params={"text": "night"}, max_concurrency=2)
+
+    sent = api.recurring_runs[created.schedule_id]
+    assert sent["trigger"]["cron_schedule"]["cron"] == "0 0 3 * * *"
+    assert sent["max_concurrency"] == "2"
+    assert sent["no_catchup"] is True
+    assert sent["mode"] == "ENABLE"
+    assert sent["display_name"] == "nightly-taxi"
+    assert sent["runtime_config"]["parameters"] == {"text": "night"}
+    assert pipeline_name(sent["pipeline_spec"]) == "tiny"
+    assert sent["experiment_id"] == next(iter(api.experiments))
+    assert (created.cron, created.enabled, created.max_concurrency, created.no_catchup) == \
+        ("0 0 3 * * *", True, 2, True)
+
+
+def test_schedule_can_start_paused_and_catch_up(api, package):
+    created = schedule(package, host=api.url, cron="0 0 3 * * *", enabled=False,
+                       no_catchup=False)
+
+    sent = api.recurring_runs[created.schedule_id]
+    assert (sent["mode"], sent["no_catchup"]) == ("DISABLE", False)
+    assert created.name == "tiny" and created.state == "disabled"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"cron": "0 25 * * *"}, "hour field '25' is out of range 0-23"),
+    ({"cron": "* * * *"}, "has 4 fields"),
+    ({"cron": "@daily", "max_concurrency": 0}, "expected a positive integer"),
+])
+def test_invalid_schedules_fail_before_any_request(api, package, options, message):
+    with pytest.raises(ValueError, match=message):
+        schedule(package, host=api.url, **options)
+    assert api.requests == []
+
+
+def test_list_pause_resume_and_delete_change_the_servers_state(api, package):
+    nightly = schedule(package, host=api.url, cron="0 3 * * *", name="nightly", experiment="a")
+    hourly = schedule(package, host=api.url, cron="@hourly", name="hourly", experiment="b")
+
+    assert [s.name for s in list_schedules(api.url)] == ["nightly", "hourly"]
+    assert [s.schedule_id for s in list_schedules(api.url, "b")] == [hourly.schedule_id]
+
+    paused = pause(api.url, nightly.schedule_id)
+    assert api.recurring_runs[nightly.schedule_id]["status"] == "DISABLED"
+    assert paused.state == "disabled"
+    assert [s.enabled for s in list_schedules(api.url)] == [False, True]
+
+    resumed = resume(api.url, nightly.schedule_id)
+    assert api.recurring_runs[nightly.schedule_id]["status"] == "ENABLED"
+    assert resumed.state == "enabled"
+
+    delete(api.url, nightly.schedule_id)
+    assert list(api.recurring_runs) == [hourly.schedule_id]
+    assert [s.name for s in list_schedules(api.url)] == ["hourly"]
+
+
+def test_list_reads_every_page(api, package):
+    api.page_size_cap = 2
+    for i in range(5):
+        schedule(package, host=api.url, cron="@daily", name=f"s{i}")
+
+    assert [s.name for s in list_schedules(api.url)] == [f"s{i}" for i in range(5)]
+    pages = [p for m, p in api.requests if m == "GET" and p.startswith("/apis/v2beta1/recurringruns?")]
+    assert len(pages) == 3
+
+
+def test_listing_an_unknown_experiment_is_an_error(api):
+    with pytest.raises(SubmitError, match="No experiment is found with name nope"):
+        list_schedules(api.url, "nope")
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+def test_an_http_error_carries_status_and_message(api):
+    with pytest.raises(ApiHttpError) as info:
+        pause(api.url, "recurring-run-9999")
+
+    assert info.value.status == 404
+    assert str(info.value) == (f"the KFP API at {api.url} answered HTTP 404 Not Found: "
+                               "recurring run recurring-run-9999 not found")
+
+
+@pytest.mark.parametrize("call", [
+    lambda url, package: submit(package, host=url),
+    lambda url, package: schedule(package, host=url, cron="@daily"),
+    lambda url, package: list_schedules(url),
+    lambda url, package: delete(url, "x"),
+])
+def test_an_unreachable_host_is_one_clear_line(closed_port_url, package, call):
+    with pytest.raises(ApiUnreachableError) as info:
+        call(closed_port_url, package)
+
+    assert str(info.value) == f"cannot reach the KFP API at {closed_port_url}: connection refused"
+
+
+def test_parse_params():
+    assert parse_params([]) == {}
+    assert parse_params(["a=1", "b=x=y", "c="]) == {"a": "1", "b": "x=y", "c": ""}
+    with pytest.raises(ValueError, match="expected KEY=VALUE. Received: --param 'novalue'"):
+        parse_params(["novalue"])
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
+        parse_params(["=1"])
+    with pytest.raises(ValueError, match="parameter 'a' is given twice"):
+        parse_params(["a=1", "a=2"])
+
+
+# --- the CLI commands ----------------------------------------------------------------------------
+
+@pytest.fixture
+def cli(capsys):
+    """Parse argv with a fresh parser holding only these commands; run the handler."""
+    compiled = []
+
+    def compile_fn(target, output_path):
+        compiled.append(target)
+        _compile_tiny(target, output_path)
+
+    parser = argparse.ArgumentParser(prog="estflow")
+    add_commands(parser.add_subparsers(dest="command", required=True), compile_fn)
+
+    def run(*argv):
+        args = parser.parse_args([str(a) for a in argv])
+        code = args.handler(args)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    run.compiled = compiled
+    return run
+
+
+def test_cli_submit_prints_the_run(api, package, cli):
+    code, out, err = cli("submit", package, "--host", api.url, "--experiment", "taxi",
+                         "--param", "text=cli", "--param", "repeat=2", "--run-name", "by-cli")
+
+    (run_id,) = api.runs
+    assert (code, err) == (0, "")
+    assert out == f"Submitted run {run_id} ('by-cli'): {api.url}/#/runs/details/{run_id}\n"
+    assert api.runs[run_id]["runtime_config"]["parameters"] == {"text": "cli", "repeat": "2"}
+    assert cli.compiled == []
+
+
+def test_cli_submit_compiles_a_python_target(api, cli):
+    code, out, _ = cli("submit", "my_pipeline.py:nightly", "--host", api.url)
+
+    assert code == 0 and out.startswith("Submitted run ")
+    assert cli.compiled == ["my_pipeline.py:nightly"]
+
+
+def test_cli_schedule_and_schedules(api, package, cli):
+    code, out, _ = cli("schedule", package, "--cron", "30 2 * * MON-FRI", "--host", api.url,
+                       "--name", "weekdays", "--max-concurrency", "3", "--catchup")
+    (schedule_id,) = api.recurring_runs
+    assert code == 0
+    assert out == f"Scheduled {schedule_id} ('weekdays'), cron '0 30 2 * * MON-FRI', enabled\n"
+    sent = api.recurring_runs[schedule_id]
+    assert (sent["max_concurrency"], sent["no_catchup"]) == ("3", False)
+
+    code, out, _ = cli("schedules", "list", "--host", api.url)
+    assert code == 0 and out.split() == [schedule_id, "enabled", "0", "30", "2", "*", "*",
+                                         "MON-FRI", "weekdays"]
+
+    assert cli("schedules", "pause", schedule_id, "--host", api.url)[1] == \
+        f"Schedule {schedule_id} ('weekdays') is disabled\n"
+    assert cli("schedules", "resume", schedule_id, "--host", api.url)[1] == \
+        f"Schedule {schedule_id} ('weekdays') is enabled\n"
+    assert cli("schedules", "delete", schedule_id, "--host", api.url)[1] == \
+        f"Deleted schedule {schedule_id}\n"
+    assert cli("schedules", "list", "--host", api.url)[1] == "No schedules.\n"
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (("schedule", "{package}", "--cron", "0 25 * * *", "--host", "{url}"), 2,
+     "estflow schedule: error: hour field '25' is out of range 0-23 in cron '0 25 * * *'\n"),
+    (("submit", "{package}", "--param", "oops", "--host", "{url}"), 2,
+     "estflow submit: error: Received an invalid value for `--param`, expected KEY=VALUE. "
+     "Received: --param 'oops'\n"),
+    (("schedules", "pause", "nope", "--host", "{url}"), 1,
+     "estflow schedules pause: error: the KFP API at {url} answered HTTP 404 Not Found: "
+     "recurring run nope not found\n"),
+])
+def test_cli_errors_are_one_line_on_stderr(api, package, cli, argv, code, message):
+    argv = [a.format(package=package, url=api.url) for a in argv]
+    before = list(api.requests)
+
+    assert cli(*argv) == (code, "", message.format(url=api.url))
+    if code == 2:
+        assert api.requests == before
+
+
+def test_cli_unreachable_host_exits_1(closed_port_url, package, cli):
+    code, out, err = cli("submit", package, "--host", closed_port_url)
+
+    assert (code, out) == (1, "")
+    assert err == (f"estflow submit: error: cannot reach the KFP API at {closed_port_url}: "
+                   "connection refused\n")
+
+
+def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys):
+    def compile_fn(target, output_path):
+        kfp_compiler.compile_pipeline(loader.load(target), output_path)
+
+    parser = argparse.ArgumentParser(prog="estflow")
+    add_commands(parser.add_subparsers(dest="command", required=True), compile_fn)
+    args = parser.parse_args(["submit", "pipelines/examples/taxi.py", "--host", api.url])
+
+    assert args.handler(args) == 0
+    (sent,) = api.runs.values()
+    assert pipeline_name(sent["pipeline_spec"]) == "chicago-taxi"
+    # Per-task caching as compiled (push never cached): nothing overrode it on the way.
+    assert _caching(sent["pipeline_spec"]) == dict(kfp_compiler.DEFAULT_CACHING)
+
+
+def test_public_names():
+    assert set(submit_mod.__all__) >= {"submit", "schedule", "list_schedules", "pause",
+                                       "resume", "delete", "parse_params", "add_commands"}

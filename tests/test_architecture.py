@@ -1,0 +1,60 @@
+"""The dependency rules that keep compiling light: checked on a real process and statically.
+
+1. Declaring and compiling a pipeline (the dsl, the CLI, the KFP compiler, the taxi example)
+   never imports TensorFlow, Beam or tf.Transform, nor the steps in ``estflow.components``.
+   Checked in a fresh interpreter, because this test process may have imported them already.
+2. The import-linter contracts in pyproject.toml hold (``lint-imports``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("tensorflow", "apache_beam", "tensorflow_transform")
+
+_COMPILE_AND_REPORT = textwrap.dedent("""
+    import json
+    import sys
+
+    import estflow.dsl
+    import estflow.pipelines.cli
+    import estflow.pipelines.kfp_compiler
+    from estflow.pipelines import cli, kfp_compiler, loader
+
+    out, taxi_file = sys.argv[1:3]
+    codes = [cli.main(["compile", taxi_file, "-o", out + "/file.yaml"]),
+             cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", out + "/module.yaml"])]
+    kfp_compiler.compile_pipeline(loader.load(taxi_file), out + "/api.yaml")
+    heavy = [m for m in sys.modules if m.split(".")[0] in {heavy}]
+    steps = [m for m in sys.modules if m.startswith("estflow.components.")]
+    print(json.dumps({{"codes": codes, "heavy": sorted(heavy), "steps": sorted(steps)}}))
+""").format(heavy=set(HEAVY))
+
+
+def _env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+
+def test_compiling_the_taxi_example_imports_no_tensorflow_beam_or_steps(tmp_path):
+    taxi_file = REPO / "pipelines" / "examples" / "taxi.py"
+    result = subprocess.run([sys.executable, "-c", _COMPILE_AND_REPORT, str(tmp_path),
+                             str(taxi_file)], cwd=tmp_path, env=_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"codes": [0, 0], "heavy": [], "steps": []}
+
+
+def test_import_linter_contracts_hold():
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    if not lint_imports.exists():
+        pytest.fail(f"{lint_imports} not found: install the test extra (pip install -e '.[test]')")
+    result = subprocess.run([str(lint_imports)], cwd=REPO, env=_env(), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
