@@ -17,6 +17,8 @@ from estflow.dsl.features import Column
 from estflow.dsl.features import Crossed
 from estflow.dsl.features import Label
 from estflow.dsl.features import Numeric
+from estflow.dsl.model_fn import EstimatorSpec
+from estflow.dsl.model_fn import ModeKeys
 from estflow.dsl.models import CustomModel
 from estflow.dsl.models import DNNClassifier
 from estflow.dsl.models import DNNLinearCombinedClassifier
@@ -54,11 +56,13 @@ __all__ = [
     "DslError",
     "DslErrors",
     "Embedding",
+    "EstimatorSpec",
     "EvalSpec",
     "Indicator",
     "Label",
     "LinearClassifier",
     "LinearRegressor",
+    "ModeKeys",
     "Numeric",
     "Pipeline",
     "PushTarget",

@@ -1,0 +1,173 @@
+"""The ``model_fn`` contract: :class:`ModeKeys` and :class:`EstimatorSpec` (tf.estimator's).
+
+A model_fn is ``model_fn(features, labels, mode, params[, config]) -> EstimatorSpec``. The
+train step calls it while a ``tf.function`` traces, once per mode; what it must return depends
+on the mode, and :class:`EstimatorSpec` checks that at construction (like the original's
+``_validate_estimator_spec_*``), naming the missing field and the mode.
+
+This module never imports TensorFlow: tensors, metrics and optimizers are checked by what they
+can do (duck typing), so declaring a pipeline stays light.
+
+Example:
+    >>> import estflow.dsl as ef
+    >>> try:
+    ...     ef.EstimatorSpec(mode=ef.ModeKeys.PREDICT)
+    ... except ef.DslError as err:
+    ...     print(err.path, "|", err.expected)
+    predictions | a tensor or a dict of tensors (EstimatorSpec needs `predictions` when mode='infer')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from estflow.dsl.errors import DslError
+
+__all__ = ["ModeKeys", "EstimatorSpec"]
+
+
+class ModeKeys:
+    """The three modes a model_fn is called in (the values tf.estimator.ModeKeys used)."""
+
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+    ALL = (TRAIN, EVAL, PREDICT)
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "dtype") and hasattr(value, "shape")
+
+
+def _rank(value: Any) -> int | None:
+    """Static rank of a tensor-like, None when unknown."""
+    shape = value.shape
+    try:
+        return len(shape)
+    except (TypeError, ValueError):  # TensorShape of unknown rank
+        return None
+
+
+def _is_metric(value: Any) -> bool:
+    """A Keras metric object, or a ``(value, update_op)`` pair of tensors/ops."""
+    if hasattr(value, "update_state") and hasattr(value, "result"):
+        return True
+    return isinstance(value, tuple) and len(value) == 2
+
+
+def _is_optimizer(value: Any) -> bool:
+    return hasattr(value, "apply_gradients")
+
+
+def _optimizer_ok(value: Any) -> bool:
+    """An optimizer, or a non-empty sequence of ``(optimizer, variables)`` pairs."""
+    if _is_optimizer(value):
+        return True
+    if not isinstance(value, (list, tuple)) or not value:
+        return False
+    return all(isinstance(p, (list, tuple)) and len(p) == 2 and _is_optimizer(p[0])
+               and isinstance(p[1], (list, tuple)) for p in value)
+
+
+def _needed(field: str, expected: str, mode: str) -> DslError:
+    return DslError(field, f"{expected} (EstimatorSpec needs `{field}` when mode={mode!r})", None)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EstimatorSpec:
+    """What a model_fn returns: the ops and objects defining the model in one mode.
+
+    Per mode (checked at construction):
+
+    - ``ModeKeys.TRAIN``: ``loss`` and exactly one of ``train_op`` (the model_fn applies its
+      own gradients, Estimator style) or ``optimizer`` (the engine takes gradients of ``loss``
+      and applies them: estflow's extension, what the premade models use).
+    - ``ModeKeys.EVAL``: ``loss``; ``eval_metric_ops`` optional.
+    - ``ModeKeys.PREDICT``: ``predictions``.
+
+    Args:
+        mode: one of :class:`ModeKeys`.
+        predictions: a tensor or a dict of tensors (batch-major).
+        loss: a scalar tensor.
+        train_op: an op or tensor that applies one training update (TRAIN).
+        eval_metric_ops: ``{name: metric}``, a Keras metric whose ``update_state`` the
+            model_fn called, or a ``(value, update_op)`` pair.
+        export_outputs: ``{signature name: output}`` for the export (informational).
+        optimizer: a Keras optimizer, or a sequence of ``(optimizer, variables)`` pairs
+            (e.g. wide & deep: one optimizer per part). With a single optimizer the engine
+            updates every trainable variable the loss depends on.
+
+    Raises:
+        DslError: a field the mode needs is missing or has the wrong kind of value; the message
+            names the field and the mode.
+    """
+
+    mode: str
+    predictions: Any = None
+    loss: Any = None
+    train_op: Any = None
+    eval_metric_ops: Mapping[str, Any] | None = None
+    export_outputs: Mapping[str, Any] | None = None
+    optimizer: Any = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ModeKeys.ALL:
+            raise DslError("mode", f"one of {list(ModeKeys.ALL)} (ModeKeys)", self.mode)
+        self._check_kinds()
+        if self.mode == ModeKeys.TRAIN:
+            self._check_train()
+        elif self.mode == ModeKeys.EVAL:
+            if self.loss is None:
+                raise _needed("loss", "a scalar loss tensor", self.mode)
+        elif self.predictions is None:
+            raise _needed("predictions", "a tensor or a dict of tensors", self.mode)
+
+    def _check_train(self) -> None:
+        if self.loss is None:
+            raise _needed("loss", "a scalar loss tensor", self.mode)
+        if self.train_op is None and self.optimizer is None:
+            raise DslError("train_op", "an op applying the update, or set `optimizer` so the "
+                           f"engine applies gradients (EstimatorSpec needs one of them when "
+                           f"mode={self.mode!r})", None)
+        if self.train_op is not None and self.optimizer is not None:
+            raise DslError("optimizer", "None when `train_op` is given (set one of them: "
+                           "`train_op` if the model_fn applies gradients itself, `optimizer` "
+                           "if the engine should)", type(self.optimizer).__name__)
+
+    def _check_kinds(self) -> None:
+        if self.loss is not None:
+            if not _is_tensor(self.loss):
+                raise DslError("loss", "a scalar tensor", type(self.loss).__name__)
+            if _rank(self.loss) not in (None, 0):
+                raise DslError("loss", "a scalar tensor (reduce it, e.g. with "
+                               "tf.reduce_mean)", f"a tensor of shape {self.loss.shape}")
+        if self.predictions is not None:
+            self._check_predictions()
+        if self.eval_metric_ops is not None:
+            if not isinstance(self.eval_metric_ops, Mapping):
+                raise DslError("eval_metric_ops", "a dict {name: metric}",
+                               type(self.eval_metric_ops).__name__)
+            for name, metric in self.eval_metric_ops.items():
+                if not isinstance(name, str) or not _is_metric(metric):
+                    raise DslError(f"eval_metric_ops[{name!r}]", "a Keras metric (with "
+                                   "update_state/result) or a (value, update_op) pair",
+                                   type(metric).__name__)
+        if self.optimizer is not None and not _optimizer_ok(self.optimizer):
+            raise DslError("optimizer", "a Keras optimizer or a sequence of (optimizer, "
+                           "variables) pairs", type(self.optimizer).__name__)
+        if self.export_outputs is not None and not isinstance(self.export_outputs, Mapping):
+            raise DslError("export_outputs", "a dict {signature name: output}",
+                           type(self.export_outputs).__name__)
+
+    def _check_predictions(self) -> None:
+        if isinstance(self.predictions, Mapping):
+            for key, value in self.predictions.items():
+                if not isinstance(key, str) or not _is_tensor(value):
+                    raise DslError(f"predictions[{key!r}]", "a tensor keyed by a string",
+                                   type(value).__name__)
+        elif not _is_tensor(self.predictions):
+            raise DslError("predictions", "a tensor or a dict of tensors",
+                           type(self.predictions).__name__)
