@@ -36,6 +36,7 @@ from estflow.dsl.specs import EvalSpec
 from estflow.dsl.specs import PushTarget
 from estflow.dsl.specs import RunConfig
 from estflow.dsl.specs import Split
+from estflow.dsl.specs import Threshold
 from estflow.dsl.specs import TrainSpec
 
 __all__ = [
@@ -68,5 +69,6 @@ __all__ = [
     "PushTarget",
     "RunConfig",
     "Split",
+    "Threshold",
     "TrainSpec",
 ]

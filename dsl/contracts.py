@@ -61,7 +61,8 @@ class Files:
     EXPORT = "export"                   # the serving SavedModel
     TRAIN_RESULT = "train.json"
     # evaluate -> evaluation/
-    METRICS = "metrics.json"
+    METRICS = "metrics.json"           # {"head", "metrics": {...}, "slices": {...}}
+    BLESSING = "blessing.json"         # {"blessed": bool, "reasons": [...], "baseline": ...}
     # push -> pushed/
     PUSH_RESULT = "push.json"
 

@@ -165,6 +165,10 @@ def _cross_check(p: Pipeline) -> list[DslError]:
     raw = {c.name for c in p.raw_columns()}
     if p.split.key is not None and p.split.key not in raw:
         errors.append(DslError("split.key", f"a raw column, one of {sorted(raw)}", p.split.key))
+    for i, name in enumerate(p.eval.slices):
+        if name not in raw:
+            errors.append(DslError(f"eval.slices[{i}]", f"a raw column, one of {sorted(raw)}",
+                                   name))
     errors += _check_model_columns(p, by_name)
     return errors
 

@@ -11,7 +11,8 @@ from estflow.dsl.features import Column
 from estflow.dsl.refs import as_ref
 from estflow.dsl.serialization import serializable
 
-__all__ = ["CsvSource", "Split", "Derive", "TrainSpec", "EvalSpec", "RunConfig", "PushTarget"]
+__all__ = ["CsvSource", "Split", "Derive", "TrainSpec", "Threshold", "EvalSpec", "RunConfig",
+           "PushTarget"]
 
 
 @serializable
@@ -93,16 +94,67 @@ class TrainSpec:
 
 @serializable
 @dataclasses.dataclass(frozen=True)
+class Threshold:
+    """A condition a model must meet to be blessed (and pushed).
+
+    Args:
+        metric: an eval metric name, e.g. ``"auc"``, ``"accuracy"``, ``"loss"``.
+        lower_bound: the metric must be >= this.
+        upper_bound: the metric must be <= this.
+        max_regression: compared with the baseline (the model currently served at the push
+            target): the metric may get worse by at most this much (in the direction given by
+            ``higher_is_better``). No baseline (first push) passes this check.
+        higher_is_better: direction of the metric (False for losses and errors).
+
+    Example:
+        >>> Threshold("auc", lower_bound=0.85, max_regression=0.01)
+        Threshold(metric='auc', lower_bound=0.85, upper_bound=None, max_regression=0.01, higher_is_better=True)
+    """
+
+    metric: str
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    max_regression: float | None = None
+    higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metric, str) or not self.metric:
+            raise DslError("metric", "a metric name such as 'auc'", self.metric)
+        _checks.number(self.lower_bound, "lower_bound", allow_none=True)
+        _checks.number(self.upper_bound, "upper_bound", allow_none=True)
+        _checks.number(self.max_regression, "max_regression", allow_none=True, low=0)
+        if not isinstance(self.higher_is_better, bool):
+            raise DslError("higher_is_better", "True or False", self.higher_is_better)
+        if (self.lower_bound, self.upper_bound, self.max_regression) == (None, None, None):
+            raise DslError("lower_bound", "at least one of lower_bound, upper_bound or "
+                           "max_regression", None)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
 class EvalSpec:
-    """Evaluation (tf.estimator.EvalSpec): ``steps`` batches, or the whole eval split if None."""
+    """Evaluation (tf.estimator.EvalSpec): ``steps`` batches, or the whole eval split if None.
+
+    Args:
+        thresholds: conditions for the blessing; a model that fails one is not pushed.
+        slices: raw column names; metrics are also computed per value of each.
+    """
 
     steps: int | None = None
     name: str = "eval"
     batch_size: int = 512
     start_delay_secs: int = 120
     throttle_secs: int = 600
+    thresholds: tuple[Threshold, ...] = ()
+    slices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _checks.freeze(self, "thresholds", _checks.tuple_of(
+            self.thresholds, "thresholds", Threshold, what="Threshold declarations"))
+        slices = _checks.tuple_of(self.slices, "slices", str, what="raw column names")
+        for i, name in enumerate(slices):
+            _checks.name(name, f"slices[{i}]")
+        _checks.freeze(self, "slices", slices)
         _checks.positive_int(self.steps, "steps", allow_none=True)
         _checks.name(self.name)
         _checks.positive_int(self.batch_size, "batch_size")

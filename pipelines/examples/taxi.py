@@ -73,7 +73,10 @@ pipeline = ef.Pipeline(
         dnn_hidden_units=(64, 32),
     ),
     train=ef.TrainSpec(max_steps=3000, batch_size=128),
-    eval=ef.EvalSpec(),
+    eval=ef.EvalSpec(
+        thresholds=(ef.Threshold("auc", lower_bound=0.85, max_regression=0.01),),
+        slices=("payment_type",),
+    ),
     run_config=ef.RunConfig(save_checkpoints_steps=1000),
     split=ef.Split(eval_fraction=0.2),
     push=ef.PushTarget(base_path="serving_models", model_name="chicago_taxi"),

@@ -8,7 +8,7 @@ PUBLIC = {
     "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNRegressor", "Derive",
     "DslError", "DslErrors", "Embedding", "EstimatorSpec", "EvalSpec", "Indicator", "Label",
     "LinearClassifier", "LinearRegressor", "ModeKeys", "Numeric", "Pipeline", "PushTarget",
-    "RunConfig", "Split", "TrainSpec",
+    "RunConfig", "Split", "Threshold", "TrainSpec",
 }
 
 
