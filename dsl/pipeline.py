@@ -159,9 +159,19 @@ def _cross_check(p: Pipeline) -> list[DslError]:
     for i, f in enumerate(p.features):
         if isinstance(f, Crossed):
             for j, key in enumerate(f.keys):
-                if not isinstance(by_name.get(key), CATEGORICAL_KINDS) or key == f.name:
+                # A cross of crosses is allowed only when declared earlier: no cycles.
+                earlier = {g.name for g in p.features[:i]}
+                if not isinstance(by_name.get(key), CATEGORICAL_KINDS) or key not in earlier:
                     errors.append(DslError(f"features[{i}].keys[{j}]", "the name of a "
-                                           "categorical or bucketized feature", key))
+                                           "categorical or bucketized feature declared before "
+                                           "this cross", key))
+    outputs = names + [p.label.name]
+    weight = getattr(p.model, "weight_column", None)
+    for path, name in (("label.name", p.label.name), ("model.weight_column", weight)):
+        if name is not None and outputs.count(name) > 1:
+            errors.append(DslError(path, "a name different from every feature name (features, "
+                                   "the label and the weight column are all model inputs)",
+                                   name))
     raw = {c.name for c in p.raw_columns()}
     if p.split.key is not None and p.split.key not in raw:
         errors.append(DslError("split.key", f"a raw column, one of {sorted(raw)}", p.split.key))

@@ -74,6 +74,10 @@ class Derive:
         _checks.freeze(self, "fn", as_ref(self.fn, "fn"))
         outputs = _checks.tuple_of(self.outputs, "outputs", Column, min_len=1,
                                    what="Column declarations")
+        for i, column in enumerate(outputs):
+            if column.default is not None:
+                raise DslError(f"outputs[{i}].default", "None (a derived column is computed, "
+                               "never missing)", column.default)
         _checks.freeze(self, "outputs", outputs)
 
 

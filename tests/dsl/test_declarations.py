@@ -107,3 +107,27 @@ def test_raw_columns_merge_features_label_and_extra_columns():
 def test_int_default_on_float_column_is_normalised():
     assert ef.Numeric("x", default=0).default == 0.0
     assert isinstance(ef.Numeric("x", default=0).default, float)
+
+
+def test_crosses_may_only_reference_earlier_features_so_no_cycles():
+    features = (
+        ef.CategoricalHash("a", hash_buckets=10),
+        ef.Crossed("x", keys=("a", "y"), hash_buckets=10),
+        ef.Crossed("y", keys=("a", "x"), hash_buckets=10),
+    )
+    with pytest.raises(ef.DslErrors) as info:
+        _taxi(features=taxi.FEATURES + features)
+    n = len(taxi.FEATURES)
+    assert [e.path for e in info.value.errors] == [f"features[{n + 1}].keys[1]"]
+
+
+def test_label_name_must_differ_from_feature_names():
+    with pytest.raises(ef.DslErrors) as info:
+        _taxi(label=ef.Label("fare", source="tips", dtype="float"))
+    assert "label.name" in [e.path for e in info.value.errors]
+
+
+def test_derived_outputs_take_no_default():
+    with pytest.raises(ef.DslError) as info:
+        ef.Derive(taxi.big_tipper, outputs=(ef.Column("big_tipper", "int", default=0),))
+    assert info.value.path == "outputs[0].default"
