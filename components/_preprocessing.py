@@ -22,7 +22,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_transform as tft  # noqa: E402
 
 __all__ = ["TF_DTYPES", "UNKNOWN_LABEL", "CROSS_SEPARATOR", "raw_feature_spec", "densify",
-           "derive_columns", "label_ids", "identity_ids", "feature_order", "output_names",
+           "derive_columns", "label_ids", "identity_ids", 
            "build_preprocessing_fn"]
 
 TF_DTYPES = {"float": tf.float32, "int": tf.int64, "string": tf.string}
@@ -171,54 +171,12 @@ def _transform(feature, columns: Mapping[str, tf.Tensor], done: dict[str, tf.Ten
     raise TypeError(f"unsupported feature declaration {type(feature).__name__}")
 
 
-def feature_order(pipeline: Pipeline) -> list:
-    """Features in an order where every Crossed comes after its keys.
-
-    Raises:
-        ValueError: crossed features that (indirectly) cross themselves.
-    """
-    ordered: list = []
-    state: dict[str, str] = {}
-
-    def visit(feature, chain: tuple[str, ...]) -> None:
-        if state.get(feature.name) == "done":
-            return
-        if feature.name in chain:
-            raise ValueError(f"crossed features form a cycle: {' -> '.join(chain)} -> "
-                             f"{feature.name}")
-        for key in getattr(feature, "keys", ()):
-            visit(pipeline.feature(key), chain + (feature.name,))
-        state[feature.name] = "done"
-        ordered.append(feature)
-
-    for feature in pipeline.features:
-        visit(feature, ())
-    return ordered
-
-
 def _label(pipeline: Pipeline, columns: Mapping[str, tf.Tensor]) -> tf.Tensor:
     label = pipeline.label
     value = columns[label.column]
     if label.dtype == "string":
         return label_ids(value, label.vocabulary)
     return tf.cast(value, tf.int64 if label.dtype == "int" else tf.float32)
-
-
-def output_names(pipeline: Pipeline) -> list[str]:
-    """Output keys of the transform: features, label, then the weight column if declared.
-
-    Raises:
-        ValueError: two outputs would share a key (e.g. a feature named like the label).
-    """
-    names = [feat.name for feat in pipeline.features] + [pipeline.label.name]
-    weight = getattr(pipeline.model, "weight_column", None)
-    if weight is not None:
-        names.append(weight)
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:
-        raise ValueError(f"transform outputs must have distinct names; {clashes} is used by "
-                         "more than one of: a feature, the label, the model's weight_column")
-    return names
 
 
 def build_preprocessing_fn(pipeline: Pipeline) -> Callable[[dict], dict]:
@@ -230,8 +188,9 @@ def build_preprocessing_fn(pipeline: Pipeline) -> Callable[[dict], dict]:
     raw = pipeline.raw_columns()
     derive = pipeline.derive
     derive_fn = _runtime.resolve(derive.fn) if derive else None
-    ordered = feature_order(pipeline)
-    output_names(pipeline)
+    # The dsl guarantees distinct output names and that a cross follows its keys, so the
+    # declaration order is a valid evaluation order.
+    ordered = pipeline.features
     weight = getattr(pipeline.model, "weight_column", None)
 
     def preprocessing_fn(inputs: dict) -> dict:

@@ -7,7 +7,6 @@ that need no analyzer are checked eagerly in-process.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -220,31 +219,11 @@ def test_string_label_ids_and_identity_ids():
     assert list(ids.numpy()) == [0, 3, 4, 4]
 
 
-def test_output_name_clash_is_rejected():
-    clash = dataclasses.replace(PIPELINE, label=ef.Label("x", source="y", dtype="float"))
-    with pytest.raises(ValueError, match="distinct names"):
-        _preprocessing.build_preprocessing_fn(clash)
-
-
 def test_missing_examples_is_an_error(tmp_path):
     with pytest.raises(transform.TransformError, match="no example shards"):
         transform.run(PIPELINE, tmp_path / "nothing", tmp_path / "out")
 
 
-def test_cycle_of_crossed_features_is_reported():
-    features = PIPELINE.features + (
-        ef.Crossed("a", keys=("b", "hour"), hash_buckets=5),
-        ef.Crossed("b", keys=("a", "hour"), hash_buckets=5),
-    )
-    try:
-        cyclic = dataclasses.replace(PIPELINE, features=features)
-    except ef.DslErrors:
-        pytest.skip("the dsl already rejects crossed cycles")
-    with pytest.raises(ValueError, match="cycle"):
-        _preprocessing.feature_order(cyclic)
-
-
-@pytest.mark.slow
 def test_taxi_example_ingest_and_transform(tmp_path):
     from estflow.components import ingest
     from estflow.pipelines.examples import taxi
