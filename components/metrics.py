@@ -1,15 +1,48 @@
 """Metrics computed in NumPy from labels and model outputs (exact, not streaming estimates).
 
 Kept free of TensorFlow so the same code scores any model output, e.g. from a served model.
+Besides the scalar metrics of each head, it computes the curves the evaluation report and
+Kubeflow's ``ClassificationMetrics`` show: ROC and precision-recall points, the confusion
+matrix and calibration (reliability) bins.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["binary_metrics", "multi_class_metrics", "regression_metrics", "roc_auc"]
+__all__ = ["HEADS", "MAIN_METRIC", "head_metrics", "metric_names", "binary_metrics", "multi_class_metrics",
+           "regression_metrics", "roc_auc", "average_precision", "roc_curve", "pr_curve",
+           "downsample", "confusion_matrix", "calibration_bins"]
 
 _EPS = 1e-7
+HEADS = ("binary", "multi_class", "regression")
+MAIN_METRIC = {"binary": "auc", "multi_class": "accuracy", "regression": "rmse"}
+"""The metric the report charts per slice, by head."""
+
+
+def head_metrics(head: str, labels: np.ndarray, outputs: np.ndarray) -> dict:
+    """The metrics of ``head`` (one of :data:`HEADS`) for its model ``outputs``: P(class 1)
+    for ``binary``, [N, n_classes] probabilities for ``multi_class``, predictions otherwise."""
+    if head == "binary":
+        return binary_metrics(labels, outputs)
+    if head == "multi_class":
+        return multi_class_metrics(labels, outputs)
+    if head == "regression":
+        return regression_metrics(labels, outputs)
+    raise ValueError(f"Received an invalid value for `head`, expected one of {list(HEADS)}. "
+                     f"Received: head={head!r}")
+
+
+def metric_names(head: str) -> tuple[str, ...]:
+    """The names :func:`head_metrics` returns for ``head`` (what thresholds may refer to)."""
+    # Computed on two examples rather than listed, so the names cannot drift from the code.
+    tiny = {"binary": ([0, 1], [0.2, 0.7]), "multi_class": ([0, 1], [[0.6, 0.4], [0.3, 0.7]]),
+            "regression": ([0.0, 1.0], [0.5, 0.5])}
+    if head not in tiny:
+        head_metrics(head, np.zeros(0), np.zeros(0))  # raises the invalid-head error
+    labels, outputs = tiny[head]
+    with np.errstate(all="ignore"):
+        return tuple(head_metrics(head, np.asarray(labels), np.asarray(outputs)))
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -31,8 +64,95 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
+def _counts_by_threshold(labels: np.ndarray, scores: np.ndarray):
+    """True and false positives when predicting positive for ``score >= t``, for each distinct
+    score ``t`` from the highest down (ties move together)."""
+    y = np.asarray(labels).astype(bool).ravel()
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    order = np.argsort(-s, kind="mergesort")
+    s, y = s[order], y[order]
+    last_of_run = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]
+    tps = np.cumsum(y)[last_of_run].astype(np.float64)
+    fps = (last_of_run + 1) - tps
+    return tps, fps, s[last_of_run], float(y.sum()), float((~y).sum())
+
+
+def roc_curve(labels: np.ndarray, scores: np.ndarray):
+    """ROC points ``(fpr, tpr, thresholds)``, from (0, 0) to (1, 1).
+
+    Point ``i`` predicts positive for ``score >= thresholds[i]``; the first threshold is just
+    above the highest score (nothing predicted positive), so every value is finite (JSON-safe).
+    Rates are NaN when the labels hold a single class.
+    """
+    tps, fps, thresholds, n_pos, n_neg = _counts_by_threshold(labels, scores)
+    top = np.nextafter(thresholds[0], np.inf) if len(thresholds) else 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fpr = np.r_[0.0, fps / n_neg]
+        tpr = np.r_[0.0, tps / n_pos]
+    return fpr, tpr, np.r_[top, thresholds]
+
+
+def pr_curve(labels: np.ndarray, scores: np.ndarray):
+    """Precision-recall points ``(precision, recall, thresholds)`` by decreasing threshold,
+    starting at recall 0 (precision 1, by convention)."""
+    tps, fps, thresholds, n_pos, _n_neg = _counts_by_threshold(labels, scores)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.r_[1.0, tps / (tps + fps)]
+        recall = np.r_[0.0, tps / n_pos]
+    top = np.nextafter(thresholds[0], np.inf) if len(thresholds) else 1.0
+    return precision, recall, np.r_[top, thresholds]
+
+
+def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the precision-recall curve as a step function (sum over thresholds of
+    precision x recall increase); NaN without positives."""
+    precision, recall, _ = pr_curve(labels, scores)
+    if not np.isfinite(recall[-1]):
+        return float("nan")
+    return float(np.sum(np.diff(recall) * precision[1:]))
+
+
+def downsample(*curves: np.ndarray, max_points: int = 200) -> list[list[float]]:
+    """The same (at most ``max_points``) evenly spaced points of each curve, ends included."""
+    n = len(curves[0])
+    keep = np.unique(np.linspace(0, n - 1, min(n, max_points)).round().astype(int))
+    return [[float(v) for v in np.asarray(c)[keep]] for c in curves]
+
+
+def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, n_classes: int) -> list[list[int]]:
+    """``matrix[actual][predicted]`` counts (rows: the label, columns: the prediction)."""
+    y = np.asarray(labels, dtype=np.int64).ravel()
+    p = np.asarray(predicted, dtype=np.int64).ravel()
+    valid = (y >= 0) & (y < n_classes) & (p >= 0) & (p < n_classes)
+    counts = np.bincount(y[valid] * n_classes + p[valid], minlength=n_classes * n_classes)
+    return counts.reshape(n_classes, n_classes).tolist()
+
+
+def calibration_bins(labels: np.ndarray, predictions: np.ndarray, bins: int = 10,
+                     value_range: tuple[float, float] | None = None) -> list[dict]:
+    """Reliability bins: the predictions cut into ``bins`` equal-width intervals over
+    ``value_range`` (default: their min..max); for each non-empty bin, its bounds, example
+    count, mean prediction and mean label. A calibrated model has mean label = mean
+    prediction in every bin."""
+    y = np.asarray(labels, dtype=np.float64).ravel()
+    p = np.asarray(predictions, dtype=np.float64).ravel()
+    low, high = value_range or (float(p.min()), float(p.max()))
+    edges = np.linspace(low, high if high > low else low + 1.0, bins + 1)
+    index = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, bins - 1)
+    out = []
+    for b in range(bins):
+        members = index == b
+        if members.any():
+            out.append({"lower": float(edges[b]), "upper": float(edges[b + 1]),
+                        "count": int(members.sum()),
+                        "mean_prediction": float(p[members].mean()),
+                        "mean_label": float(y[members].mean())})
+    return out
+
+
 def binary_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
-    """Loss (log loss), accuracy, AUC, precision, recall, means, for P(class 1) = ``probs``."""
+    """Loss (log loss), accuracy, ROC AUC, PR AUC (average precision), precision, recall and
+    means, for P(class 1) = ``probs``."""
     y = np.asarray(labels, dtype=np.float64).ravel()
     p = np.clip(np.asarray(probs, dtype=np.float64).ravel(), _EPS, 1 - _EPS)
     pred = p > threshold
@@ -41,6 +161,7 @@ def binary_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5
         "loss": float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))),
         "accuracy": float(np.mean(pred == (y == 1))),
         "auc": roc_auc(y, p),
+        "auc_pr": average_precision(y, p),
         "precision": tp / max(float(pred.sum()), 1.0),
         "recall": tp / max(float((y == 1).sum()), 1.0),
         "label/mean": float(y.mean()),

@@ -1,9 +1,15 @@
-"""The push step: publish the exported SavedModel as ``<base>/<model_name>/<version>/``.
+"""The push step: publish a *blessed* model's export as ``<base>/<model_name>/<version>/``.
 
 The layout is TF Serving's (and KServe's tensorflow runtime): a server watching the model base
-path loads the highest integer version. A push never leaves a half-written version visible: the
-files are copied under a temporary dot-name in the same directory, fsynced, then renamed into
-place in one ``os.rename``. An existing version is never overwritten.
+path loads the highest integer version. The step first reads the evaluate step's
+``blessing.json``: a model that is not blessed is not pushed, and the step still succeeds,
+writing ``push.json`` = ``{"pushed": false, "reasons": [...]}`` (a rejection is a result). A
+blessed model is published through a :class:`~estflow.components._destinations.PushDestination`
+(local directory: atomic rename; ``gs://``/``s3://``: staged copy, verified, then renamed with
+``saved_model.pb`` last), never overwriting a version; then the oldest versions beyond
+``keep_versions`` are deleted, and staging directories left by killed pushes (unchanged for an
+hour) are removed. With ``PushTarget.kserve_manifest`` it also writes a KServe
+``InferenceService`` manifest next to ``push.json``.
 
 ``python -m estflow.components.push --spec S --model DIR --evaluation DIR --pushed DIR``
 """
@@ -11,47 +17,43 @@ place in one ``os.rename``. An existing version is never overwritten.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
+import dataclasses
+import json
+import re
 import sys
 import time
 from pathlib import Path
 
 from estflow.components import _runtime
+from estflow.components._destinations import STALE_STAGING_SECONDS
+from estflow.components._destinations import LocalDestination
+from estflow.components._destinations import PushDestination
+from estflow.components._destinations import destination_for
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.specs import PushTarget
 
-__all__ = ["run", "main", "push_directory", "list_versions"]
+__all__ = ["Published", "run", "main", "push_to", "push_directory", "list_versions",
+           "kserve_manifest", "kserve_name", "read_blessing"]
 
-_TMP_PREFIX = ".tmp-"
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """A pushed version: its number, its path, and the old versions deleted to make room."""
+
+    version: int
+    path: str
+    removed: tuple[int, ...] = ()
 
 
 def list_versions(model_base: Path) -> list[int]:
-    """The published (integer-named) versions under ``model_base``, ascending."""
-    if not model_base.is_dir():
-        return []
-    return sorted(int(p.name) for p in model_base.iterdir() if p.name.isdigit() and p.is_dir())
+    """The published (integer-named) versions under a local ``model_base``, ascending."""
+    return LocalDestination(model_base).list_versions()
 
 
-def _fsync_dir(folder: str | Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(folder, name), "rb") as f:
-                os.fsync(f.fileno())
-        _fsync_dir(folder)
-
-
-def push_directory(export_dir: Path, model_base: Path, *, version: int | None = None,
-                   keep_versions: int | None = None) -> Path:
-    """Copy ``export_dir`` to ``model_base/<version>`` atomically and return the new path.
+def push_to(destination: PushDestination, export_dir: str | Path, *, version: int | None = None,
+            keep_versions: int | None = None) -> Published:
+    """Publish ``export_dir`` as a new version of ``destination``.
 
     Args:
         version: the version number; default: the current Unix time, or one more than the
@@ -62,41 +64,129 @@ def push_directory(export_dir: Path, model_base: Path, *, version: int | None = 
         FileExistsError: ``version`` is already published.
         FileNotFoundError: ``export_dir`` holds no ``saved_model.pb``.
     """
-    if not (export_dir / "saved_model.pb").is_file():
-        raise FileNotFoundError(f"no SavedModel to push: {export_dir}/saved_model.pb is missing")
-    model_base.mkdir(parents=True, exist_ok=True)
-    existing = list_versions(model_base)
+    existing = destination.list_versions()
     if version is None:
         version = max(int(time.time()), existing[-1] + 1 if existing else 0)
-    final = model_base / str(version)
-    if final.exists():
-        raise FileExistsError(f"version {version} already exists at {final}; versions are "
-                              "never overwritten")
-    staging = model_base / f"{_TMP_PREFIX}{version}-{os.getpid()}"
-    shutil.copytree(export_dir, staging)
-    _fsync_tree(staging)
-    os.rename(staging, final)  # atomic on one filesystem: the version appears whole or not at all
-    _fsync_dir(model_base)
+    elif version in existing:
+        raise FileExistsError(f"version {version} already exists at "
+                              f"{destination.model_base}/{version}; versions are never "
+                              "overwritten")
+    path = destination.publish(str(export_dir), version)
+    removed = []
     if keep_versions:
-        for old in list_versions(model_base)[:-keep_versions]:
-            shutil.rmtree(model_base / str(old))
-    return final
+        for old in destination.list_versions()[:-keep_versions]:
+            if old != version:
+                destination.remove_version(old)
+                removed.append(old)
+    return Published(version, path, tuple(removed))
+
+
+def push_directory(export_dir: Path, model_base: Path, *, version: int | None = None,
+                   keep_versions: int | None = None) -> Path:
+    """Push to a local ``model_base`` (see :func:`push_to`); return the new version's path."""
+    published = push_to(LocalDestination(model_base), export_dir, version=version,
+                        keep_versions=keep_versions)
+    return Path(published.path)
+
+
+def kserve_name(model_name: str) -> str:
+    """``model_name`` as a Kubernetes resource name (DNS-1035 label: ``chicago_taxi`` ->
+    ``chicago-taxi``)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", model_name.lower()).strip("-")[:63].rstrip("-")
+    return name if name[:1].isalpha() else f"m-{name}"[:63].rstrip("-")
+
+
+def kserve_manifest(target: PushTarget, storage_uri: str, version: int) -> str:
+    """A KServe ``InferenceService`` (``serving.kserve.io/v1beta1``) serving ``storage_uri``
+    with the tensorflow predictor (TF Serving), as YAML text."""
+    name = kserve_name(target.model_name)
+    metadata = {"name": name}
+    if target.kserve_namespace:
+        metadata["namespace"] = target.kserve_namespace
+    metadata["annotations"] = {"estflow/model-version": str(version)}
+    tensorflow = {"storageUri": storage_uri}
+    if target.kserve_runtime_version:
+        tensorflow["runtimeVersion"] = target.kserve_runtime_version
+    document = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                "metadata": metadata, "spec": {"predictor": {"tensorflow": tensorflow}}}
+    header = (
+        f"# KServe InferenceService for estflow model {target.model_name!r}, written when "
+        f"version {version} was pushed.\n"
+        "# TF Serving in the predictor serves the highest version under storageUri; KServe's\n"
+        "# storage initializer copies storageUri when a predictor pod starts, so a later push\n"
+        "# is served by pods started after it (re-apply this file: the version annotation\n"
+        "# changes, or restart the predictor). Clients call\n"
+        f"# /v1/models/{name}:predict (TF Serving's model name is the service name).\n")
+    return header + _yaml(document)
+
+
+def _yaml(value: dict, indent: int = 0) -> str:
+    """Block-style YAML for nested dicts of strings (each scalar JSON-quoted, valid YAML)."""
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            lines.append(f"{' ' * indent}{key}:\n{_yaml(item, indent + 2)}")
+        else:
+            lines.append(f"{' ' * indent}{key}: {json.dumps(item)}\n")
+    return "".join(lines)
+
+
+def read_blessing(evaluation_dir: Path) -> dict:
+    """The evaluate step's verdict; a missing file is an error (no blessing, no push)."""
+    path = evaluation_dir / Files.BLESSING
+    if not path.is_file():
+        raise FileNotFoundError(f"expected the evaluate step's {Files.BLESSING} in "
+                                f"{evaluation_dir}; it is missing, so the model cannot be "
+                                "known to be blessed and is not pushed")
+    blessing = _runtime.read_json(path)
+    if not isinstance(blessing.get("blessed"), bool):
+        raise ValueError(f"{path}: expected 'blessed' to be true or false. Received: "
+                         f"{blessing.get('blessed')!r}")
+    return blessing
+
+
+def _not_pushed(target: PushTarget, blessing: dict, pushed_dir: str,
+                progress: _runtime.Progress) -> dict:
+    failed = [c["reason"] for c in blessing.get("checks", []) if not c.get("passed", True)]
+    reasons = failed or list(blessing.get("reasons", [])) or ["not blessed"]
+    result = {"pushed": False, "model_name": target.model_name, "reasons": reasons}
+    _runtime.write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    progress("not pushed: the model is not blessed: " + "; ".join(reasons))
+    return result
 
 
 def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str,
         progress: _runtime.Progress | None = None) -> dict:
-    """Push the trained model's export to the pipeline's push target."""
+    """Push the trained model's export to the pipeline's push target if it is blessed."""
     progress = progress or _runtime.Progress("push")
-    if pipeline.push is None:
+    target = pipeline.push
+    if target is None:
         raise ValueError("the pipeline declares no push target (Pipeline.push is None)")
+    blessing = read_blessing(Path(evaluation_dir))
+    if not blessing["blessed"]:
+        return _not_pushed(target, blessing, pushed_dir, progress)
+    destination = destination_for(target.base_path, target.model_name)
+    for stale in destination.clean_staging(STALE_STAGING_SECONDS):
+        progress(f"removed stale staging directory {stale} (a push killed over an hour ago)")
+    published = push_to(destination, Path(model_dir) / Files.EXPORT,
+                        keep_versions=target.keep_versions)
     metrics = _runtime.read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
-    model_base = Path(pipeline.push.base_path).resolve() / pipeline.push.model_name
-    final = push_directory(Path(model_dir) / Files.EXPORT, model_base,
-                           keep_versions=pipeline.push.keep_versions)
-    result = {"model_name": pipeline.push.model_name, "version": int(final.name),
-              "path": str(final), "base_path": str(model_base.parent), "metrics": metrics}
+    result = {"pushed": True, "model_name": target.model_name, "version": published.version,
+              "path": published.path, "model_base": destination.model_base,
+              "base_path": destination.model_base.rsplit("/", 1)[0],
+              "removed_versions": list(published.removed), "metrics": metrics}
+    if target.kserve_manifest:
+        manifest = Path(pushed_dir) / Files.KSERVE_MANIFEST
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(kserve_manifest(target, destination.model_base, published.version))
+        result["kserve_manifest"] = str(manifest)
+        if "://" not in destination.model_base:
+            progress(f"warning: the manifest's storageUri {destination.model_base} is a local "
+                     "path; KServe reads gs://, s3://, pvc:// or https:// storage")
+        progress(f"KServe manifest: {manifest} (kubectl apply -f {manifest})")
     _runtime.write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
-    progress(f"pushed version {final.name} to {final}")
+    progress(f"pushed version {published.version} to {published.path}" +
+             (f"; removed old versions {list(published.removed)}" if published.removed else ""))
     return result
 
 
@@ -104,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="estflow.components.push", description=__doc__)
     parser.add_argument("--spec", required=True, help="pipeline spec: JSON file or JSON text")
     parser.add_argument("--model", required=True, help="train output (export/)")
-    parser.add_argument("--evaluation", required=True, help="evaluate output (metrics.json)")
+    parser.add_argument("--evaluation", required=True, help="evaluate output (blessing.json)")
     parser.add_argument("--pushed", required=True, help="output directory (push.json)")
     args = parser.parse_args(argv)
     run(_runtime.load_pipeline(args.spec), args.model, args.evaluation, args.pushed)

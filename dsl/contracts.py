@@ -63,7 +63,11 @@ class Files:
     # evaluate -> evaluation/
     METRICS = "metrics.json"           # {"head", "metrics": {...}, "slices": {...}}
     BLESSING = "blessing.json"         # {"blessed": bool, "reasons": [...], "baseline": ...}
+    REPORT = "report.html"             # self-contained HTML report with inline SVG plots
+    KFP_METRICS = "kfp_metrics.json"   # {metric: number}, for KFP Metrics.log_metric
+    KFP_CLASSIFICATION = "kfp_classification.json"  # {"roc": ..., "confusion_matrix": ...}
     # push -> pushed/
-    PUSH_RESULT = "push.json"
+    PUSH_RESULT = "push.json"          # {"pushed": bool, ...}; {"pushed": false, "reasons"}
+    KSERVE_MANIFEST = "inferenceservice.yaml"  # when PushTarget.kserve_manifest
 
     SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner

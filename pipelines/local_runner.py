@@ -112,9 +112,18 @@ def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> 
     echo("Eval metrics (" + evaluation["head"] + " head, through the exported model): " +
          ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in metrics.items()))
+    echo(f"Evaluation report: {result.artifacts['evaluation'] / Files.REPORT}")
     echo(f"Trained to step {trained.get('global_step')}; TensorBoard: "
          f"tensorboard --logdir {result.artifacts['model'] / Files.CHECKPOINTS}")
     if "pushed" in result.artifacts:
         pushed = result.read("pushed", Files.PUSH_RESULT)
-        echo(f"Pushed {pushed['model_name']} version {pushed['version']} to {pushed['path']}")
+        if pushed.get("pushed", True):
+            echo(f"Pushed {pushed['model_name']} version {pushed['version']} to "
+                 f"{pushed['path']}")
+        else:
+            echo(f"Model NOT pushed (not blessed): {'; '.join(pushed['reasons'])}")
+    elif (result.artifacts["evaluation"] / Files.BLESSING).is_file():
+        blessing = result.read("evaluation", Files.BLESSING)
+        echo(("Blessed" if blessing["blessed"] else "NOT blessed") + " (no push target): "
+             + "; ".join(blessing["reasons"]))
     echo(f"Run directory: {result.workdir}")

@@ -31,3 +31,79 @@ def test_regression_and_multiclass():
     mc = metrics.multi_class_metrics(np.array([0, 2]), np.array([[0.8, 0.1, 0.1],
                                                                 [0.5, 0.1, 0.4]]))
     assert mc["accuracy"] == 0.5
+
+
+def _brute_roc(y, s):
+    """(fpr, tpr) predicting positive for score >= t, for t over the distinct scores."""
+    points = [(0.0, 0.0)]
+    for t in sorted(set(s), reverse=True):
+        pred = s >= t
+        points.append(((pred & (y == 0)).sum() / (y == 0).sum(),
+                       (pred & (y == 1)).sum() / (y == 1).sum()))
+    return np.array(points).T
+
+
+def test_roc_curve_matches_brute_force_and_its_area_is_the_auc():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 300)
+    s = np.round(rng.random(300) + 0.4 * y, 2)  # ties
+    fpr, tpr, thresholds = metrics.roc_curve(y, s)
+    expected_fpr, expected_tpr = _brute_roc(y, s)
+    np.testing.assert_allclose(fpr, expected_fpr)
+    np.testing.assert_allclose(tpr, expected_tpr)
+    assert thresholds[0] > s.max() and np.all(np.diff(thresholds) < 0)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(metrics.roc_auc(y, s))
+
+
+def test_average_precision_matches_its_definition():
+    y = np.array([1, 0, 1, 1, 0, 0, 1])
+    s = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    # precision at each positive, ranked by score: 1/1, 2/3, 3/4, 4/7
+    assert metrics.average_precision(y, s) == pytest.approx((1 + 2 / 3 + 3 / 4 + 4 / 7) / 4)
+    precision, recall, _ = metrics.pr_curve(y, s)
+    assert precision[0] == 1.0 and recall[0] == 0.0 and recall[-1] == 1.0
+
+
+def test_single_class_gives_nan_auc_and_rates():
+    y, s = np.ones(5), np.linspace(0.1, 0.9, 5)
+    assert np.isnan(metrics.roc_auc(y, s))
+    fpr, tpr, _ = metrics.roc_curve(y, s)
+    assert np.isnan(fpr[1:]).all() and np.isfinite(tpr).all()
+    assert np.isnan(metrics.average_precision(np.zeros(5), s))
+
+
+def test_downsample_keeps_ends_and_at_most_max_points():
+    xs = np.linspace(0, 1, 1001)
+    small, big = metrics.downsample(xs, xs * 2, max_points=200)
+    assert len(small) == len(big) <= 200
+    assert small[0] == 0.0 and small[-1] == 1.0 and big[-1] == 2.0
+    assert metrics.downsample(np.arange(3.0))[0] == [0.0, 1.0, 2.0]
+
+
+def test_confusion_matrix_rows_are_labels_columns_predictions():
+    matrix = metrics.confusion_matrix(np.array([0, 0, 1, 1, 1, 2]),
+                                      np.array([0, 1, 1, 1, 0, 2]), 3)
+    assert matrix == [[1, 1, 0], [1, 2, 0], [0, 0, 1]]
+
+
+def test_calibration_bins():
+    labels = np.array([0, 0, 1, 1, 1])
+    probs = np.array([0.05, 0.15, 0.12, 0.95, 1.0])
+    bins = metrics.calibration_bins(labels, probs, bins=10, value_range=(0.0, 1.0))
+    assert [(b["lower"], b["count"]) for b in bins] == [(0.0, 1), (pytest.approx(0.1), 2),
+                                                        (pytest.approx(0.9), 2)]
+    assert bins[1]["mean_label"] == 0.5
+    assert bins[1]["mean_prediction"] == pytest.approx(0.135)
+    assert bins[2]["mean_label"] == 1.0  # 1.0 falls in the last bin
+
+
+@pytest.mark.parametrize("head", metrics.HEADS)
+def test_metric_names_are_what_head_metrics_returns(head):
+    names = metrics.metric_names(head)
+    assert "loss" in names and "examples" in names
+    assert metrics.MAIN_METRIC[head] in names
+
+
+def test_unknown_head_is_a_clear_error():
+    with pytest.raises(ValueError, match="expected one of .*binary.*Received: head='ranking'"):
+        metrics.metric_names("ranking")

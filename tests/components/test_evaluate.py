@@ -1,0 +1,246 @@
+"""The evaluate step on a tiny exported model and hand-made raw examples: head and slice
+metrics, the baseline served at the push target, blessing, the report and the KFP files."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import estflow.dsl as ef
+from estflow.components import evaluate
+from estflow.components import metrics
+from estflow.components import push
+from tests.components import _eval_fixtures as fx
+
+ROWS = fx.make_rows(600, seed=0)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    fx.write_examples(root / "examples", ROWS)
+    fx.good_model(root / "good" / "export")
+    fx.random_model(root / "random" / "export")
+    return root
+
+
+def _run(data, tmp_path, model="good", **pipeline_args):
+    pipeline = fx.pipeline(pipeline_args.pop("serving", tmp_path / "serving"), **pipeline_args)
+    result = evaluate.run(pipeline, str(data / "examples"), str(data / model),
+                          str(tmp_path / "evaluation"))
+    return pipeline, result
+
+
+def _read(tmp_path, name):
+    return json.loads((tmp_path / "evaluation" / name).read_text())
+
+
+def _expected_probs(rows):
+    w = fx.TRUE_WEIGHTS
+    logits = np.array([np.float32(w["w_fare"]) * r.fare + w["w_card"] *
+                       (r.payment_type == "Credit Card") + w["bias"] for r in rows])
+    return 1 / (1 + np.exp(-logits))
+
+
+def test_head_metrics_through_the_serving_signature(data, tmp_path):
+    _, result = _run(data, tmp_path)
+    y = np.array([r.big_tipper for r in ROWS])
+    expected = metrics.binary_metrics(y, _expected_probs(ROWS))
+    assert result["head"] == "binary"
+    assert result["metrics"]["examples"] == len(ROWS)
+    for name in ("auc", "accuracy", "loss", "auc_pr"):
+        assert result["metrics"][name] == pytest.approx(expected[name], abs=1e-5)
+    assert _read(tmp_path, "metrics.json") == result
+
+
+def test_slices_match_metrics_on_the_slice_subset(data, tmp_path):
+    _, result = _run(data, tmp_path)
+    slices = result["slices"]["payment_type"]
+    assert set(slices) == {"Cash", "Credit Card", "Mobile", evaluate.MISSING}
+    y, probs = np.array([r.big_tipper for r in ROWS]), _expected_probs(ROWS)
+    for value, got in slices.items():
+        members = np.array([(r.payment_type or evaluate.MISSING) == value for r in ROWS])
+        expected = metrics.binary_metrics(y[members], probs[members])
+        assert got["examples"] == members.sum()
+        for name in ("auc", "accuracy", "loss", "label/mean"):
+            assert got[name] == pytest.approx(expected[name], abs=1e-5), (value, name)
+    assert slices[evaluate.MISSING]["examples"] < 30  # a small slice, reported with its count
+
+
+def test_slices_by_a_float_column_and_undefined_metrics_are_null():
+    labels = np.array([1, 1, 0, 1])
+    outputs = np.array([0.9, 0.8, 0.3, 0.6])
+    values = np.array(["2.5", "2.5", "7", "7"], dtype=object)
+    result = evaluate.slice_metrics("binary", labels, outputs, {"fare": values})
+    assert result["fare"]["2.5"]["examples"] == 2
+    assert np.isnan(result["fare"]["2.5"]["auc"])  # a single class: AUC undefined
+    assert evaluate._json_safe(result)["fare"]["2.5"]["auc"] is None
+
+
+def test_first_push_thresholds_bless_without_baseline(data, tmp_path):
+    _run(data, tmp_path, thresholds=(ef.Threshold("auc", lower_bound=0.7, max_regression=0.0),))
+    blessing = _read(tmp_path, "blessing.json")
+    assert blessing["blessed"] is True and blessing["baseline"] is None
+    assert blessing["reasons"][0].startswith("PASS auc = 0.8")
+    assert "no baseline" in blessing["reasons"][1]
+
+
+def test_first_push_below_the_lower_bound_is_not_blessed(data, tmp_path, capsys):
+    _run(data, tmp_path, "random", thresholds=(ef.Threshold("auc", lower_bound=0.7),))
+    blessing = _read(tmp_path, "blessing.json")
+    assert blessing["blessed"] is False
+    assert blessing["reasons"][0].startswith("FAIL auc = 0.") and "< lower_bound 0.7" in \
+        blessing["reasons"][0]
+    assert "NOT BLESSED" in capsys.readouterr().out
+
+
+def test_unknown_threshold_metric_fails_before_scoring(data, tmp_path):
+    with pytest.raises(ValueError, match=r"thresholds\[0\]\.metric.*'auc_roc'") as info:
+        _run(data, tmp_path, thresholds=(ef.Threshold("auc_roc", lower_bound=0.5),))
+    assert "'auc'" in str(info.value) and "'recall'" in str(info.value)
+    assert not (tmp_path / "evaluation").exists()
+
+
+def test_a_random_model_is_not_pushed_over_a_better_served_model(data, tmp_path):
+    serving = tmp_path / "serving"
+    push.push_directory(data / "good" / "export", serving / "taxi", version=1)
+    (serving / "taxi" / "2" / "variables").mkdir(parents=True)  # incomplete: not the baseline
+    pipeline, result = _run(data, tmp_path, "random", thresholds=(
+        ef.Threshold("auc", lower_bound=0.4, max_regression=0.02),))
+    blessing = _read(tmp_path, "blessing.json")
+    assert blessing["blessed"] is False
+    assert blessing["baseline"]["version"] == 1
+    base_auc = blessing["baseline"]["metrics"]["auc"]
+    assert base_auc > 0.75 and result["metrics"]["auc"] < 0.6
+    assert blessing["reasons"][0].startswith("PASS auc")  # the bound alone would pass
+    regression = blessing["reasons"][1]
+    assert regression.startswith("FAIL") and f"{base_auc:.6g}" in regression
+    assert f"worse by {base_auc - result['metrics']['auc']:.6g}" in regression
+
+    pushed = push.run(pipeline, str(data / "random"), str(tmp_path / "evaluation"),
+                      str(tmp_path / "pushed"))
+    assert pushed == json.loads((tmp_path / "pushed" / "push.json").read_text())
+    assert pushed["pushed"] is False and pushed["reasons"] == [regression]
+    assert push.list_versions(serving / "taxi") == [1, 2]
+
+
+def test_a_better_model_is_pushed_over_the_served_one(data, tmp_path):
+    serving = tmp_path / "serving"
+    push.push_directory(data / "random" / "export", serving / "taxi", version=1)
+    pipeline, _ = _run(data, tmp_path, thresholds=(ef.Threshold("auc", max_regression=0.0),))
+    assert _read(tmp_path, "blessing.json")["blessed"] is True
+    pushed = push.run(pipeline, str(data / "good"), str(tmp_path / "evaluation"),
+                      str(tmp_path / "pushed"))
+    assert pushed["pushed"] is True and pushed["version"] > 1
+    assert push.list_versions(serving / "taxi") == [1, pushed["version"]]
+
+
+def test_an_unreadable_baseline_blocks_max_regression(data, tmp_path):
+    broken = tmp_path / "serving" / "taxi" / "5"
+    shutil.copytree(data / "good" / "export", broken)
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    _run(data, tmp_path, thresholds=(ef.Threshold("auc", max_regression=0.1),))
+    blessing = _read(tmp_path, "blessing.json")
+    assert blessing["blessed"] is False and blessing["baseline"]["error"]
+    assert "could not be evaluated" in blessing["reasons"][0]
+
+
+def test_without_a_push_target_blessing_is_still_written(data, tmp_path):
+    _run(data, tmp_path, serving=None, thresholds=(ef.Threshold("auc", lower_bound=0.5),))
+    assert _read(tmp_path, "blessing.json")["blessed"] is True
+
+
+def test_report_has_the_plots(data, tmp_path):
+    serving = tmp_path / "serving"
+    push.push_directory(data / "good" / "export", serving / "taxi", version=1)
+    _run(data, tmp_path, "random", thresholds=(ef.Threshold("auc", max_regression=0.01),))
+    report = (tmp_path / "evaluation" / "report.html").read_text()
+    assert report.startswith("<!DOCTYPE html>") and "<script" not in report
+    assert report.count("<svg") == 4  # ROC, precision-recall, calibration, slice bars
+    for text in ("ROC curve", "Precision-recall curve", "Calibration (reliability)",
+                 "auc by payment_type", "NOT BLESSED", "baseline v1", "Confusion matrix",
+                 "&lt;missing&gt;", "small)"):
+        assert text in report, text
+    assert report.count('class="series"') == 5  # candidate + baseline ROC and PR, calibration
+
+
+def test_kfp_files_and_log_to_kfp(data, tmp_path):
+    _run(data, tmp_path)
+    scalars = _read(tmp_path, "kfp_metrics.json")
+    assert scalars["examples"] == len(ROWS) and 0.5 < scalars["auc"] < 1
+    classification = _read(tmp_path, "kfp_classification.json")
+    roc = classification["roc"]
+    assert 2 < len(roc["fpr"]) == len(roc["tpr"]) == len(roc["thresholds"]) <= 200
+    assert roc["fpr"][0] == roc["tpr"][0] == 0 and roc["fpr"][-1] == roc["tpr"][-1] == 1
+    assert np.all(np.diff(roc["thresholds"]) < 0)
+    matrix = classification["confusion_matrix"]
+    assert matrix["categories"] == ["0", "1"]
+    assert sum(map(sum, matrix["matrix"])) == len(ROWS)
+    assert sum(matrix["matrix"][1]) == sum(r.big_tipper for r in ROWS)  # rows: the label
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def __getattr__(self, name):
+            return lambda *args: self.calls.append((name, args))
+
+    scalar_log, classification_log = Recorder(), Recorder()
+    evaluate.log_to_kfp(str(tmp_path / "evaluation"), scalar_log, classification_log)
+    assert ("log_metric", ("auc", scalars["auc"])) in scalar_log.calls
+    assert len(scalar_log.calls) == len(scalars)
+    assert classification_log.calls == [
+        ("log_roc_curve", (roc["fpr"], roc["tpr"], roc["thresholds"])),
+        ("log_confusion_matrix", (matrix["categories"], matrix["matrix"]))]
+
+
+def test_log_to_kfp_with_real_kfp_artifacts(data, tmp_path):
+    kfp_dsl = pytest.importorskip("kfp.dsl")
+    _run(data, tmp_path)
+    scalars = kfp_dsl.Metrics(name="metrics", uri=str(tmp_path / "m"))
+    classification = kfp_dsl.ClassificationMetrics(name="c", uri=str(tmp_path / "c"))
+    evaluate.log_to_kfp(str(tmp_path / "evaluation"), scalars, classification)
+    assert scalars.metadata["auc"] == _read(tmp_path, "kfp_metrics.json")["auc"]
+    assert len(classification.metadata["confidenceMetrics"]) <= 200
+    assert classification.metadata["confusionMatrix"]["annotationSpecs"] == [
+        {"displayName": "0"}, {"displayName": "1"}]
+
+
+def test_curves_for_multi_class_and_regression():
+    probs = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.4, 0.1]])
+    multi = evaluate.curves("multi_class", np.array([0, 1, 2, 1]), probs, ["a", "b", "c"])
+    assert multi == {"confusion_matrix": {"categories": ["a", "b", "c"],
+                                          "matrix": [[1, 0, 0], [1, 1, 0], [0, 0, 1]]}}
+    regression = evaluate.curves("regression", np.array([1.0, 2.0, 3.0]),
+                                 np.array([1.5, 2.0, 2.5]), [])
+    assert set(regression) == {"calibration"} and regression["calibration"][0]["count"] == 1
+
+
+def test_slices_by_an_int_column_and_a_high_cardinality_float_column(data, tmp_path):
+    _, result = _run(data, tmp_path, slices=("big_tipper", "fare"))
+    by_label = result["slices"]["big_tipper"]
+    assert set(by_label) == {"0", "1"}
+    assert by_label["1"]["examples"] == sum(r.big_tipper for r in ROWS)
+    assert by_label["1"]["auc"] is None and by_label["1"]["label/mean"] == 1.0
+    assert len(result["slices"]["fare"]) == evaluate.MAX_SLICE_VALUES  # the most frequent
+    fares = {f"{r.fare:g}" for r in ROWS}
+    assert set(result["slices"]["fare"]) <= fares  # raw float values, formatted with :g
+
+
+def test_step_entry_points_read_the_spec_and_gate_the_push(data, tmp_path):
+    serving = tmp_path / "serving"
+    push.push_directory(data / "good" / "export", serving / "taxi", version=1)
+    spec = tmp_path / "pipeline.json"
+    spec.write_text(fx.pipeline(serving, thresholds=(
+        ef.Threshold("auc", max_regression=0.01),)).to_json())
+    evaluation, pushed = tmp_path / "evaluation", tmp_path / "pushed"
+    assert evaluate.main(["--spec", str(spec), "--examples", str(data / "examples"),
+                          "--model", str(data / "random"), "--evaluation", str(evaluation)]) == 0
+    assert push.main(["--spec", str(spec), "--model", str(data / "random"),
+                      "--evaluation", str(evaluation), "--pushed", str(pushed)]) == 0
+    assert json.loads((pushed / "push.json").read_text())["pushed"] is False
+    assert push.list_versions(serving / "taxi") == [1]
+    for name in ("metrics.json", "blessing.json", "report.html", "kfp_metrics.json",
+                 "kfp_classification.json"):
+        assert (evaluation / name).is_file(), name
