@@ -30,7 +30,17 @@ from estflow.dsl.models import LinearClassifier
 from estflow.dsl.models import LinearRegressor
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.refs import CallableRef
-from estflow.dsl.specs import CsvSource
+from estflow.dsl.resources import Accelerator
+from estflow.dsl.resources import PvcMount
+from estflow.dsl.resources import Resources
+from estflow.dsl.resources import SecretEnv
+from estflow.dsl.resources import SecretVolume
+from estflow.dsl.resources import Toleration
+from estflow.dsl.sources import BigQuerySource
+from estflow.dsl.sources import CsvSource
+from estflow.dsl.sources import ParquetSource
+from estflow.dsl.sources import SchemaCheck
+from estflow.dsl.sources import TFRecordSource
 from estflow.dsl.specs import Derive
 from estflow.dsl.specs import EvalSpec
 from estflow.dsl.specs import PushTarget
@@ -40,6 +50,8 @@ from estflow.dsl.specs import Threshold
 from estflow.dsl.specs import TrainSpec
 
 __all__ = [
+    "Accelerator",
+    "BigQuerySource",
     "Bucketized",
     "CallableRef",
     "CategoricalHash",
@@ -65,10 +77,18 @@ __all__ = [
     "LinearRegressor",
     "ModeKeys",
     "Numeric",
+    "ParquetSource",
     "Pipeline",
     "PushTarget",
+    "PvcMount",
+    "Resources",
     "RunConfig",
+    "SchemaCheck",
+    "SecretEnv",
+    "SecretVolume",
     "Split",
+    "TFRecordSource",
     "Threshold",
+    "Toleration",
     "TrainSpec",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from estflow.dsl import _checks
 from estflow.dsl import models as m
@@ -14,10 +15,13 @@ from estflow.dsl.features import Crossed
 from estflow.dsl.features import Feature
 from estflow.dsl.features import Label
 from estflow.dsl.features import Numeric
+from estflow.dsl.resources import Resources
+from estflow.dsl.resources import check_step_resources
 from estflow.dsl.serialization import from_json
 from estflow.dsl.serialization import serializable
 from estflow.dsl.serialization import to_json
-from estflow.dsl.specs import CsvSource
+from estflow.dsl.sources import SOURCE_TYPES
+from estflow.dsl.sources import Source
 from estflow.dsl.specs import Derive
 from estflow.dsl.specs import EvalSpec
 from estflow.dsl.specs import PushTarget
@@ -39,7 +43,7 @@ class Pipeline:
 
     Args:
         name: pipeline name (also the KFP pipeline name).
-        source: where the raw data is.
+        source: where the raw data is (CSV, TFRecord, Parquet or BigQuery).
         features: feature declarations (see :mod:`estflow.dsl.features`).
         label: the label column.
         model: a premade model or a :class:`~estflow.dsl.CustomModel`.
@@ -50,6 +54,9 @@ class Pipeline:
         split: train/eval split.
         columns: raw columns read by no feature (e.g. used only by ``derive``).
         derive: a hook computing derived columns (e.g. the label) inside the transform graph.
+        resources: step name -> :class:`Resources` (cpu/memory, accelerator, node pool,
+            secrets, volumes, retries, timeout, caching) of that step's Kubeflow task; steps
+            not named get the cluster's defaults. Local runs ignore it.
 
     Raises:
         DslErrors: listing every invalid cross-reference at once (unknown feature names,
@@ -57,7 +64,7 @@ class Pipeline:
     """
 
     name: str
-    source: CsvSource
+    source: Source
     features: tuple[Feature, ...]
     label: Label
     model: m.Model
@@ -68,11 +75,13 @@ class Pipeline:
     split: Split = Split()
     columns: tuple[Column, ...] = ()
     derive: Derive | None = None
+    resources: Mapping[str, Resources] = dataclasses.field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         _checks.pipeline_name(self.name)
-        _expect(self.source, CsvSource, "source")
+        _expect(self.source, SOURCE_TYPES, "source",
+                "CsvSource, TFRecordSource, ParquetSource or BigQuerySource")
         _checks.freeze(self, "features", _checks.tuple_of(
             self.features, "features", _FEATURE_TYPES, min_len=1, what="feature declarations"))
         _expect(self.label, Label, "label")
@@ -87,6 +96,7 @@ class Pipeline:
                                                          what="Column declarations"))
         if self.derive is not None:
             _expect(self.derive, Derive, "derive")
+        _checks.freeze(self, "resources", check_step_resources(self.resources))
         if self.schema_version != SCHEMA_VERSION:
             raise DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec version)",
                            self.schema_version)
@@ -180,6 +190,9 @@ def _cross_check(p: Pipeline) -> list[DslError]:
             errors.append(DslError(f"eval.slices[{i}]", f"a raw column, one of {sorted(raw)}",
                                    name))
     errors += _check_model_columns(p, by_name)
+    if p.push is None and "push" in p.resources:
+        errors.append(DslError("resources['push']", "no push resources in a pipeline without "
+                               "a push target", p.resources["push"]))
     return errors
 
 

@@ -14,6 +14,9 @@ local run call the same entry point with the same arguments, and the Plan stays 
 that knows them. Lightweight (not container) components, because ``kfp.local.SubprocessRunner``
 runs only those; ``install_kfp_package=False`` because the estflow image already has kfp.
 
+A step may also return a parameter (:data:`RESULTS`): evaluate returns whether the model is
+blessed, read from the blessing it wrote, and the compiler runs push only when it is.
+
 This module writes Python source, which is why it never imports ``estflow.components``: the
 generated code does, inside the container.
 """
@@ -23,14 +26,17 @@ from __future__ import annotations
 import hashlib
 import linecache
 import re
+import typing
 from collections.abc import Callable
 
-from estflow.pipelines.plan import PlannedStep
 from kfp import dsl
 from kfp.dsl import python_component
 
-__all__ = ["ARTIFACT_TYPES", "PARAMETERS", "param_placeholder", "build_component",
-           "render_source"]
+from estflow.dsl.contracts import Files
+from estflow.pipelines.plan import PlannedStep
+
+__all__ = ["ARTIFACT_TYPES", "PARAMETERS", "RESULTS", "RESULT_OUTPUT", "param_placeholder",
+           "build_component", "render_source", "define"]
 
 # Artifact name (dsl/contracts.py) -> KFP artifact type. Directories all; the types only tell
 # the KFP UI and lineage what each one is. An artifact missing here is a plain Artifact.
@@ -45,9 +51,32 @@ ARTIFACT_TYPES: dict[str, type] = {
 # Pipeline parameters a step's argv may use (string-typed, in this order in each signature).
 PARAMETERS = ("spec", "source_root")
 
+# Step name -> (return annotation, lines run after ``main`` succeeded). One unnamed return
+# value, so KFP names the output "Output": kfp.local 2.17 evaluates a condition only on
+# outputs named "<task>-Output" or "<task>--<key>" (enhanced_dag_orchestrator's
+# ConditionEvaluator), so a named "blessed" output would skip push under kfp.local.
+RESULT_OUTPUT = "Output"
+RESULTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "evaluate": ("bool", (
+        "import json",
+        "import os",
+        f"blessing = os.path.join(evaluation.path, {Files.BLESSING!r})",
+        "if not os.path.isfile(blessing):",
+        f"    raise RuntimeError('estflow step evaluate wrote no {Files.BLESSING}')",
+        "with open(blessing) as f:",
+        "    blessed = json.load(f)['blessed']",
+        "if not isinstance(blessed, bool):",
+        f"    raise TypeError('{Files.BLESSING}: blessed is not a bool: %r' % (blessed,))",
+        "print('estflow step evaluate: blessed=%s' % blessed)",
+        "return blessed",
+    )),
+}
+
 _PLACEHOLDER = re.compile(r"\{\{estflow-(param|path):(\w+)\}\}")
 _NAMESPACE = {"Input": dsl.Input, "Output": dsl.Output, "Artifact": dsl.Artifact,
-              "Dataset": dsl.Dataset, "Model": dsl.Model, "Metrics": dsl.Metrics}
+              "Dataset": dsl.Dataset, "Model": dsl.Model, "Metrics": dsl.Metrics,
+              "NamedTuple": typing.NamedTuple,
+              "PipelineTaskFinalStatus": dsl.PipelineTaskFinalStatus}
 
 
 def param_placeholder(name: str) -> str:
@@ -65,7 +94,7 @@ def _path_placeholder(artifact: str) -> str:
 def build_component(step: PlannedStep, image: str) -> python_component.PythonComponent:
     """The KFP component running ``step`` in ``image``; its inputs are the pipeline parameters
     the step's argv uses, then its input artifacts, then its output artifacts."""
-    return dsl.component(_define(step.name, render_source(step)), base_image=image,
+    return dsl.component(define(step.name, render_source(step)), base_image=image,
                          install_kfp_package=False)
 
 
@@ -79,7 +108,9 @@ def render_source(step: PlannedStep) -> str:
     signature += [f"{a}: Output[{_type_name(a)}]" for a in step.outputs]
     package, _, module = step.module.rpartition(".")
     failure = f"estflow step {step.name} exited with code %s"
-    lines = [f"def {step.name}(", *(f"    {s}," for s in signature), "):",
+    returns, result = RESULTS.get(step.name, ("", ()))
+    lines = [f"def {step.name}(", *(f"    {s}," for s in signature),
+             f"){' -> ' + returns if returns else ''}:",
              f"    {_docstring(step)}",
              f"    from {package} import {module} as step",
              "    exit_code = step.main([",
@@ -87,6 +118,7 @@ def render_source(step: PlannedStep) -> str:
              "    ])",
              "    if exit_code:",
              f"        raise RuntimeError({failure!r} % exit_code)",
+             *(f"    {line}" for line in result),
              ""]
     return "\n".join(lines)
 
@@ -130,7 +162,7 @@ def _docstring(step: PlannedStep) -> str:
     return repr(f"estflow step {step.name}: {step.description}.")
 
 
-def _define(name: str, source: str) -> Callable:
+def define(name: str, source: str) -> Callable:
     """Execute generated ``source`` and return its function ``name``.
 
     KFP reads a lightweight component's code with ``inspect.getsource``; registering the

@@ -27,6 +27,7 @@ __all__ = ["GOLDENS", "DEFAULT_DIR", "render", "main"]
 # golden file name -> pipeline target; compiled with the compiler's defaults.
 GOLDENS: dict[str, str] = {
     "taxi.yaml": "estflow.pipelines.examples.taxi",
+    "taxi_gpu.yaml": "estflow.pipelines.examples.taxi_gpu",
 }
 
 # In a source checkout (editable install), next to the tests that read them.

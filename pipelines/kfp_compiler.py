@@ -8,10 +8,20 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   (:mod:`estflow.pipelines._kfp_components`) in the configured image;
 * artifacts flow between tasks under their contract names (``examples``, ``transformed``,
   ``model``, ``evaluation``, ``pushed``); the data dependencies are the DAG's edges;
-* pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run) and
-  ``source_root`` (where the ingest step resolves relative data paths);
+* evaluation gates push: evaluate returns whether the model is blessed, and push runs inside
+  ``dsl.If(blessed == True)`` (a condition group displayed as ``blessed``);
+* an exit handler wraps the steps: the ``report`` task runs however they ended and logs the
+  run's final state (:mod:`estflow.pipelines._kfp_tasks`);
+* pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
+  ``source_root`` (where the ingest step resolves relative data paths), and for each step with
+  ``Resources(placement_parameters=True)`` its ``<step>_accelerator_type``,
+  ``<step>_accelerator_count``, ``<step>_tpu_topology`` and ``<step>_node_pool``;
 * per-task settings are small functions in :data:`TASK_SETTINGS`, one per concern (display
-  name, caching; resources, accelerators and node pools go here next).
+  name, caching, pod labels, cpu/memory, accelerator, node selectors, tolerations, secrets,
+  PVCs, retries, timeout; :mod:`estflow.pipelines._kfp_settings`), from the pipeline's
+  ``resources``. The YAML has two documents: the PipelineSpec, then the kubernetes PlatformSpec.
+  Resources are compile-time: a run that overrides ``spec`` changes what the steps do, not
+  their pods; the placement parameters are the run-time part.
 
 Compiling imports kfp but never TensorFlow, Beam or ``estflow.components``, and the output is
 byte-for-byte deterministic: same pipeline, image and options -> same file.
@@ -25,23 +35,29 @@ Example:
 
 # No `from __future__ import annotations` here: KFP reads the pipeline function's annotations
 # as types, and string annotations fail its type check.
+import contextlib
 import dataclasses
+import inspect
 import json
 import os
 from collections.abc import Callable
 from collections.abc import Mapping
 from pathlib import Path
 
-from estflow.dsl.pipeline import Pipeline
-from estflow.pipelines import _kfp_components
-from estflow.pipelines.loader import LoadedPipeline
-from estflow.pipelines.plan import Plan
-from estflow.pipelines.plan import PlannedStep
-from estflow.pipelines.plan import build_plan
 from kfp import compiler
 from kfp import dsl
 from kfp.dsl import graph_component
 from kfp.dsl import pipeline_task
+
+from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.resources import Resources
+from estflow.pipelines import _kfp_components
+from estflow.pipelines import _kfp_tasks
+from estflow.pipelines._kfp_settings import TASK_SETTINGS
+from estflow.pipelines._kfp_settings import TaskContext
+from estflow.pipelines.loader import LoadedPipeline
+from estflow.pipelines.plan import Plan
+from estflow.pipelines.plan import build_plan
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "TASK_SETTINGS", "CompileError",
            "CompiledPipeline", "compile_pipeline", "build_pipeline"]
@@ -53,9 +69,13 @@ DEFAULT_IMAGE = "ghcr.io/estflow/estflow:0.1.0"
 # root-level tasks). Push has an effect outside its artifacts (a new serving version), so it
 # always runs. The others are functions of their inputs, ingest included as long as the data
 # behind its path does not change; when it does, compile with caching={"ingest": False}.
+# Precedence: this default < a step's Resources(caching=...) < the `caching` compile option.
 DEFAULT_CACHING: Mapping[str, bool] = {
     "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
 }
+
+# The gate: push runs only when evaluate's result (the blessing) is true.
+_GATED = {"push": "evaluate"}
 
 
 class CompileError(ValueError):
@@ -70,31 +90,6 @@ class CompiledPipeline:
     tasks: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class _TaskContext:
-    """Everything a task setting may read, so adding a setting never changes signatures."""
-
-    step: PlannedStep
-    pipeline: Pipeline
-    caching: Mapping[str, bool]
-
-
-TaskSetting = Callable[[pipeline_task.PipelineTask, _TaskContext], None]
-
-
-def _display_name(task: pipeline_task.PipelineTask, ctx: _TaskContext) -> None:
-    task.set_display_name(ctx.step.name)
-
-
-def _caching(task: pipeline_task.PipelineTask, ctx: _TaskContext) -> None:
-    task.set_caching_options(enable_caching=ctx.caching.get(ctx.step.name, True))
-
-
-# Applied to every task, in order. Resources (cpu/memory, accelerators) and kfp-kubernetes
-# settings (node selectors, tolerations, mounts) are further entries of this tuple.
-TASK_SETTINGS: tuple[TaskSetting, ...] = (_display_name, _caching)
-
-
 def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      output_path: str | os.PathLike, *, image: str = DEFAULT_IMAGE,
                      source_root: str | None = None,
@@ -104,16 +99,17 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     Args:
         loaded_or_pipeline: what :func:`estflow.pipelines.loader.load` returned, or a Pipeline.
         output_path: a ``.yaml`` or ``.yml`` file; its directory must exist.
-        image: the container image every task runs in (must have estflow installed).
+        image: the container image every task runs in (must have estflow installed; see
+            ``pipelines/docker/``).
         source_root: default of the ``source_root`` pipeline parameter: where relative data
             paths resolve inside the task, a directory or ``module:pkg.mod``. Default: the
             loaded pipeline's portable source root, or ``""`` (the task's working directory)
             for a bare Pipeline.
-        caching: step name -> whether KFP may reuse the step's cached result; steps not named
-            use :data:`DEFAULT_CACHING`.
+        caching: step name -> whether KFP may reuse the step's cached result; overrides the
+            steps' declared ``Resources(caching=...)`` and :data:`DEFAULT_CACHING`.
 
     Returns:
-        The written path and the task names.
+        The written path and the step task names (the ``report`` and placement tasks aside).
 
     Raises:
         CompileError: the image, output path or caching option is invalid.
@@ -123,8 +119,10 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     _check_image(image)
     _check_caching(caching or {})
     plan = build_plan(pipeline, source_root=_kfp_components.param_placeholder("source_root"))
+    declared = {step: r.caching for step, r in pipeline.resources.items()
+                if r.caching is not None}
     graph = build_pipeline(plan, image=image, source_root=root,
-                           caching={**DEFAULT_CACHING, **(caching or {})})
+                           caching={**DEFAULT_CACHING, **declared, **(caching or {})})
     _write(graph, path)
     return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps))
 
@@ -134,21 +132,84 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
     ``source_root`` parameter placeholder (see :func:`compile_pipeline`)."""
     components = {s.name: _kfp_components.build_component(s, image) for s in plan.steps}
-    spec_json = _compact_json(plan.pipeline.to_json())
+    report = _kfp_tasks.build_report_component(plan.pipeline.name, image)
+    placements = {step: _kfp_tasks.build_placement_component(step, image)
+                  for step, r in plan.pipeline.resources.items() if r.placement_parameters}
+    defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
+                "source_root": (str, source_root)}
+    for step, resources in plan.pipeline.resources.items():
+        defaults.update({p.name: (p.type, p.default)
+                         for p in _kfp_tasks.placement_parameters(step, resources)})
 
-    def pipeline_func(spec: str = spec_json, source_root: str = source_root):
-        available: dict = {"spec": spec, "source_root": source_root}
-        for step in plan.steps:
-            component = components[step.name]
-            inputs = component.component_spec.inputs
-            task = component(**{name: available[name] for name in inputs})
-            ctx = _TaskContext(step=step, pipeline=plan.pipeline, caching=caching)
-            for setting in TASK_SETTINGS:
-                setting(task, ctx)
-            available.update({a: task.outputs[a] for a in step.outputs})
+    def body(arguments: dict) -> None:
+        exit_task = report()
+        _apply_settings(exit_task, TaskContext(name=_kfp_tasks.REPORT, caching=False))
+        with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
+            _add_steps(plan, components, placements, arguments, caching)
 
-    return dsl.pipeline(pipeline_func, name=plan.pipeline.name,
+    return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan))
+
+
+def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
+               caching: Mapping[str, bool]) -> None:
+    """One task per step (in plan order), each fed by the artifacts of the steps before it."""
+    available = dict(arguments)
+    tasks: dict[str, pipeline_task.PipelineTask] = {}
+    for step in plan.steps:
+        resources = plan.pipeline.resources.get(step.name, Resources())
+        with _gate(step.name, tasks):
+            placement = None
+            if step.name in placements:
+                placement = _add_placement(step.name, resources, placements[step.name],
+                                           arguments)
+            component = components[step.name]
+            task = component(**{name: available[name]
+                                for name in component.component_spec.inputs})
+            ctx = TaskContext(name=step.name, caching=caching.get(step.name, True),
+                              resources=resources, placement=placement)
+            _apply_settings(task, ctx)
+        tasks[step.name] = task
+        available.update({a: task.outputs[a] for a in step.outputs})
+
+
+def _gate(step: str, tasks: dict) -> contextlib.AbstractContextManager:
+    """The condition a step runs under: push only when evaluate blessed the model."""
+    if step in _GATED and _GATED[step] in tasks:
+        blessed = tasks[_GATED[step]].outputs[_kfp_components.RESULT_OUTPUT]
+        return dsl.If(blessed == True, name="blessed")  # noqa: E712 (a KFP condition)
+    return contextlib.nullcontext()
+
+
+def _add_placement(step: str, resources: Resources, component, arguments: dict):
+    parameters = _kfp_tasks.placement_parameters(step, resources)
+    task = component(**{p.input: arguments[p.name] for p in parameters})
+    _apply_settings(task, TaskContext(name=_kfp_tasks.placement_task_name(step), caching=True))
+    return task
+
+
+def _apply_settings(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
+    for setting in TASK_SETTINGS:
+        setting(task, ctx)
+
+
+def _with_signature(body: Callable[[dict], None],
+                    defaults: Mapping[str, tuple[type, object]]) -> Callable:
+    """A pipeline function with one typed, defaulted parameter per entry of ``defaults``.
+
+    KFP reads a pipeline's parameters from its function's signature and calls it with one
+    channel per parameter, positionally; the parameters here depend on the declaration (the
+    placement parameters), hence a function built with an explicit ``__signature__``.
+    """
+    names = list(defaults)
+
+    def pipeline_func(*args):
+        body(dict(zip(names, args, strict=True)))
+
+    pipeline_func.__signature__ = inspect.Signature([
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                          annotation=kind) for name, (kind, default) in defaults.items()])
+    return pipeline_func
 
 
 def _unpack(value: LoadedPipeline | Pipeline, source_root: str | None) -> tuple[Pipeline, str]:

@@ -9,6 +9,10 @@ PUBLIC = {
     "DslError", "DslErrors", "Embedding", "EstimatorSpec", "EvalSpec", "Indicator", "Label",
     "LinearClassifier", "LinearRegressor", "ModeKeys", "Numeric", "Pipeline", "PushTarget",
     "RunConfig", "Split", "Threshold", "TrainSpec",
+    # data sources (dsl/sources.py)
+    "BigQuerySource", "ParquetSource", "SchemaCheck", "TFRecordSource",
+    # resources (dsl/resources.py)
+    "Accelerator", "PvcMount", "Resources", "SecretEnv", "SecretVolume", "Toleration",
 }
 
 

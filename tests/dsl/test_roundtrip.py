@@ -36,6 +36,13 @@ EXAMPLES = [
                 slices=("payment_type",)),
     ef.RunConfig(tf_random_seed=None),
     ef.PushTarget("models", "taxi", keep_versions=3),
+    ef.Accelerator("tpu-v5-lite-podslice", count=4, tpu_topology="2x2"),
+    ef.Toleration("dedicated", operator="Equal", value="ml"),
+    ef.SecretEnv("db", {"user": "DB_USER"}),
+    ef.SecretVolume("gcp-sa", "/var/secrets/gcp"),
+    ef.PvcMount("data", "/data"),
+    ef.Resources(cpu_request="2", memory_request="8Gi", accelerator=ef.Accelerator(
+        "nvidia-tesla-t4"), node_pool="gpu-pool", retries=2),
     taxi.pipeline,
 ]
 

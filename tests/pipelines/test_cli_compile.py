@@ -66,7 +66,7 @@ def test_image_option_names_every_executor_image(tmp_path):
     result = _estflow("compile", "estflow.pipelines.examples.taxi", "-o", "t.yml",
                       "--image", image, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    spec = yaml.safe_load((tmp_path / "t.yml").read_text())
+    spec = next(yaml.safe_load_all((tmp_path / "t.yml").read_text()))  # then the PlatformSpec
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
     assert images == {image}
 
@@ -151,8 +151,12 @@ def test_no_cache_disables_caching_everywhere(tmp_path):
     out = tmp_path / "x.yaml"
     assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out),
                      "--no-cache"]) == 0
-    tasks = yaml.safe_load(out.read_text())["root"]["dag"]["tasks"]
-    assert all(not t.get("cachingOptions", {}).get("enableCache") for t in tasks.values())
+    spec = next(yaml.safe_load_all(out.read_text()))  # then the PlatformSpec
+    # The steps sit in nested DAGs (the exit handler's, push's condition): check every DAG.
+    dags = [spec["root"]] + [c for c in spec["components"].values() if "dag" in c]
+    tasks = [t for dag in dags for t in dag["dag"]["tasks"].values()]
+    assert len(tasks) > 5
+    assert all(not t.get("cachingOptions", {}).get("enableCache") for t in tasks)
 
 
 def test_missing_subcommand_and_version(capsys):

@@ -1,14 +1,15 @@
-"""The KFP compiler: strict IR, loads back in kfp, the DAG and its wiring, determinism, goldens.
+"""The KFP compiler: strict IR, loads back in kfp, the DAG and its wiring, the blessing gate and
+the exit handler, determinism, goldens. Resources per task: test_kfp_resources.py.
 
-Assertions read the compiled YAML as data (parsed strictly into the KFP protos), never as text,
-except the golden comparison, which is byte-for-byte on purpose.
+Assertions read the compiled YAML as data (parsed strictly into the KFP protos, see
+:mod:`kfp_ir`), never as text, except the golden comparison, which is byte-for-byte on purpose.
 """
 
 import dataclasses
 import importlib.util
 import inspect
 import json
-import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,11 +17,16 @@ import types
 from importlib import metadata
 from pathlib import Path
 
-import estflow.components
-import estflow.dsl as ef
 import kfp.components
 import pytest
 import yaml
+from google.protobuf import json_format
+from kfp import compiler
+from kfp import dsl
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+import estflow.components
+import estflow.dsl as ef
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
 from estflow.pipelines import _kfp_components
@@ -28,14 +34,15 @@ from estflow.pipelines import goldens
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 from estflow.pipelines.plan import build_plan
-from google.protobuf import json_format
-from kfp import compiler
-from kfp import dsl
-from kfp.pipeline_spec import pipeline_spec_pb2
+from tests.pipelines import kfp_local_fakes
+from tests.pipelines.kfp_ir import ROOT
+from tests.pipelines.kfp_ir import Ir
+from tests.pipelines.kfp_ir import parse_strict
 
 TAXI = "estflow.pipelines.examples.taxi"
 IMAGE = "registry.example.com/team/estflow:test-1"
 STEP_NAMES = ("ingest", "transform", "train", "evaluate", "push")
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -54,39 +61,54 @@ def compiled(taxi, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spec(compiled):
+def ir(compiled):
+    return Ir(compiled[0])
+
+
+@pytest.fixture(scope="module")
+def spec(ir):
     """The PipelineSpec proto, parsed strictly (unknown or misspelled fields fail)."""
-    return _parse_strict(compiled[1][0], pipeline_spec_pb2.PipelineSpec())
+    return ir.spec
 
 
-def _parse_strict(document: dict, message):
-    return json_format.ParseDict(document, message, ignore_unknown_fields=False)
-
-
-def _executor(spec, task: str):
-    component = spec.root.dag.tasks[task].component_ref.name
-    label = spec.components[component].executor_label
-    return spec.deployment_spec["executors"][label]["container"]
+def _compile(pipeline, path, **options) -> Ir:
+    return Ir(kfp_compiler.compile_pipeline(pipeline, path, **options).path)
 
 
 # --- the IR is valid ----------------------------------------------------------------------------
 
-def test_yaml_parses_strictly_into_pipeline_spec_and_platform_spec(compiled):
-    _, documents = compiled
-    assert 1 <= len(documents) <= 2  # PipelineSpec, then PlatformSpec when kfp-kubernetes is used
-    spec = _parse_strict(documents[0], pipeline_spec_pb2.PipelineSpec())
-    assert spec.pipeline_info.name == "chicago-taxi"
+@pytest.mark.parametrize("name", sorted(goldens.GOLDENS))
+def test_yaml_is_a_pipeline_spec_then_a_platform_spec_both_strict(name, tmp_path):
+    """Both goldens' targets: two documents, each parsed strictly, and every task's kubernetes
+    executor config parses strictly into kfp-kubernetes' own proto."""
+    path = tmp_path / name
+    goldens.render(goldens.GOLDENS[name], path)
+    documents = list(yaml.safe_load_all(path.read_text()))
+    assert len(documents) == 2
+    spec = parse_strict(documents[0], pipeline_spec_pb2.PipelineSpec())
     assert spec.schema_version == "2.1.0"
-    if len(documents) == 2:
-        _parse_strict(documents[1], pipeline_spec_pb2.PlatformSpec())
+    platform = parse_strict(documents[1], pipeline_spec_pb2.PlatformSpec())
+    assert list(platform.platforms) == ["kubernetes"]
+    ir = Ir(path)
+    assert kfp.components.load_component_from_file(str(path)).platform_spec == platform
+    executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(executors) == {ir.executor_label(t) for t in ir.tasks()}
+    for task in ir.tasks():
+        assert ir.k8s(task).pod_metadata.labels["app.kubernetes.io/part-of"] == "estflow"
 
 
 def test_strict_parse_rejects_a_misspelled_field(compiled):
-    """The strict parse is a real check: one misspelled field fails it."""
-    document = json.loads(json.dumps(compiled[1][0]))
-    document["root"]["dag"]["tasks"]["train"]["dependentTask"] = ["transform"]
+    """The strict parse is a real check: one misspelled field fails it, in either document."""
+    documents = json.loads(json.dumps(compiled[1]))
+    steps = documents[0]["components"]["comp-exit-handler-1"]["dag"]["tasks"]
+    steps["train"]["dependentTask"] = ["transform"]
     with pytest.raises(json_format.ParseError, match="dependentTask"):
-        _parse_strict(document, pipeline_spec_pb2.PipelineSpec())
+        parse_strict(documents[0], pipeline_spec_pb2.PipelineSpec())
+    executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    executors["exec-train"]["podMetadata"]["label"] = {}
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
+    with pytest.raises(json_format.ParseError, match="label"):
+        parse_strict(executors["exec-train"], k8s_pb2.KubernetesExecutorConfig())
 
 
 def test_loads_back_with_kfp(compiled, taxi):
@@ -96,46 +118,60 @@ def test_loads_back_with_kfp(compiled, taxi):
     assert set(inputs) == {"spec", "source_root"}
     assert ef.Pipeline.from_json(inputs["spec"].default) == taxi.pipeline
     assert inputs["source_root"].default == f"module:{TAXI}"
+    assert component.platform_spec.platforms["kubernetes"]
 
 
 # --- the tasks ----------------------------------------------------------------------------------
 
-def test_one_task_per_planned_step_named_and_displayed_as_the_step(spec):
-    tasks = spec.root.dag.tasks
-    assert set(tasks) == set(STEP_NAMES)
+def test_one_task_per_planned_step_named_and_displayed_as_the_step(ir):
+    tasks = ir.tasks()
+    assert set(tasks) == set(STEP_NAMES) | {"report"}
     for name in STEP_NAMES:
         assert tasks[name].task_info.name == name
         assert tasks[name].component_ref.name == f"comp-{name}"
 
 
-def test_every_task_runs_its_estflow_entry_point_in_the_configured_image(spec):
-    for name in STEP_NAMES:
-        container = _executor(spec, name)
+def test_every_executor_runs_in_the_configured_image_without_installing_anything(ir):
+    for name in ir.tasks():
+        container = ir.container(name)
         assert container["image"] == IMAGE
-        command = list(container["command"])
+        command = container["command"]
         assert "python3 -m kfp.dsl.executor_main" in command[2]  # a lightweight component
-        assert f"from estflow.components import {name} as step" in command[-1]
-        assert list(container["args"])[-2:] == ["--function_to_execute", name]
         assert "pip install" not in " ".join(command)  # the image already has estflow and kfp
+        assert not re.search(r"^\s*(import|from) (tensorflow|apache_beam)", command[-1], re.M)
+
+
+def test_every_step_runs_its_estflow_entry_point(ir):
+    for name in STEP_NAMES:
+        container = ir.container(name)
+        assert f"from estflow.components import {name} as step" in container["command"][-1]
+        assert container["args"][-2:] == ["--function_to_execute", name]
+
+
+def _task_function(ir, name, monkeypatch, main):
+    """The function task ``name`` ships, with ``estflow.components.<name>`` faked by ``main``."""
+    fake = types.ModuleType(f"estflow.components.{name}")
+    fake.main = main
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setattr(estflow.components, name, fake, raising=False)
+    namespace: dict = {}
+    exec(ir.container(name)["command"][-1], namespace)
+    return namespace[name]
 
 
 @pytest.mark.parametrize("step_name", STEP_NAMES)
-def test_task_body_calls_main_with_the_plans_argv(spec, taxi, step_name, monkeypatch):
+def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypatch, tmp_path):
     """Execute the Python a task ships, against a recording fake of the step module: it calls
     ``main`` with exactly ``PlannedStep.argv`` (the local runner's arguments) and raises when
     ``main`` returns non-zero."""
     calls = []
     exit_codes = iter([0, 3])
-    fake = types.ModuleType(f"estflow.components.{step_name}")
-    fake.main = lambda argv: calls.append(argv) or next(exit_codes)
-    monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    monkeypatch.setattr(estflow.components, step_name, fake, raising=False)
-    namespace: dict = {}
-    exec(_executor(spec, step_name)["command"][-1], namespace)
-    function = namespace[step_name]
-
+    function = _task_function(ir, step_name, monkeypatch,
+                              lambda argv: calls.append(argv) or next(exit_codes))
     step = build_plan(taxi.pipeline, source_root="ROOT").step(step_name)
-    paths = {a: f"/artifacts/{a}" for a in [a for a, _ in step.inputs] + list(step.outputs)}
+    paths = {a: str(tmp_path / a) for a in [a for a, _ in step.inputs] + list(step.outputs)}
+    if step_name == "evaluate":  # its task returns the blessing the step wrote
+        _write_blessing(Path(paths["evaluation"]), True)
     kwargs = {"spec": "SPEC", "source_root": "ROOT"}
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
@@ -145,31 +181,100 @@ def test_task_body_calls_main_with_the_plans_argv(spec, taxi, step_name, monkeyp
         function(**kwargs)
 
 
+def _write_blessing(folder: Path, blessed) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / Files.BLESSING).write_text(json.dumps({"blessed": blessed, "reasons": []}))
+
+
+@pytest.mark.parametrize("blessed", [True, False])
+def test_evaluate_task_returns_the_blessing_the_step_wrote(ir, monkeypatch, tmp_path, blessed):
+    function = _task_function(ir, "evaluate", monkeypatch, lambda argv: 0)
+    _write_blessing(tmp_path / "evaluation", blessed)
+    artifacts = {a: dsl.Artifact(uri=str(tmp_path / a))
+                 for a in ("examples", "model", "evaluation")}
+    assert function(spec="SPEC", **artifacts) is blessed
+    assert inspect.signature(function).return_annotation is bool
+
+
+@pytest.mark.parametrize("content, match", [
+    (None, "wrote no blessing.json"),
+    ({"blessed": "yes", "reasons": []}, "blessed is not a bool"),
+])
+def test_evaluate_task_fails_without_a_valid_blessing(ir, monkeypatch, tmp_path, content, match):
+    """No blessing, no push: a missing or malformed blessing fails the task (never pushes)."""
+    function = _task_function(ir, "evaluate", monkeypatch, lambda argv: 0)
+    (tmp_path / "evaluation").mkdir()
+    if content is not None:
+        (tmp_path / "evaluation" / Files.BLESSING).write_text(json.dumps(content))
+    artifacts = {a: dsl.Artifact(uri=str(tmp_path / a))
+                 for a in ("examples", "model", "evaluation")}
+    with pytest.raises((RuntimeError, TypeError), match=match):
+        function(spec="SPEC", **artifacts)
+
+
 # --- the DAG ------------------------------------------------------------------------------------
 
-def test_dependencies_follow_the_artifacts(spec):
-    dependencies = {name: sorted(task.dependent_tasks)
-                    for name, task in spec.root.dag.tasks.items()}
-    assert dependencies == {
-        "ingest": [],
-        "transform": ["ingest"],
-        "train": ["transform"],
-        "evaluate": ["ingest", "train"],
-        "push": ["evaluate", "train"],
-    }
-
-
-def test_artifacts_are_wired_under_their_contract_names(spec):
+def test_dependencies_follow_the_artifacts(ir):
+    """Each step's input artifacts come from the step producing them (through the groups)."""
     producers = {a: s.name for s in STEPS for a in s.outputs}
     for contract in STEPS:
-        task = spec.root.dag.tasks[contract.name]
-        wired = {name: (arg.task_output_artifact.producer_task,
-                        arg.task_output_artifact.output_artifact_key)
-                 for name, arg in task.inputs.artifacts.items()}
+        task = ir.task(contract.name)
+        wired = {a: ir.artifact_source(contract.name, a) for a in task.inputs.artifacts}
         assert wired == {a: (producers[a], a) for a in contract.inputs}
-        component = spec.components[task.component_ref.name]
-        assert set(component.output_definitions.artifacts) == set(contract.outputs)
-        assert set(component.input_definitions.artifacts) == set(contract.inputs)
+    steps = {n: sorted(ir.task(n).dependent_tasks) for n in STEP_NAMES if n != "push"}
+    assert steps == {"ingest": [], "transform": ["ingest"], "train": ["transform"],
+                     "evaluate": ["ingest", "train"]}
+
+
+def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_condition(ir):
+    groups = ir.groups()
+    assert set(groups) == {"exit-handler-1", "condition-2"}
+    assert ir.dag_of("exit-handler-1") == ROOT
+    assert groups["exit-handler-1"].task_info.name == "chicago-taxi"
+    for name in STEP_NAMES:
+        expected = ["condition-2", "exit-handler-1"] if name == "push" else ["exit-handler-1"]
+        assert ir.enclosing_groups(name) == expected
+
+
+def test_push_runs_only_when_evaluate_blessed_the_model(ir):
+    condition = ir.task("condition-2")
+    assert condition.task_info.name == "blessed"
+    match = re.fullmatch(r"inputs\.parameter_values\['([\w-]+)'\] == true",
+                         condition.trigger_policy.condition)
+    assert match, condition.trigger_policy.condition
+    assert ir.parameter_source("condition-2", match.group(1)) == (
+        "evaluate", _kfp_components.RESULT_OUTPUT)
+    assert sorted(condition.dependent_tasks) == ["evaluate", "train"]
+    evaluate = ir.spec.components["comp-evaluate"].output_definitions.parameters
+    assert evaluate[_kfp_components.RESULT_OUTPUT].parameter_type == \
+        pipeline_spec_pb2.ParameterType.BOOLEAN
+
+
+def test_the_exit_handler_reports_the_final_status(ir):
+    report = ir.task("report")
+    assert ir.dag_of("report") == ROOT
+    assert report.trigger_policy.strategy == \
+        pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.ALL_UPSTREAM_TASKS_COMPLETED
+    assert list(report.dependent_tasks) == ["exit-handler-1"]
+    assert report.inputs.parameters["status"].task_final_status.producer_task == \
+        "exit-handler-1"
+    status = ir.spec.components["comp-report"].input_definitions.parameters["status"]
+    assert status.parameter_type == pipeline_spec_pb2.ParameterType.TASK_FINAL_STATUS
+    assert not report.caching_options.enable_cache  # it reports this run, never a cached one
+
+
+def test_report_body_logs_the_final_state(ir, capsys):
+    namespace: dict = {}
+    exec(ir.container("report")["command"][-1], namespace)
+    status = dsl.PipelineTaskFinalStatus(
+        state="FAILED", pipeline_job_resource_name="runs/123", pipeline_task_name="exit-handler-1",
+        error_code=9, error_message="train exited with code 1")
+    namespace["report"](status=status)
+    human, line = capsys.readouterr().out.splitlines()
+    assert human == "estflow pipeline chicago-taxi finished: FAILED (train exited with code 1)"
+    assert json.loads(line) == {"pipeline": "chicago-taxi", "state": "FAILED",
+                                "pipeline_job": "runs/123", "task": "exit-handler-1",
+                                "error_code": 9, "error_message": "train exited with code 1"}
 
 
 def test_artifact_types(spec):
@@ -178,48 +283,62 @@ def test_artifact_types(spec):
                 "pushed": "system.Artifact"}
     seen = {}
     for component in spec.components.values():
+        if component.WhichOneof("implementation") == "dag":
+            continue
         for side in (component.input_definitions, component.output_definitions):
             for name, artifact in side.artifacts.items():
                 seen[name] = artifact.artifact_type.schema_title
     assert seen == expected
 
 
-def test_spec_and_source_root_are_pipeline_parameters(spec, taxi):
-    parameters = spec.root.input_definitions.parameters
+def test_spec_and_source_root_are_pipeline_parameters(ir, taxi):
+    parameters = ir.spec.root.input_definitions.parameters
+    assert set(parameters) == {"spec", "source_root"}
     assert ef.Pipeline.from_json(parameters["spec"].default_value.string_value) == taxi.pipeline
     assert parameters["source_root"].default_value.string_value == f"module:{TAXI}"
-    for name, task in spec.root.dag.tasks.items():
-        wired = {k: v.component_input_parameter for k, v in task.inputs.parameters.items()}
-        expected = {"spec": "spec", "source_root": "source_root"} if name == "ingest" else \
-            {"spec": "spec"}
+    for name in STEP_NAMES:
+        task = ir.task(name)
+        wired = {k: ir.parameter_source(name, k) for k in task.inputs.parameters}
+        expected = {"spec": ("pipeline", "spec")}
+        if name == "ingest":
+            expected["source_root"] = ("pipeline", "source_root")
         assert wired == expected
 
 
-def test_caching_is_set_per_task_at_compile_time(spec, taxi, tmp_path):
-    caching = {n: t.caching_options.enable_cache for n, t in spec.root.dag.tasks.items()}
+def test_caching_is_set_per_task_at_compile_time(ir, taxi, tmp_path):
+    caching = {n: t.caching_options.enable_cache for n, t in ir.tasks().items()}
     assert caching == {"ingest": True, "transform": True, "train": True, "evaluate": True,
-                       "push": False}
-    path = kfp_compiler.compile_pipeline(taxi, tmp_path / "p.yaml", caching={"train": False}).path
-    tasks = _parse_strict(yaml.safe_load(path.read_text()), pipeline_spec_pb2.PipelineSpec())
-    assert not tasks.root.dag.tasks["train"].caching_options.enable_cache
-    assert tasks.root.dag.tasks["transform"].caching_options.enable_cache
+                       "push": False, "report": False}
+    tasks = _compile(taxi, tmp_path / "p.yaml", caching={"train": False}).tasks()
+    assert not tasks["train"].caching_options.enable_cache
+    assert tasks["transform"].caching_options.enable_cache
 
 
-def test_a_pipeline_without_push_target_has_no_push_task(taxi, tmp_path):
+def test_caching_precedence_default_then_declared_then_option(taxi, tmp_path):
+    declared = dataclasses.replace(taxi.pipeline, resources={
+        "push": ef.Resources(caching=True), "train": ef.Resources(caching=False)})
+    tasks = _compile(declared, tmp_path / "d.yaml").tasks()
+    assert tasks["push"].caching_options.enable_cache
+    assert not tasks["train"].caching_options.enable_cache
+    tasks = _compile(declared, tmp_path / "o.yaml", caching={"push": False}).tasks()
+    assert not tasks["push"].caching_options.enable_cache
+
+
+def test_a_pipeline_without_push_target_has_no_push_task_and_no_gate(taxi, tmp_path):
     bare = dataclasses.replace(taxi.pipeline, push=None)
     result = kfp_compiler.compile_pipeline(bare, tmp_path / "p.yaml")
     assert result.tasks == STEP_NAMES[:-1]
-    spec = _parse_strict(yaml.safe_load(result.path.read_text()),
-                         pipeline_spec_pb2.PipelineSpec())
-    assert set(spec.root.dag.tasks) == set(STEP_NAMES[:-1])
+    ir = Ir(result.path)
+    assert set(ir.tasks()) == set(STEP_NAMES[:-1]) | {"report"}
+    assert set(ir.groups()) == {"exit-handler-1"}
     # a bare Pipeline has no module: relative data paths resolve in the task's working dir
-    assert spec.root.input_definitions.parameters["source_root"].default_value.string_value == ""
+    parameters = ir.spec.root.input_definitions.parameters
+    assert parameters["source_root"].default_value.string_value == ""
 
 
 def test_source_root_option(taxi, tmp_path):
-    path = kfp_compiler.compile_pipeline(taxi, tmp_path / "p.yaml", source_root="/data").path
-    spec = _parse_strict(yaml.safe_load(path.read_text()), pipeline_spec_pb2.PipelineSpec())
-    assert spec.root.input_definitions.parameters["source_root"].default_value.string_value \
+    ir = _compile(taxi, tmp_path / "p.yaml", source_root="/data")
+    assert ir.spec.root.input_definitions.parameters["source_root"].default_value.string_value \
         == "/data"
 
 
@@ -231,18 +350,19 @@ def test_compiling_twice_gives_identical_bytes(taxi, tmp_path):
     assert first == second
 
 
-def test_compiling_in_a_fresh_process_gives_identical_bytes(tmp_path):
+@pytest.mark.parametrize("target", sorted(goldens.GOLDENS.values()))
+def test_compiling_in_a_fresh_process_gives_identical_bytes(tmp_path, target):
     """No per-process state (hash seeds, ids, timestamps) reaches the output."""
     code = textwrap.dedent(f"""
         import sys
         from estflow.pipelines import kfp_compiler, loader
-        kfp_compiler.compile_pipeline(loader.load({TAXI!r}), sys.argv[1])
+        kfp_compiler.compile_pipeline(loader.load({target!r}), sys.argv[1])
     """)
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"{seed}.yaml"
         subprocess.run([sys.executable, "-c", code, str(out)], check=True, cwd=tmp_path,
-                       env={**_env(), "PYTHONHASHSEED": seed})
+                       env={**kfp_local_fakes.env(), "PYTHONHASHSEED": seed})
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
 
@@ -259,6 +379,24 @@ def test_golden(name, tmp_path):
 
 def test_default_image_is_tagged_with_the_package_version():
     assert kfp_compiler.DEFAULT_IMAGE.endswith(":" + metadata.version("estflow"))
+
+
+def test_dockerfile_installs_this_package_on_python_3_11_slim():
+    """The image the default names: built from the repository (``docker build -f
+    pipelines/docker/Dockerfile .``); every path it copies exists, and it installs estflow
+    (whose dependencies include kfp, which lightweight components run with)."""
+    dockerfile = (REPO / "pipelines" / "docker" / "Dockerfile").read_text()
+    joined = dockerfile.replace("\\\n", " ")  # continuation lines
+    instructions = [line.split(None, 1) for line in joined.splitlines()
+                    if line.strip() and not line.lstrip().startswith("#")]
+    assert instructions[0] == ["FROM", "python:3.11-slim"]
+    copied = [source for op, arg in instructions if op == "COPY" for source in arg.split()[:-1]]
+    assert {"pyproject.toml", "dsl", "components", "pipelines"} <= set(copied)
+    assert all((REPO / source).exists() for source in copied)
+    assert any(op == "RUN" and "pip install --no-cache-dir ." in arg for op, arg in instructions)
+    assert not any(op in ("ENTRYPOINT", "CMD") for op, _ in instructions)
+    assert "ghcr.io/estflow/estflow:" + metadata.version("estflow") in \
+        (REPO / "pipelines" / "docker" / "README.md").read_text()
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -289,26 +427,30 @@ def test_generated_source_rejects_an_embedded_placeholder():
 
 # --- runs under kfp.local ----------------------------------------------------------------------
 
-# In a subprocess: kfp.local keeps its configuration in a process-wide singleton.
-_KFP_LOCAL_RUN = textwrap.dedent("""
-    import json
-    import sys
-    import kfp.components
-    import kfp.local
-    yaml_path, root, arguments = sys.argv[1:4]
-    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=root,
-                   workspace_root=root + "/workspace")
-    kfp.components.load_component_from_file(yaml_path)(**json.loads(arguments))
-""")
-
-
 def _run_under_kfp_local(yaml_path: Path, tmp_path: Path, **arguments) -> None:
-    subprocess.run([sys.executable, "-c", _KFP_LOCAL_RUN, str(yaml_path), str(tmp_path / "root"),
-                    json.dumps(arguments)], check=True, cwd=tmp_path, env=_env(), timeout=900)
+    subprocess.run([sys.executable, "-c", kfp_local_fakes.KFP_LOCAL_RUN, str(yaml_path),
+                    str(tmp_path / "root"), json.dumps(arguments)], check=True, cwd=tmp_path,
+                   env=kfp_local_fakes.env(), timeout=900)
 
 
-def _env() -> dict:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+@pytest.mark.parametrize("blessed", [True, False])
+def test_kfp_local_runs_the_gate_and_the_exit_handler(taxi, tmp_path, blessed):
+    """kfp.local.SubprocessRunner runs the compiled control flow (with stand-in steps): push
+    runs only when evaluate's blessing is true, and the report task logs the final state."""
+    yaml_path = kfp_local_fakes.compile_with_stand_ins(taxi.pipeline, tmp_path)
+    status, ran, output = kfp_local_fakes.run(yaml_path, tmp_path, {"blessed": blessed})
+    assert status == 0, output
+    assert ran == list(STEP_NAMES if blessed else STEP_NAMES[:-1])
+    assert "estflow pipeline chicago-taxi finished: SUCCEEDED" in output
+    assert f"estflow step evaluate: blessed={blessed}" in output
+
+
+def test_kfp_local_reports_a_failed_run(taxi, tmp_path):
+    yaml_path = kfp_local_fakes.compile_with_stand_ins(taxi.pipeline, tmp_path)
+    status, ran, output = kfp_local_fakes.run(yaml_path, tmp_path, {"blessed": True, "fail": "train"})
+    assert status != 0
+    assert ran == ["ingest", "transform", "train"]
+    assert "estflow pipeline chicago-taxi finished: FAILED" in output
 
 
 @pytest.mark.slow

@@ -1,0 +1,37 @@
+"""The Chicago taxi pipeline (:mod:`estflow.pipelines.examples.taxi`) with Kubeflow resources:
+the transform step gets 2 CPUs and 8 GiB, training runs on a T4 GPU node pool, ingest retries,
+and push reads a serving token from a Kubernetes Secret.
+
+The accelerator and node pool of training are run parameters, so the same compiled YAML trains
+on a GPU, a TPU or CPUs::
+
+    estflow compile pipelines/examples/taxi_gpu.py -o taxi_gpu.yaml
+    estflow submit pipelines/examples/taxi_gpu.py --host URL \\
+        --param train_accelerator_type=tpu-v5-lite-podslice --param train_tpu_topology=2x2 \\
+        --param train_accelerator_count=4 --param train_node_pool=tpu-pool
+
+``estflow run`` on this machine ignores the resources: it runs the same steps as taxi.py.
+"""
+
+import dataclasses
+
+import estflow.dsl as ef
+from estflow.pipelines.examples import taxi
+
+RESOURCES = {
+    "ingest": ef.Resources(retries=3, retry_backoff="30s"),
+    "transform": ef.Resources(cpu_request="2", memory_request="8Gi"),
+    "train": ef.Resources(
+        cpu_request="4", memory_request="16Gi",
+        accelerator=ef.Accelerator("nvidia-tesla-t4", count=1),
+        node_pool="gpu-pool",
+        placement_parameters=True,
+        timeout_seconds=4 * 3600,
+    ),
+    "push": ef.Resources(
+        secrets_as_env=(ef.SecretEnv("serving-credentials",
+                                     key_to_env={"token": "SERVING_TOKEN"}),),
+    ),
+}
+
+pipeline = dataclasses.replace(taxi.pipeline, name="chicago-taxi-gpu", resources=RESOURCES)

@@ -1,0 +1,97 @@
+"""Run a compiled pipeline's control flow under ``kfp.local.SubprocessRunner`` in seconds: the
+pipeline is compiled as usual, except that each task imports a stand-in of its step module.
+
+Each stand-in logs its step's name, creates its output directories, and reads what to do from
+the run's ``spec`` parameter (a JSON object here, not a Pipeline): evaluate writes the blessing
+``spec["blessed"]``; the step named by ``spec["fail"]`` exits 1. The real steps (TensorFlow,
+Beam) run in the slow end-to-end test instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kfp import compiler
+
+from estflow.dsl.contracts import Files
+from estflow.pipelines import _kfp_components
+from estflow.pipelines import kfp_compiler
+from estflow.pipelines.plan import build_plan
+
+PACKAGE = "stand_in_steps"
+
+# In a subprocess: kfp.local keeps its configuration in a process-wide singleton.
+KFP_LOCAL_RUN = textwrap.dedent("""
+    import json
+    import sys
+    import kfp.components
+    import kfp.local
+    yaml_path, root, arguments = sys.argv[1:4]
+    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=root,
+                   workspace_root=root + "/workspace")
+    kfp.components.load_component_from_file(yaml_path)(**json.loads(arguments))
+""")
+
+_STAND_IN = textwrap.dedent(f"""
+    import json
+    import os
+
+    def main(argv):
+        args = dict(zip(argv[::2], argv[1::2]))
+        spec = json.loads(args["--spec"])
+        with open(spec["log"], "a") as log:
+            log.write(NAME + "\\n")
+        for output in OUTPUTS:
+            os.makedirs(args["--" + output], exist_ok=True)
+        if NAME == "evaluate":
+            with open(os.path.join(args["--evaluation"], {Files.BLESSING!r}), "w") as f:
+                json.dump({{"blessed": spec["blessed"], "reasons": []}}, f)
+        return 1 if spec.get("fail") == NAME else 0
+""")
+
+
+def env() -> dict:
+    """This environment without pytest's variables (a child pytest-aware process misbehaves)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+
+def compile_with_stand_ins(pipeline, folder: Path, image: str = kfp_compiler.DEFAULT_IMAGE,
+                           ) -> Path:
+    """``pipeline`` compiled into ``folder``, its steps replaced by stand-ins written there."""
+    package = folder / PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    plan = build_plan(pipeline, source_root=_kfp_components.param_placeholder("source_root"))
+    steps = []
+    for step in plan.steps:
+        (package / f"{step.name}.py").write_text(
+            f"NAME = {step.name!r}\nOUTPUTS = {step.outputs!r}\n" + _STAND_IN)
+        steps.append(dataclasses.replace(step, module=f"{PACKAGE}.{step.name}"))
+    graph = kfp_compiler.build_pipeline(dataclasses.replace(plan, steps=tuple(steps)),
+                                        image=image, source_root="",
+                                        caching=kfp_compiler.DEFAULT_CACHING)
+    path = folder / "stand_ins.yaml"
+    compiler.Compiler().compile(graph, str(path))
+    return path
+
+
+def run(yaml_path: Path, folder: Path, spec: dict, **arguments) -> tuple[int, list[str], str]:
+    """Run the compiled pipeline under kfp.local with the stand-ins' ``spec`` and further
+    pipeline ``arguments``: (exit status, steps in the order they ran, output)."""
+    log = folder / "steps.log"
+    arguments = {"spec": json.dumps({"log": str(log), **spec}), **arguments}
+    child_env = env()
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder),
+                                                          child_env.get("PYTHONPATH")) if p)
+    result = subprocess.run([sys.executable, "-c", KFP_LOCAL_RUN, str(yaml_path),
+                             str(folder / "root"), json.dumps(arguments)],
+                            cwd=folder, env=child_env, timeout=300, capture_output=True,
+                            text=True)
+    ran = log.read_text().split() if log.exists() else []
+    return result.returncode, ran, result.stdout + result.stderr
