@@ -142,13 +142,21 @@ def _bucketized(feature: f.Bucketized, x: tf.Tensor) -> tf.Tensor:
     return tft.bucketize(x, feature.num_buckets, name=f"bucketize_{feature.name}")
 
 
+EMPTY_TOKEN = "__estflow_empty__"
+"""Stands for the empty string in vocabularies (tft's text vocabulary files cannot hold "")."""
+
+
 def _vocab(feature: f.CategoricalVocab, x: tf.Tensor) -> tf.Tensor:
-    # tfrecord_gzip keeps every value, the empty string included (a common declared default):
-    # the text format silently drops "" and values with newlines, sending them to OOV.
+    # Text vocabularies, because the tft layer of a tfrecord_gzip vocabulary cannot be saved in
+    # a SavedModel on TF 2.21 ("Attempting to capture an EagerTensor"). The text format drops ""
+    # and breaks on newlines, so "" gets its own token and newlines become spaces: a common
+    # declared default ("") keeps its own id instead of sharing the OOV bucket.
+    x = _as_string(x)
+    x = tf.where(tf.equal(x, ""), EMPTY_TOKEN, tf.strings.regex_replace(x, "[\r\n]", " "))
     return tft.compute_and_apply_vocabulary(
-        _as_string(x), top_k=feature.top_k, frequency_threshold=feature.frequency_threshold,
+        x, top_k=feature.top_k, frequency_threshold=feature.frequency_threshold,
         num_oov_buckets=feature.num_oov_buckets, vocab_filename=feature.name,
-        file_format="tfrecord_gzip", name=f"vocab_{feature.name}")
+        name=f"vocab_{feature.name}")
 
 
 def _transform(feature, columns: Mapping[str, tf.Tensor], done: dict[str, tf.Tensor]):

@@ -52,10 +52,8 @@ def _rank(value: Any) -> int | None:
 
 
 def _is_metric(value: Any) -> bool:
-    """A Keras metric object, or a ``(value, update_op)`` pair of tensors/ops."""
-    if hasattr(value, "update_state") and hasattr(value, "result"):
-        return True
-    return isinstance(value, tuple) and len(value) == 2
+    """A Keras (or tf_keras) metric object."""
+    return hasattr(value, "update_state") and hasattr(value, "result")
 
 
 def _is_optimizer(value: Any) -> bool:
@@ -93,8 +91,9 @@ class EstimatorSpec:
         predictions: a tensor or a dict of tensors (batch-major).
         loss: a scalar tensor.
         train_op: an op or tensor that applies one training update (TRAIN).
-        eval_metric_ops: ``{name: metric}``, a Keras metric whose ``update_state`` the
-            model_fn called, or a ``(value, update_op)`` pair.
+        eval_metric_ops: ``{name: metric}``, Keras metric objects whose ``update_state`` the
+            model_fn called. (TF 1 ``(value, update_op)`` pairs from ``tf.compat.v1.metrics``
+            cannot run in TF 2 functions and are rejected.)
         export_outputs: ``{signature name: output}`` for the export (informational).
         optimizer: a Keras optimizer, or a sequence of ``(optimizer, variables)`` pairs
             (e.g. wide & deep: one optimizer per part). With a single optimizer the engine
@@ -152,9 +151,9 @@ class EstimatorSpec:
                                type(self.eval_metric_ops).__name__)
             for name, metric in self.eval_metric_ops.items():
                 if not isinstance(name, str) or not _is_metric(metric):
-                    raise DslError(f"eval_metric_ops[{name!r}]", "a Keras metric (with "
-                                   "update_state/result) or a (value, update_op) pair",
-                                   type(metric).__name__)
+                    raise DslError(f"eval_metric_ops[{name!r}]", "a Keras metric object "
+                                   "(with update_state and result; TF 1 (value, update_op) "
+                                   "pairs are not supported)", type(metric).__name__)
         if self.optimizer is not None and not _optimizer_ok(self.optimizer):
             raise DslError("optimizer", "a Keras optimizer or a sequence of (optimizer, "
                            "variables) pairs", type(self.optimizer).__name__)

@@ -1,0 +1,100 @@
+"""Progress lines and TensorBoard scalars, at training-loop boundaries.
+
+Both are cadenced by the global step (``log_step_count_steps``, ``save_summary_steps``) and
+happen when a loop crosses a multiple of it: with ``steps_per_loop`` dividing the cadence they
+land exactly on it. Rates are measured over the interval since the previous report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import tensorflow as tf
+
+__all__ = ["Reporter", "crosses", "print_progress"]
+
+
+def print_progress(message: str) -> None:
+    print(message, flush=True)
+
+
+def crosses(before: int, after: int, every: int) -> bool:
+    """True when ``(before, after]`` contains a multiple of ``every``."""
+    return after // every > before // every
+
+
+class _Rate:
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.examples = 0
+        self.time = time.perf_counter()
+
+    def take(self, step: int, examples: int) -> tuple[float, float]:
+        """(steps/s, examples/s) since the last take, then restart the interval."""
+        now = time.perf_counter()
+        seconds = max(now - self.time, 1e-9)
+        rates = ((step - self.step) / seconds, (self.examples + examples) / seconds)
+        self.step, self.examples, self.time = step, 0, now
+        return rates
+
+    def add(self, examples: int) -> None:
+        self.examples += examples
+
+
+class Reporter:
+    """Reports one ``train`` call.
+
+    Args:
+        model_dir: where the summary event files go (TensorBoard's log dir).
+        summary_steps: write scalars when the global step crosses a multiple of this.
+        log_steps: print a progress line when the global step crosses a multiple of this.
+        progress: receives each progress line.
+        start_step: the global step training starts from.
+    """
+
+    def __init__(self, model_dir: str, summary_steps: int, log_steps: int,
+                 progress: Callable[[str], None], start_step: int) -> None:
+        self._writer = tf.summary.create_file_writer(str(Path(model_dir)))
+        self._summary_steps = summary_steps
+        self._log_steps = log_steps
+        self._progress = progress
+        self._log_rate = _Rate(start_step)
+        self._summary_rate = _Rate(start_step)
+        self._start = time.perf_counter()
+        self.examples = 0
+
+    def loop_done(self, before: int, after: int, loss: float, examples: int) -> None:
+        self.examples += examples
+        if crosses(before, after, self._log_steps):
+            _, ex_rate = self._log_rate.take(after, examples)
+            self._progress(f"step {after}, loss {loss:.6g}, {ex_rate:.0f} examples/s")
+        else:
+            self._log_rate.add(examples)
+        if crosses(before, after, self._summary_steps):
+            step_rate, ex_rate = self._summary_rate.take(after, examples)
+            with self._writer.as_default(step=after):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("global_step/sec", step_rate)
+                tf.summary.scalar("examples/sec", ex_rate)
+        else:
+            self._summary_rate.add(examples)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start
+
+    def close(self) -> None:
+        self._writer.flush()
+        self._writer.close()
+
+
+def write_scalars(log_dir: str, step: int, values: dict[str, float]) -> None:
+    """Write ``values`` as scalars at ``step`` (evaluation results) and flush."""
+    writer = tf.summary.create_file_writer(log_dir)
+    with writer.as_default(step=step):
+        for name, value in values.items():
+            tf.summary.scalar(name, value)
+    writer.flush()
+    writer.close()

@@ -1,0 +1,296 @@
+"""Train: the Estimator engine on the transformed examples, then the serving export.
+
+``python -m estflow.components.train --spec S --transformed IN_DIR --model OUT_DIR``
+
+Input (the transform step's output, names from :class:`estflow.dsl.contracts.Files`)::
+
+    IN_DIR/transform_fn/          TFTransformOutput dir
+    IN_DIR/train/*.tfrecord.gz    GZIP TFRecords of transformed tf.Examples
+    IN_DIR/transform.json         "cardinalities": {categorical feature: number of ids}
+
+Output::
+
+    OUT_DIR/checkpoints/          model_dir: checkpoints + TensorBoard events (training resumes
+                                  from here when it holds checkpoints)
+    OUT_DIR/export/               the serving SavedModel (written under a temporary name,
+                                  then renamed)
+    OUT_DIR/train.json            global step, final loss, examples/s, elapsed, paths
+
+SavedModel signatures (all take serialized *raw* ``tf.Example``s, string ``[None]``):
+
+- ``serving_default``: ``examples`` -> the model's predictions (raw features are parsed and
+  run through the tf.Transform graph in the model, so serving cannot skew from training;
+  features with declared defaults may be left out of a request).
+- ``transform_features``: ``examples`` (with the label columns) -> every transformed feature,
+  the label included (what the evaluate step reads labels from).
+- classifiers: ``classify`` (TF Serving Classify API): ``inputs`` -> ``classes`` (string
+  ``[N, n_classes]``) and ``scores`` (float ``[N, n_classes]``).
+- regressors (one label dimension): ``regress``: ``inputs`` -> ``outputs`` (float ``[N]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from estflow.components import _runtime
+from estflow.dsl import models as m
+from estflow.dsl.contracts import Files
+from estflow.dsl.pipeline import Pipeline
+
+_runtime.quiet_tensorflow()
+import tensorflow as tf  # noqa: E402
+import tensorflow_transform as tft  # noqa: E402
+
+from estflow.components.estimator import Estimator  # noqa: E402
+from estflow.components.estimator import NanLossError  # noqa: E402
+from estflow.components.estimator import TrainHook  # noqa: E402
+from estflow.components.estimator import export as export_lib  # noqa: E402
+from estflow.components.estimator import model_fn_for  # noqa: E402
+
+__all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model",
+           "TrainStepError"]
+
+_EXAMPLES = "examples"
+_STRINGS = tf.TensorSpec([None], tf.string)
+
+
+class TrainStepError(RuntimeError):
+    """The train step cannot run on its inputs (missing transform outputs)."""
+
+
+def model_fn_of(model, cardinalities: dict[str, int]) -> tuple[Callable, dict]:
+    """(model_fn, params): a premade declaration's model_fn, or a CustomModel's resolved one."""
+    if isinstance(model, m.CustomModel):
+        return _runtime.resolve(model.model_fn), dict(model.params)
+    return model_fn_for(model, cardinalities), {}
+
+
+def make_input_fn(pattern: str, feature_spec: dict, label: str, batch_size: int, *,
+                  shuffle_buffer: int | None = None, seed: int | None = None,
+                  repeat: bool = True) -> Callable[[], tf.data.Dataset]:
+    """An input_fn over GZIP TFRecords of transformed examples: shuffle (seeded), repeat,
+    batch (``drop_remainder`` when repeating), parse, pop the label, prefetch."""
+
+    def input_fn() -> tf.data.Dataset:
+        files = sorted(tf.io.gfile.glob(pattern))
+        if not files:
+            raise TrainStepError(f"no transformed examples match {pattern}")
+        dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
+        if shuffle_buffer:
+            dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+        if repeat:
+            dataset = dataset.repeat()
+        dataset = dataset.batch(batch_size, drop_remainder=repeat)
+
+        def parse(serialized):
+            features = tf.io.parse_example(serialized, feature_spec)
+            return features, features.pop(label)
+
+        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+class _LastLoss(TrainHook):
+    def __init__(self) -> None:
+        self.loss: float | None = None
+        self.start: int | None = None
+
+    def begin(self, global_step, variables) -> None:
+        self.start = global_step
+
+    def after_loop(self, global_step, loss) -> None:
+        self.loss = loss
+
+
+def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str | os.PathLike,
+        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train ``pipeline.model`` to ``pipeline.train.max_steps`` and export it.
+
+    Returns:
+        The summary also written to ``OUT_DIR/train.json``.
+    """
+    progress = progress or _runtime.Progress("train")
+    transformed, out = Path(transformed_dir), Path(model_dir)
+    tft_output, cardinalities = _read_transform(transformed)
+    model_fn, params = model_fn_of(pipeline.model, cardinalities)
+    estimator = Estimator(model_fn, out / Files.CHECKPOINTS, pipeline.run_config, params,
+                          progress=progress)
+    spec = pipeline.train
+    input_fn = make_input_fn(str(transformed / Files.TRANSFORMED_TRAIN / "*.tfrecord.gz"),
+                             tft_output.transformed_feature_spec(), pipeline.label.name,
+                             spec.batch_size, shuffle_buffer=spec.shuffle_buffer,
+                             seed=pipeline.run_config.tf_random_seed)
+    hook = _LastLoss()
+    start = time.monotonic()
+    estimator.train(input_fn, max_steps=spec.max_steps, hooks=[hook])
+    train_seconds = time.monotonic() - start
+    step = estimator.global_step
+    export_dir = export_serving_model(estimator, tft_output, pipeline, out / Files.EXPORT)
+    progress(f"exported the serving model to {export_dir}")
+    examples = (step - hook.start) * spec.batch_size if hook.start is not None else 0
+    result = {"global_step": step, "final_loss": hook.loss, "examples": examples,
+              "examples_per_sec": round(examples / train_seconds, 1) if examples else None,
+              "train_seconds": round(train_seconds, 3),
+              "elapsed_seconds": round(time.monotonic() - start, 3),
+              "checkpoint": estimator.latest_checkpoint(),
+              "checkpoint_dir": str(out / Files.CHECKPOINTS),
+              "tensorboard_dir": str(out / Files.CHECKPOINTS),
+              "export_dir": str(export_dir), "model": type(pipeline.model).__name__}
+    _runtime.write_json(out / Files.TRAIN_RESULT, result)
+    return result
+
+
+def _read_transform(transformed: Path):
+    stats_path = transformed / Files.TRANSFORM_STATS
+    if not stats_path.exists() or not (transformed / Files.TRANSFORM_FN).is_dir():
+        raise TrainStepError(f"{transformed} is not a transform output: it needs "
+                             f"{Files.TRANSFORM_FN}/ and {Files.TRANSFORM_STATS}")
+    cardinalities = _runtime.read_json(stats_path).get("cardinalities", {})
+    return tft.TFTransformOutput(str(transformed / Files.TRANSFORM_FN)), cardinalities
+
+
+# -- export --------------------------------------------------------------------------------
+def _raw_spec(tft_output, pipeline: Pipeline) -> dict:
+    """The raw parsing spec: the transform output's raw schema, or (when the transform step did
+    not write one) the same spec rebuilt from the declarations."""
+    try:
+        return dict(tft_output.raw_feature_spec())
+    except OSError:
+        from estflow.components import _preprocessing
+
+        return dict(_preprocessing.raw_feature_spec(pipeline))
+
+
+def _training_only(pipeline: Pipeline) -> set[str]:
+    """Raw columns a serving request does not send: the label's (when it is raw) and the
+    weight column's when no feature reads it."""
+    read = {getattr(f, "column", None) for f in pipeline.features}
+    dropped = {pipeline.label.column} - set(pipeline.derived_names())
+    weight = getattr(pipeline.model, "weight_column", None)
+    if weight is not None and weight not in read:
+        dropped.add(weight)
+    return dropped
+
+
+def _dense(value):
+    if isinstance(value, tf.SparseTensor):
+        return tf.sparse.to_dense(value)
+    if isinstance(value, tf.RaggedTensor):
+        return value.to_tensor()
+    return value
+
+
+def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
+                         export_dir: str | os.PathLike) -> Path:
+    """Write the serving SavedModel (signatures in the module docstring) to ``export_dir``,
+    replacing an older export only once the new one is complete."""
+    raw_spec = _raw_spec(tft_output, pipeline)
+    serving_spec = {k: v for k, v in raw_spec.items() if k not in _training_only(pipeline)}
+    layer = tft_output.transform_features_layer()
+    not_features = {pipeline.label.name, getattr(pipeline.model, "weight_column", None)}
+
+    def transform(examples, spec):
+        return layer(tf.io.parse_example(examples, spec))
+
+    def predict(inputs):
+        transformed = transform(inputs[_EXAMPLES], serving_spec)
+        features = {k: v for k, v in transformed.items() if k not in not_features}
+        return export_lib.as_outputs(estimator.predictions(features))
+
+    signatures = {
+        "serving_default": export_lib.signature_function(predict, {_EXAMPLES: _STRINGS}),
+        "transform_features": export_lib.signature_function(
+            lambda inputs: {k: _dense(v) for k, v in
+                            transform(inputs[_EXAMPLES], raw_spec).items()},
+            {_EXAMPLES: _STRINGS}),
+    }
+    method_names = _add_serving_api_signatures(signatures, predict, pipeline)
+    module = export_lib.export_module(estimator, {"transform_layer": layer})
+    return _replace_dir(export_dir, lambda tmp: export_lib.save(
+        module, estimator, tmp, signatures, method_names))
+
+
+def _classes(pipeline: Pipeline, n_classes: int) -> tf.Tensor:
+    names = pipeline.label.vocabulary or tuple(str(i) for i in range(n_classes))
+    return tf.constant(list(names)[:n_classes])
+
+
+def _add_serving_api_signatures(signatures: dict, predict, pipeline: Pipeline) -> dict:
+    """Add ``classify`` or ``regress`` when the predictions allow it; their method names."""
+    outputs = signatures["serving_default"].structured_outputs
+    head = _head_kind(pipeline.model)
+    probabilities = outputs.get("probabilities")
+    if head in ("binary", "multi_class") and probabilities is not None \
+            and probabilities.shape[-1] is not None:
+        classes = _classes(pipeline, int(probabilities.shape[-1]))
+
+        def classify(inputs):
+            scores = predict({_EXAMPLES: inputs["inputs"]})["probabilities"]
+            tiled = tf.tile(classes[tf.newaxis], [tf.shape(scores)[0], 1])
+            return {"classes": tiled, "scores": scores}
+
+        signatures["classify"] = export_lib.signature_function(classify, {"inputs": _STRINGS})
+        return {"classify": tf.saved_model.CLASSIFY_METHOD_NAME}
+    values = outputs.get("predictions")
+    if head == "regression" and values is not None and values.shape[-1] in (1, None):
+        signatures["regress"] = export_lib.signature_function(
+            lambda inputs: {"outputs": tf.reshape(
+                predict({_EXAMPLES: inputs["inputs"]})["predictions"], [-1])},
+            {"inputs": _STRINGS})
+        return {"regress": tf.saved_model.REGRESS_METHOD_NAME}
+    return {}
+
+
+def _head_kind(model) -> str:
+    if isinstance(model, m.CustomModel):
+        return model.head
+    if hasattr(model, "n_classes"):
+        return "binary" if model.n_classes == 2 else "multi_class"
+    return "regression"
+
+
+def _replace_dir(target: str | os.PathLike, write: Callable[[Path], Path]) -> Path:
+    """``write`` a complete new directory next to ``target``, then swap it in: readers see the
+    old export or the new one, and a failed export leaves the old one in place."""
+    target = Path(target)
+    staged = target.with_name(f".{target.name}-new-{os.getpid()}")
+    retired = target.with_name(f".{target.name}-old-{os.getpid()}")
+    for leftover in (staged, retired):
+        shutil.rmtree(leftover, ignore_errors=True)
+    write(staged)
+    if target.exists():
+        os.replace(target, retired)
+    os.replace(staged, target)
+    shutil.rmtree(retired, ignore_errors=True)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m estflow.components.train --spec S --transformed IN --model
+    OUT``."""
+    parser = argparse.ArgumentParser(prog="estflow.components.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
+    parser.add_argument("--transformed", required=True, help="transform output directory")
+    parser.add_argument("--model", required=True, help="output model directory")
+    args = parser.parse_args(argv)
+    pipeline = _runtime.load_pipeline(args.spec)
+    try:
+        run(pipeline, args.transformed, args.model)
+    except (TrainStepError, NanLossError) as err:
+        print(f"[train] error: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
