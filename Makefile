@@ -34,7 +34,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
-	$(PY) benchmarks/run.py
+	$(PY) tests/benchmarks/run.py
 
 goldens: $(STAMP)
 	$(PY) -m estflow.pipelines.goldens

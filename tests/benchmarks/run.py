@@ -1,0 +1,101 @@
+"""``make bench``: estflow against the reference anchors, side by side in one run.
+
+The machine is shared and noisy, so every comparison is a ratio of medians over interleaved
+rounds measured in this same run, never an absolute figure.
+
+* train: estflow's DNNClassifier vs the original tf.estimator.DNNClassifier (TF 2.15, in its
+  own venv: ``~/venv-tf215`` or ``$ESTFLOW_TF215_PYTHON``; skipped with a note when missing)
+  and Keras 3 ``model.fit`` (TF 2.21), the anchors in ``../shared/anchors``.
+* preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
+  anchors), when present.
+* serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
+
+Usage: ``python tests/benchmarks/run.py [--only train,preprocess,serve] [--rounds 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+ANCHORS = Path(os.environ.get("ESTFLOW_ANCHORS", REPO.parent / "shared" / "anchors"))
+TF215 = Path(os.environ.get("ESTFLOW_TF215_PYTHON", Path.home() / "venv-tf215/bin/python"))
+_TOTAL = re.compile(r"total ([\d.]+)s")
+_STEADY = re.compile(r"steady-state (\d+) ex/s")
+
+
+def _run(cmd: list[str], cwd: Path) -> str:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def _train_contenders() -> dict[str, list[str]]:
+    contenders = {"estflow": [sys.executable, str(HERE / "bench_train.py")],
+                  "keras_fit": [sys.executable, str(ANCHORS / "bench_keras_tf221.py")]}
+    if TF215.exists():
+        contenders["tf_estimator_2.15"] = [str(TF215), str(ANCHORS / "bench_estimator_tf215.py")]
+    else:
+        print(f"note: {TF215} not found; the tf.estimator 2.15 anchor is skipped (see "
+              f"{ANCHORS / 'README.md'} to create its venv)")
+    return contenders
+
+
+def bench_train(rounds: int) -> None:
+    contenders = _train_contenders()
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    for r in range(rounds):
+        for name, cmd in contenders.items():  # interleaved, so load drifts hit all alike
+            line = _run(cmd, ANCHORS).strip().splitlines()[-1]
+            total, steady = float(_TOTAL.search(line)[1]), float(_STEADY.search(line)[1])
+            results[name].append((total, steady))
+            print(f"  round {r + 1} {name:<18} steady {steady:>9.0f} ex/s  train() {total:5.1f}s",
+                  flush=True)
+    med = {n: (statistics.median(t for t, _ in v), statistics.median(s for _, s in v))
+           for n, v in results.items()}
+    print("\ntrain (DNN [64,32], batch 256, 2,000 steps; medians of "
+          f"{rounds} interleaved rounds)")
+    print(f"{'':<20}{'steady ex/s':>12}{'train() s':>11}")
+    for name, (total, steady) in med.items():
+        print(f"{name:<20}{steady:>12.0f}{total:>11.1f}")
+    est_total, est_steady = med["estflow"]
+    for anchor in (n for n in med if n != "estflow"):
+        total, steady = med[anchor]
+        print(f"estflow / {anchor}: steady-state {est_steady / steady:.2f}x, "
+              f"train() wall {est_total / total:.2f}x of the anchor's")
+
+
+def bench_script(name: str, args: list[str]) -> None:
+    script = HERE / name
+    if not script.exists():
+        print(f"note: {script.name} not present; skipped")
+        return
+    print(_run([sys.executable, str(script), *args], REPO))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="train,preprocess,serve")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    parts = args.only.split(",")
+    if "train" in parts:
+        bench_train(args.rounds)
+    if "preprocess" in parts:
+        bench_script("bench_preprocess.py", [])
+    if "serve" in parts:
+        bench_script("bench_serve.py", [])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
