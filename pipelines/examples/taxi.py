@@ -70,9 +70,9 @@ pipeline = ef.Pipeline(
             ef.Embedding("pickup_cell", dimension=4),
             ef.Embedding("dropoff_cell", dimension=4),
         ),
-        dnn_hidden_units=(64, 32),
+        dnn_hidden_units=(32, 16),
     ),
-    train=ef.TrainSpec(max_steps=3000, batch_size=128),
+    train=ef.TrainSpec(max_steps=2500, batch_size=256),
     eval=ef.EvalSpec(
         thresholds=(ef.Threshold("auc", lower_bound=0.85, max_regression=0.01),),
         slices=("payment_type",),
