@@ -2,6 +2,13 @@
 
 ``python -m estflow.components.train --spec S --transformed IN_DIR --model OUT_DIR``
 
+Distributed (``RunConfig.train_distribute`` / ``RunConfig.cluster``): every process of the
+cluster runs this same command and :func:`main` reads its task from ``TF_CONFIG`` (as a Kubeflow
+TFJob or ``estflow run --workers N`` sets it). Training tasks build the strategy first, then
+train together; only the chief (``chief``, else ``worker`` 0) writes ``OUT_DIR``. Under
+``parameter_server`` the ``worker`` and ``ps`` tasks serve the chief's coordinator; an
+``evaluator`` task evaluates each new checkpoint (:func:`evaluate_checkpoints`).
+
 Input (the transform step's output, names from :class:`estflow.dsl.contracts.Files`)::
 
     IN_DIR/transform_fn/          TFTransformOutput dir
@@ -31,9 +38,11 @@ SavedModel signatures (all take serialized *raw* ``tf.Example``s, string ``[None
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +60,13 @@ import tensorflow_transform as tft  # noqa: E402
 from estflow.components.estimator import Estimator  # noqa: E402
 from estflow.components.estimator import NanLossError  # noqa: E402
 from estflow.components.estimator import TrainHook  # noqa: E402
+from estflow.components.estimator import distribute  # noqa: E402
 from estflow.components.estimator import export as export_lib  # noqa: E402
 from estflow.components.estimator import model_fn_for  # noqa: E402
+from estflow.components.estimator.run_config import RunConfig  # noqa: E402
 
 __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model",
-           "TrainStepError"]
+           "evaluate_checkpoints", "TrainStepError"]
 
 _EXAMPLES = "examples"
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -112,18 +123,42 @@ class _LastLoss(TrainHook):
 
 
 def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str | os.PathLike,
-        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[str], None] | None = None, *,
+        cluster: distribute.ClusterSpec | None = None,
+        strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
     """Train ``pipeline.model`` to ``pipeline.train.max_steps`` and export it.
 
+    Args:
+        cluster: this process's task (parsed from TF_CONFIG by :func:`main`); None: one process.
+        strategy: the strategy to train under (default: ``run_config.train_distribute``'s).
+            In a multi-worker run every worker calls this; only the chief writes
+            ``model_dir`` (other workers write their checkpoints and export to a scratch
+            directory that is deleted).
+
     Returns:
-        The summary also written to ``OUT_DIR/train.json``.
+        The summary also written to ``OUT_DIR/train.json`` (by the chief).
     """
     progress = progress or _runtime.Progress("train")
     transformed, out = Path(transformed_dir), Path(model_dir)
     tft_output, cardinalities = _read_transform(transformed)
     model_fn, params = model_fn_of(pipeline.model, cardinalities)
-    estimator = Estimator(model_fn, out / Files.CHECKPOINTS, pipeline.run_config, params,
-                          progress=progress)
+    # distribution: the engine config carries the strategy object and the cluster.
+    changes = {"cluster": cluster, **({"train_distribute": strategy} if strategy else {})}
+    config = RunConfig.from_dsl(pipeline.run_config, **changes)
+    estimator = Estimator(model_fn, out / Files.CHECKPOINTS, config, params, progress=progress)
+    if not config.is_chief:  # distribution: every worker exports; a non-chief's is discarded
+        scratch = Path(tempfile.mkdtemp(prefix="estflow-train-"))
+        try:
+            return _train_and_export(pipeline, estimator, transformed, tft_output, scratch,
+                                     progress, chief=False)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return _train_and_export(pipeline, estimator, transformed, tft_output, out, progress)
+
+
+def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Path, tft_output,
+                      out: Path, progress: Callable[[str], None], chief: bool = True) -> dict:
+    """Train, export to ``out/export``, summarise (in ``out/train.json`` on the chief)."""
     spec = pipeline.train
     input_fn = make_input_fn(str(transformed / Files.TRANSFORMED_TRAIN / "*.tfrecord.gz"),
                              tft_output.transformed_feature_spec(), pipeline.label.name,
@@ -135,6 +170,9 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
     train_seconds = time.monotonic() - start
     step = estimator.global_step
     export_dir = export_serving_model(estimator, tft_output, pipeline, out / Files.EXPORT)
+    if not chief:
+        progress(f"trained to step {step}; the chief writes the model (non-chief worker)")
+        return {"global_step": step, "final_loss": hook.loss}
     progress(f"exported the serving model to {export_dir}")
     examples = (step - hook.start) * spec.batch_size if hook.start is not None else 0
     result = {"global_step": step, "final_loss": hook.loss, "examples": examples,
@@ -285,11 +323,62 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pipeline = _runtime.load_pipeline(args.spec)
     try:
-        run(pipeline, args.transformed, args.model)
-    except (TrainStepError, NanLossError) as err:
+        # distribution: the environment is read here, once: which task of which cluster this
+        # process is (TF_CONFIG, as a TFJob or `estflow run --workers N` sets it).
+        cluster = distribute.parse_tf_config(os.environ.get("TF_CONFIG"))
+        name = pipeline.run_config.train_distribute
+        role = distribute.task_role(name, cluster)
+        if role == "serve":  # a parameter-server strategy's worker or ps: the chief drives it
+            distribute.serve(cluster)
+        elif role == "evaluate":
+            evaluate_checkpoints(pipeline, args.transformed, args.model)
+        else:  # the strategy first: it must configure the TF runtime before any op runs
+            strategy = distribute.strategy_for(name, cluster)
+            run(pipeline, args.transformed, args.model,
+                progress=_runtime.Progress(_task_label(cluster)), cluster=cluster,
+                strategy=strategy)
+    except (TrainStepError, NanLossError, distribute.DistributeError) as err:
         print(f"[train] error: {err}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _task_label(cluster: distribute.ClusterSpec | None) -> str:
+    """``train`` for the chief (or a single process), ``train worker N`` for the others."""
+    if cluster is None or cluster.is_chief:
+        return "train"
+    return f"train {cluster.task.type} {cluster.task.index}"
+
+
+def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
+                         model_dir: str | os.PathLike,
+                         progress: Callable[[str], None] | None = None, *,
+                         timeout_secs: float = 3600) -> dict[str, Any]:
+    """The evaluator task of a distributed run: evaluate each new checkpoint in
+    ``OUT_DIR/checkpoints`` on the eval split (at most every ``eval.throttle_secs``; scalars
+    for TensorBoard under ``checkpoints/eval``) until one reaches ``train.max_steps``.
+
+    Raises:
+        TrainStepError: no new checkpoint came for ``timeout_secs``.
+    """
+    progress = progress or _runtime.Progress("train evaluator")
+    transformed = Path(transformed_dir)
+    tft_output, cardinalities = _read_transform(transformed)
+    model_fn, params = model_fn_of(pipeline.model, cardinalities)
+    config = dataclasses.replace(pipeline.run_config, train_distribute=None, cluster=None)
+    checkpoints = str(Path(model_dir) / Files.CHECKPOINTS)
+    estimator = Estimator(model_fn, checkpoints, config, params, progress=progress)
+    input_fn = make_input_fn(str(transformed / Files.TRANSFORMED_EVAL / "*.tfrecord.gz"),
+                             tft_output.transformed_feature_spec(), pipeline.label.name,
+                             pipeline.eval.batch_size, repeat=False)
+    for path in tf.train.checkpoints_iterator(checkpoints, timeout=timeout_secs,
+                                              min_interval_secs=pipeline.eval.throttle_secs):
+        metrics = estimator.evaluate(input_fn, steps=pipeline.eval.steps, checkpoint_path=path)
+        progress(f"evaluated {path}: " + ", ".join(
+            f"{k}={v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
+        if metrics["global_step"] >= pipeline.train.max_steps:
+            return metrics
+    raise TrainStepError(f"evaluator: no new checkpoint in {checkpoints} for {timeout_secs}s")
 
 
 if __name__ == "__main__":

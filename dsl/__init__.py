@@ -19,6 +19,8 @@ from estflow.dsl.features import Label
 from estflow.dsl.features import Numeric
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
+from estflow.dsl.models import BaselineClassifier
+from estflow.dsl.models import BaselineRegressor
 from estflow.dsl.models import CustomModel
 from estflow.dsl.models import DNNClassifier
 from estflow.dsl.models import DNNLinearCombinedClassifier
@@ -41,6 +43,7 @@ from estflow.dsl.sources import CsvSource
 from estflow.dsl.sources import ParquetSource
 from estflow.dsl.sources import SchemaCheck
 from estflow.dsl.sources import TFRecordSource
+from estflow.dsl.specs import Cluster
 from estflow.dsl.specs import Derive
 from estflow.dsl.specs import EvalSpec
 from estflow.dsl.specs import PushTarget
@@ -51,12 +54,15 @@ from estflow.dsl.specs import TrainSpec
 
 __all__ = [
     "Accelerator",
+    "BaselineClassifier",
+    "BaselineRegressor",
     "BigQuerySource",
     "Bucketized",
     "CallableRef",
     "CategoricalHash",
     "CategoricalIdentity",
     "CategoricalVocab",
+    "Cluster",
     "Column",
     "Crossed",
     "CsvSource",

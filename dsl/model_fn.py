@@ -70,6 +70,24 @@ def _optimizer_ok(value: Any) -> bool:
                and isinstance(p[1], (list, tuple)) for p in value)
 
 
+_HOOK_FIELDS = ("training_chief_hooks", "training_hooks", "evaluation_hooks",
+                "prediction_hooks")
+
+
+def _hooks(value: Any, field: str) -> tuple:
+    """``value`` as a tuple of hook objects (anything with ``before_run`` and ``after_run``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise DslError(field, "a list of SessionRunHook objects", type(value).__name__)
+    for i, hook in enumerate(value):
+        if not (callable(getattr(hook, "before_run", None))
+                and callable(getattr(hook, "after_run", None))):
+            raise DslError(f"{field}[{i}]", "a SessionRunHook (with before_run and after_run)",
+                           type(hook).__name__)
+    return tuple(value)
+
+
 def _needed(field: str, expected: str, mode: str) -> DslError:
     return DslError(field, f"{expected} (EstimatorSpec needs `{field}` when mode={mode!r})", None)
 
@@ -98,6 +116,12 @@ class EstimatorSpec:
         optimizer: a Keras optimizer, or a sequence of ``(optimizer, variables)`` pairs
             (e.g. wide & deep: one optimizer per part). With a single optimizer the engine
             updates every trainable variable the loss depends on.
+        training_chief_hooks: hooks run by ``train`` on the chief only (TRAIN).
+        training_hooks: hooks run by ``train`` on every worker (TRAIN).
+        evaluation_hooks: hooks run by ``evaluate`` (EVAL).
+        prediction_hooks: hooks run by ``predict`` (PREDICT).
+            Hooks are ``SessionRunHook`` objects (estflow.components.estimator.hooks); the
+            engine takes them from the model_fn's latest trace in that mode.
 
     Raises:
         DslError: a field the mode needs is missing or has the wrong kind of value; the message
@@ -111,11 +135,17 @@ class EstimatorSpec:
     eval_metric_ops: Mapping[str, Any] | None = None
     export_outputs: Mapping[str, Any] | None = None
     optimizer: Any = None
+    training_chief_hooks: tuple = ()
+    training_hooks: tuple = ()
+    evaluation_hooks: tuple = ()
+    prediction_hooks: tuple = ()
 
     def __post_init__(self) -> None:
         if self.mode not in ModeKeys.ALL:
             raise DslError("mode", f"one of {list(ModeKeys.ALL)} (ModeKeys)", self.mode)
         self._check_kinds()
+        for field in _HOOK_FIELDS:
+            object.__setattr__(self, field, _hooks(getattr(self, field), field))
         if self.mode == ModeKeys.TRAIN:
             self._check_train()
         elif self.mode == ModeKeys.EVAL:

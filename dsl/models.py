@@ -2,7 +2,12 @@
 
 Premade models are declarations (no TensorFlow here); the train step turns each into a
 ``model_fn`` with the original tf.estimator defaults (DNN: Adagrad, learning rate 0.05; linear:
-FTRL, learning rate min(0.2, 1/sqrt(n_features))).
+FTRL, learning rate min(0.2, 1/sqrt(n_features)); baseline: FTRL, learning rate 0.3).
+
+Head options, as tf.estimator's canned models take them: ``weight_column`` (a raw column
+weighting each example), ``loss_reduction`` (``"sum_over_batch_size"`` or ``"sum"``) and, for
+classifiers, ``label_vocabulary`` (class names in id order; predictions then carry string
+``classes``) and ``thresholds`` (binary only: per-threshold accuracy/precision/recall).
 
 How a feature enters a network mirrors tf.feature_column: numeric features by name; a
 categorical feature (vocabulary, hash, identity, bucketized, crossed) through ``Indicator`` (one
@@ -19,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
+from typing import Union
 
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
@@ -36,14 +42,18 @@ __all__ = [
     "LinearRegressor",
     "DNNLinearCombinedClassifier",
     "DNNLinearCombinedRegressor",
+    "BaselineClassifier",
+    "BaselineRegressor",
     "CustomModel",
     "Model",
     "OPTIMIZERS",
+    "LOSS_REDUCTIONS",
     "head_of",
 ]
 
 OPTIMIZERS = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
 ACTIVATIONS = ("relu", "elu", "selu", "tanh", "sigmoid", "gelu", "swish")
+LOSS_REDUCTIONS = ("sum_over_batch_size", "sum")
 
 
 @serializable
@@ -106,10 +116,35 @@ def _dnn_options(obj, prefix: str = "") -> None:
 def _head_options(obj, classifier: bool) -> None:
     if classifier:
         _checks.positive_int(obj.n_classes, "n_classes", minimum=2)
+        _label_vocabulary(obj)
+        _thresholds(obj)
     else:
         _checks.positive_int(obj.label_dimension, "label_dimension")
     if obj.weight_column is not None:
         _checks.name(obj.weight_column, "weight_column")
+    _checks.one_of(obj.loss_reduction, LOSS_REDUCTIONS, "loss_reduction")
+
+
+def _label_vocabulary(obj) -> None:
+    vocab = _checks.tuple_of(obj.label_vocabulary, "label_vocabulary", str,
+                             what="class names")
+    _checks.freeze(obj, "label_vocabulary", vocab)
+    if vocab and (len(vocab) != obj.n_classes or len(set(vocab)) != len(vocab)):
+        raise DslError("label_vocabulary", f"{obj.n_classes} distinct class names "
+                       f"(n_classes={obj.n_classes}), or () for integer labels", vocab)
+
+
+def _thresholds(obj) -> None:
+    values = _checks.tuple_of(obj.thresholds, "thresholds", (int, float),
+                              what="probabilities in (0, 1)")
+    for i, t in enumerate(values):
+        _checks.number(t, f"thresholds[{i}]", low=0, high=1, low_open=True)
+        if t >= 1:
+            raise DslError(f"thresholds[{i}]", "a probability in (0, 1)", t)
+    if values and obj.n_classes != 2:
+        raise DslError("thresholds", "() when n_classes > 2 (per-threshold metrics are "
+                       "binary)", values)
+    _checks.freeze(obj, "thresholds", tuple(float(t) for t in values))
 
 
 @serializable
@@ -126,6 +161,9 @@ class DNNClassifier:
     dropout: float | None = None
     batch_norm: bool = False
     weight_column: str | None = None
+    label_vocabulary: tuple[str, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    loss_reduction: str = "sum_over_batch_size"
 
     def __post_init__(self) -> None:
         _hidden(self)
@@ -148,6 +186,7 @@ class DNNRegressor:
     dropout: float | None = None
     batch_norm: bool = False
     weight_column: str | None = None
+    loss_reduction: str = "sum_over_batch_size"
 
     def __post_init__(self) -> None:
         _hidden(self)
@@ -167,6 +206,9 @@ class LinearClassifier:
     optimizer: str = "Ftrl"
     learning_rate: float | None = None
     weight_column: str | None = None
+    label_vocabulary: tuple[str, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    loss_reduction: str = "sum_over_batch_size"
 
     def __post_init__(self) -> None:
         _linear_columns(self, "feature_columns")
@@ -186,6 +228,7 @@ class LinearRegressor:
     optimizer: str = "Ftrl"
     learning_rate: float | None = None
     weight_column: str | None = None
+    loss_reduction: str = "sum_over_batch_size"
 
     def __post_init__(self) -> None:
         _linear_columns(self, "feature_columns")
@@ -213,6 +256,9 @@ class DNNLinearCombinedClassifier:
     dnn_dropout: float | None = None
     batch_norm: bool = False
     weight_column: str | None = None
+    label_vocabulary: tuple[str, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    loss_reduction: str = "sum_over_batch_size"
 
     def __post_init__(self) -> None:
         _linear_columns(self, "linear_feature_columns")
@@ -242,6 +288,7 @@ class DNNLinearCombinedRegressor:
     dnn_dropout: float | None = None
     batch_norm: bool = False
     weight_column: str | None = None
+    loss_reduction: str = "sum_over_batch_size"
 
     def __post_init__(self) -> None:
         _linear_columns(self, "linear_feature_columns")
@@ -251,6 +298,58 @@ class DNNLinearCombinedRegressor:
         _checks.one_of(self.linear_optimizer, OPTIMIZERS, "linear_optimizer")
         _checks.number(self.linear_learning_rate, "linear_learning_rate", low=0,
                        low_open=True, allow_none=True)
+        _head_options(self, classifier=False)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class BaselineClassifier:
+    """Bias-only classifier (tf.estimator.BaselineClassifier): ignores the features and
+    learns the class prior; a floor a real model must beat. ``learning_rate`` None means the
+    original 0.3 (with FTRL).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.BaselineClassifier(n_classes=3, label_vocabulary=("a", "b", "c")).n_classes
+        3
+    """
+
+    n_classes: int = 2
+    weight_column: str | None = None
+    label_vocabulary: tuple[str, ...] = ()
+    optimizer: str = "Ftrl"
+    learning_rate: float | None = None
+    loss_reduction: str = "sum_over_batch_size"
+    thresholds: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        _checks.one_of(self.optimizer, OPTIMIZERS, "optimizer")
+        _checks.number(self.learning_rate, "learning_rate", low=0, low_open=True,
+                       allow_none=True)
+        _head_options(self, classifier=True)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class BaselineRegressor:
+    """Bias-only regressor (tf.estimator.BaselineRegressor): learns the label mean.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.BaselineRegressor(label_dimension=2).optimizer
+        'Ftrl'
+    """
+
+    label_dimension: int = 1
+    weight_column: str | None = None
+    optimizer: str = "Ftrl"
+    learning_rate: float | None = None
+    loss_reduction: str = "sum_over_batch_size"
+
+    def __post_init__(self) -> None:
+        _checks.one_of(self.optimizer, OPTIMIZERS, "optimizer")
+        _checks.number(self.learning_rate, "learning_rate", low=0, low_open=True,
+                       allow_none=True)
         _head_options(self, classifier=False)
 
 
@@ -288,7 +387,8 @@ class CustomModel:
 
 
 Model = Union[DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor,
-              DNNLinearCombinedClassifier, DNNLinearCombinedRegressor, CustomModel]
+              DNNLinearCombinedClassifier, DNNLinearCombinedRegressor, BaselineClassifier,
+              BaselineRegressor, CustomModel]
 CallableLike = Union[Callable, str, CallableRef]
 
 

@@ -3,56 +3,84 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
 from estflow.dsl.features import Column
 from estflow.dsl.refs import as_ref
+from estflow.dsl.resources import Resources
 from estflow.dsl.serialization import serializable
+from estflow.dsl.sources import CsvSource
 
 __all__ = ["CsvSource", "Split", "Derive", "TrainSpec", "Threshold", "EvalSpec", "RunConfig",
-           "PushTarget"]
-
-
-@serializable
-@dataclasses.dataclass(frozen=True)
-class CsvSource:
-    """CSV file(s) with a header row.
-
-    Args:
-        path: a file path or a glob (``data/*.csv``); relative paths are resolved against the
-            directory of the pipeline file that declares them.
-        delimiter: one character.
-        max_rejected_fraction: the ingest step fails when more than this fraction of rows is
-            rejected (each rejected row is written with its reason to ``rejected.jsonl``).
-    """
-
-    path: str
-    delimiter: str = ","
-    max_rejected_fraction: float = 0.01
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.path, str) or not self.path:
-            raise DslError("path", "a non-empty file path or glob", self.path)
-        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
-            raise DslError("delimiter", "a single character", self.delimiter)
-        _checks.number(self.max_rejected_fraction, "max_rejected_fraction", low=0, high=1)
+           "Cluster", "DISTRIBUTE_STRATEGIES", "PushTarget"]
 
 
 @serializable
 @dataclasses.dataclass(frozen=True)
 class Split:
-    """Deterministic train/eval split by a hash of ``key`` (a raw column) or of the whole row.
-    The same row lands in the same split on every run and every runner."""
+    """Deterministic split by a hash of ``key`` (a raw column) or of the whole row: the same row
+    lands in the same split on every run and every runner.
+
+    Args:
+        eval_fraction: the share of rows in ``eval`` (the rest is ``train``).
+        key: hash this raw column instead of the row, so rows sharing a key (a user, a trip)
+            stay in one split.
+        ratios: instead of ``eval_fraction``, relative sizes of named splits, e.g.
+            ``{"train": 8, "eval": 1, "test": 1}``; ``train`` and ``eval`` are required, other
+            splits are written and transformed alongside them. ``eval_fraction`` then reads as
+            the eval share.
+
+    Example:
+        >>> Split(ratios={"train": 8, "eval": 1, "test": 1}).eval_fraction
+        0.1
+    """
 
     eval_fraction: float = 0.2
     key: str | None = None
+    ratios: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         _checks.number(self.eval_fraction, "eval_fraction", low=0, high=0.9, low_open=True)
         if self.key is not None:
             _checks.name(self.key, "key")
+        if self.ratios is not None:
+            ratios = _check_ratios(self.ratios)
+            share = ratios["eval"] / sum(ratios.values())
+            if self.eval_fraction not in (0.2, share):
+                raise DslError("eval_fraction", "left at its default when `ratios` is given "
+                               f"(the ratios make it {share})", self.eval_fraction)
+            if share > 0.9:
+                raise DslError("ratios", "an eval share of at most 0.9 of all rows", ratios)
+            _checks.freeze(self, "ratios", ratios)
+            _checks.freeze(self, "eval_fraction", share)
+
+    def fractions(self) -> tuple[tuple[str, float], ...]:
+        """``(split name, share of rows)`` in a fixed order: train, eval, then the rest by name."""
+        if self.ratios is None:
+            return (("train", 1.0 - self.eval_fraction), ("eval", self.eval_fraction))
+        total = sum(self.ratios.values())
+        names = ["train", "eval"] + sorted(set(self.ratios) - {"train", "eval"})
+        return tuple((name, self.ratios[name] / total) for name in names)
+
+
+_RESERVED_SPLITS = ("transform_fn",)  # directory names the artifact layout already uses
+
+
+def _check_ratios(ratios) -> dict[str, float]:
+    if not isinstance(ratios, Mapping) or not {"train", "eval"} <= set(ratios):
+        raise DslError("ratios", "a mapping of split name to relative size with at least "
+                       "'train' and 'eval'", ratios)
+    for name, size in ratios.items():
+        _checks.name(name, f"ratios[{name!r}]")
+        if name in _RESERVED_SPLITS:
+            raise DslError(f"ratios[{name!r}]", "a split name other than "
+                           f"{list(_RESERVED_SPLITS)}", name)
+        _checks.number(size, f"ratios[{name!r}]", low=0, low_open=True)
+    return dict(ratios)
 
 
 @serializable
@@ -166,11 +194,84 @@ class EvalSpec:
         _checks.positive_int(self.throttle_secs, "throttle_secs", minimum=0)
 
 
+# tf.distribute strategies by name (estflow.components.estimator.distribute builds them).
+DISTRIBUTE_STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
+_SHARED_DIR = re.compile(r"^(/[^\0]*|[a-z][a-z0-9+.-]*://\S+)$")
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The processes a distributed train step runs as: on Kubeflow a Training Operator TFJob,
+    with ``estflow run`` worker processes on localhost (both set TF_CONFIG for them).
+
+    Args:
+        workers: training processes. Under ``multi_worker_mirrored`` all of them train in
+            sync and worker 0 is the chief (TFJob: ``Worker`` replicas). Under
+            ``parameter_server`` they compute gradients while a chief coordinates (TFJob: one
+            ``Chief`` plus ``Worker`` replicas).
+        parameter_servers: ps tasks holding the variables (``parameter_server`` only).
+        evaluator: add a task that evaluates every new checkpoint on the eval split (TFJob
+            ``Evaluator`` replica), beside training.
+        shared_dir: storage the TFJob's pods and the pipeline's train task all read and write
+            (``gs://bucket/path``, or a directory on a PVC that ``resources["train"].pvcs``
+            mounts, e.g. ``/mnt/shared/estflow``): the replicas read the transformed data from
+            it and write the model to it. Required to compile a pipeline that submits a TFJob;
+            local runs do not need it.
+        ps_resources: each ps pod's resources (None: the cluster's defaults).
+        evaluator_resources: the evaluator pod's (None: the train step's resources).
+
+    Example:
+        >>> Cluster(workers=2, shared_dir="gs://bucket/estflow").replicas()
+        {'Worker': 2}
+    """
+
+    workers: int = 1
+    parameter_servers: int = 0
+    evaluator: bool = False
+    shared_dir: str | None = None
+    ps_resources: Resources | None = None
+    evaluator_resources: Resources | None = None
+
+    def __post_init__(self) -> None:
+        _checks.positive_int(self.workers, "workers")
+        _checks.positive_int(self.parameter_servers, "parameter_servers", minimum=0)
+        if not isinstance(self.evaluator, bool):
+            raise DslError("evaluator", "True or False", self.evaluator)
+        if self.shared_dir is not None and (not isinstance(self.shared_dir, str)
+                                            or not _SHARED_DIR.match(self.shared_dir)):
+            raise DslError("shared_dir", "an absolute directory path (on a mounted PVC) or a "
+                           "URL such as 'gs://bucket/path', or None", self.shared_dir)
+        for field in ("ps_resources", "evaluator_resources"):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, Resources):
+                raise DslError(field, "a Resources declaration or None", value)
+        if self.ps_resources is not None and not self.parameter_servers:
+            raise DslError("ps_resources", "None without parameter servers", self.ps_resources)
+        if self.evaluator_resources is not None and not self.evaluator:
+            raise DslError("evaluator_resources", "None unless evaluator=True",
+                           self.evaluator_resources)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether training runs as more than one process."""
+        return self.workers > 1 or self.parameter_servers > 0 or self.evaluator
+
+    def replicas(self) -> dict[str, int]:
+        """TFJob replica type -> count (``Chief`` only with parameter servers)."""
+        if self.parameter_servers:
+            counts = {"Chief": 1, "Worker": self.workers, "PS": self.parameter_servers}
+        else:
+            counts = {"Worker": self.workers}
+        return {**counts, **({"Evaluator": 1} if self.evaluator else {})}
+
+
 @serializable
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """Training run settings (tf.estimator.RunConfig). Cluster membership is not declared here:
-    the train step reads TF_CONFIG once, at its entry point.
+    """Training run settings (tf.estimator.RunConfig). The processes a run asks for are
+    declared in ``cluster``; which one a process is (TF_CONFIG) is read once, at the train
+    step's entry point, never here.
 
     Args:
         tf_random_seed: seed for initialisers and shuffling (None: nondeterministic).
@@ -180,6 +281,15 @@ class RunConfig:
         log_step_count_steps: log loss and examples/s every N steps.
         steps_per_loop: training steps run inside one tf.function call (speed; hooks and
             checkpoints happen at loop boundaries).
+        train_distribute: the tf.distribute strategy training runs under, one of
+            :data:`DISTRIBUTE_STRATEGIES`: ``"mirrored"`` (this machine's GPUs, or its CPUs),
+            ``"multi_worker_mirrored"`` (synchronous, the cluster's workers),
+            ``"parameter_server"`` (asynchronous, needs ``cluster.parameter_servers``),
+            ``"tpu"``. None: none for one process, ``multi_worker_mirrored`` when TF_CONFIG
+            lists several workers (``estflow run --workers N``), ``parameter_server`` when it
+            lists ps tasks. ``TrainSpec.batch_size`` is then the global batch, split over the
+            replicas.
+        cluster: the processes to train with (None: one process).
     """
 
     tf_random_seed: int | None = 42
@@ -188,12 +298,33 @@ class RunConfig:
     save_summary_steps: int = 100
     log_step_count_steps: int = 100
     steps_per_loop: int = 50
+    train_distribute: str | None = None
+    cluster: Cluster | None = None
 
     def __post_init__(self) -> None:
         _checks.positive_int(self.tf_random_seed, "tf_random_seed", allow_none=True, minimum=0)
         for field in ("save_checkpoints_steps", "keep_checkpoint_max", "save_summary_steps",
                       "log_step_count_steps", "steps_per_loop"):
             _checks.positive_int(getattr(self, field), field)
+        if self.train_distribute is not None:
+            _checks.one_of(self.train_distribute, DISTRIBUTE_STRATEGIES, "train_distribute")
+        if self.cluster is not None and not isinstance(self.cluster, Cluster):
+            raise DslError("cluster", "a Cluster declaration or None", self.cluster)
+        self._check_strategy_fits_cluster()
+
+    def _check_strategy_fits_cluster(self) -> None:
+        name, cluster = self.train_distribute, self.cluster
+        servers = cluster.parameter_servers if cluster else 0
+        if name == "parameter_server" and not servers:
+            raise DslError("cluster", "a Cluster with parameter_servers >= 1 for "
+                           "train_distribute='parameter_server'", cluster)
+        if servers and name not in (None, "parameter_server"):
+            raise DslError("train_distribute", "'parameter_server' (or None) with "
+                           f"cluster.parameter_servers={servers}", name)
+        if name in ("mirrored", "tpu") and cluster is not None and cluster.workers > 1:
+            raise DslError("train_distribute", "'multi_worker_mirrored' or 'parameter_server' "
+                           f"for cluster.workers={cluster.workers} ({name!r} runs in one "
+                           "process)", name)
 
 
 @serializable
@@ -202,18 +333,52 @@ class PushTarget:
     """Where blessed models go, in TF Serving's layout ``<base_path>/<model_name>/<version>/``.
 
     Args:
-        base_path: the model base path (local directory; relative paths are resolved against
-            the run's working directory).
+        base_path: the model base path: a local directory (relative paths are resolved against
+            the run's working directory) or a ``gs://`` / ``s3://`` URL (written through
+            ``tf.io.gfile``; ``s3://`` needs the ``tensorflow-io`` package).
         model_name: the served model name.
         keep_versions: keep only the newest N versions (None keeps all).
+        kserve_manifest: also write a KServe ``InferenceService`` manifest
+            (``serving.kserve.io/v1beta1``, tensorflow predictor, ``storageUri`` =
+            ``<base_path>/<model_name>``) to the push step's output, ``inferenceservice.yaml``.
+        kserve_namespace: the manifest's ``metadata.namespace`` (None: the kubectl default).
+        kserve_runtime_version: the manifest's ``predictor.tensorflow.runtimeVersion`` (the TF
+            Serving image tag, e.g. ``"2.6.2"``; None: KServe's default).
+
+    Example:
+        >>> target = PushTarget("gs://bucket/models", "taxi", keep_versions=5,
+        ...                     kserve_manifest=True, kserve_namespace="ml")
+        >>> target.kserve_runtime_version is None
+        True
     """
 
     base_path: str
     model_name: str
     keep_versions: int | None = None
+    kserve_manifest: bool = False
+    kserve_namespace: str | None = None
+    kserve_runtime_version: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_path, str) or not self.base_path:
-            raise DslError("base_path", "a non-empty directory path", self.base_path)
+            raise DslError("base_path", "a non-empty directory path or URL", self.base_path)
         _checks.name(self.model_name, "model_name")
         _checks.positive_int(self.keep_versions, "keep_versions", allow_none=True)
+        if not isinstance(self.kserve_manifest, bool):
+            raise DslError("kserve_manifest", "True or False", self.kserve_manifest)
+        if self.kserve_namespace is not None and not _K8S_NAME.match(str(self.kserve_namespace)):
+            raise DslError("kserve_namespace", "a Kubernetes namespace (lowercase letters, "
+                           "digits and '-', at most 63 characters) or None",
+                           self.kserve_namespace)
+        version = self.kserve_runtime_version
+        if version is not None and (not isinstance(version, str) or not _TAG.match(version)):
+            raise DslError("kserve_runtime_version", "an image tag such as '2.6.2' or None",
+                           version)
+        for field in ("kserve_namespace", "kserve_runtime_version"):
+            if getattr(self, field) is not None and not self.kserve_manifest:
+                raise DslError(field, "None unless kserve_manifest=True (it only sets a field "
+                               "of the KServe manifest)", getattr(self, field))
+
+
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")

@@ -3,7 +3,8 @@
 ::
 
     estflow compile PIPELINE -o OUT.yaml [--image IMAGE] [--source-root ROOT] [--no-cache]
-    estflow run PIPELINE [--workdir DIR]
+    estflow run PIPELINE [--workdir DIR] [--workers N]
+    estflow preprocess PIPELINE [--output DIR] [--runner R] [BEAM_OPTION ...]
     estflow submit PIPELINE --host URL [--experiment NAME] [--param k=v ...]
     estflow schedule PIPELINE --cron "0 3 * * *" --host URL [--name NAME] [--param k=v ...]
     estflow schedules {list,pause,resume,delete} [ID] --host URL
@@ -19,17 +20,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
+from estflow.pipelines import beam_options
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 from estflow.pipelines import local_runner
 from estflow.pipelines import submit
+from estflow.pipelines.plan import Plan
+from estflow.pipelines.plan import PlannedStep
 
 __all__ = ["main", "build_parser", "UsageError"]
 
@@ -58,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_compile(commands)
     _add_run(commands)
+    _add_preprocess(commands)
     submit.add_commands(commands, compile_fn=_compile_to)
     _add_serve(commands)
     return parser
@@ -138,13 +145,27 @@ def _add_run(commands) -> None:
                      "package.module[:attr]")
     cmd.add_argument("--workdir", default=None, metavar="DIR",
                      help="where artifacts go (default: estflow_runs/<pipeline>/<timestamp>)")
+    cmd.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                     help="train with N worker processes on localhost ports (TF_CONFIG as a "
+                     "Kubeflow TFJob sets it; MultiWorkerMirroredStrategy, worker 0 writes the "
+                     "model); default: the pipeline's run_config.cluster, else 1")
     cmd.set_defaults(handler=_run)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, received {text!r}")
+    return int(text)
 
 
 def _run(args: argparse.Namespace) -> int:
     loaded = _load(args.pipeline)
     try:
-        local_runner.run_local(loaded, args.workdir)
+        local_runner.topology_for(loaded.pipeline, args.workers)
+    except ValueError as err:  # --workers does not fit the declared strategy
+        raise UsageError(str(err)) from None
+    try:
+        local_runner.run_local(loaded, args.workdir, workers=args.workers)
     except local_runner.StepFailed as err:
         print(f"estflow run: {err}", file=sys.stderr)
         return 1
@@ -157,6 +178,74 @@ def _compile_to(target: str, output: str) -> None:
         kfp_compiler.compile_pipeline(_load(target), output)
     except kfp_compiler.CompileError as err:
         raise UsageError(str(err)) from None
+
+
+# --- estflow preprocess: ingest + transform only, one Beam job (estflow.components.preprocess) --
+
+PREPROCESS_MODULE = "estflow.components.preprocess"
+
+
+def _preprocess_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--output", default=None, metavar="DIR",
+                        help="where artifacts go (default: estflow_runs/<pipeline>/<timestamp>); "
+                        "they land in DIR/preprocess/{examples,transformed}")
+    parser.add_argument("--runner", default=None,
+                        help="local (default: in-memory, offline), dataflow, flink, spark or "
+                        "portable")
+    parser.add_argument("--gzip-level", type=int, default=1, choices=range(1, 10),
+                        help="GZIP level of the written TFRecords (1 fastest: default; 9 "
+                        "smallest)")
+    parser.add_argument("--num-shards", type=int, default=0,
+                        help="shards per split (default 0: the runner decides)")
+    return parser
+
+
+# Re-reads the estflow options among the pass-through arguments (they may follow PIPELINE).
+_PREPROCESS_OWN = _preprocess_options(argparse.ArgumentParser(
+    add_help=False, argument_default=argparse.SUPPRESS))
+
+
+def _add_preprocess(commands) -> None:
+    cmd = commands.add_parser(
+        "preprocess", help="run only a pipeline's preprocessing (ingest + transform)",
+        description="Read, validate and split the pipeline's data and analyze and transform it "
+        "with tf.Transform, in one Beam job, writing what the ingest and transform steps "
+        "write. Other options are Beam pipeline options, checked for the runner and passed "
+        "through, e.g. --runner dataflow --project P --region R --temp_location gs://B/tmp.")
+    cmd.add_argument("pipeline", metavar="PIPELINE", help="path/to/file.py[:attr] or "
+                     "package.module[:attr]")
+    _preprocess_options(cmd)
+    cmd.add_argument("beam_options", nargs=argparse.REMAINDER, metavar="BEAM_OPTION",
+                     help="Beam pipeline options (--name=value)")
+    cmd.set_defaults(handler=_preprocess)
+
+
+def _preprocess(args: argparse.Namespace) -> int:
+    loaded = _load(args.pipeline)
+    own, rest = _PREPROCESS_OWN.parse_known_args(args.beam_options)
+    args = argparse.Namespace(**{**vars(args), **vars(own)})  # given after PIPELINE: they win
+    try:
+        beam = beam_options.build_options(args.runner, rest)
+    except beam_options.BeamOptionsError as err:
+        raise UsageError(str(err)) from None
+    workdir = Path(args.output) if args.output else local_runner.default_workdir(loaded.pipeline)
+    options = [("source-root", loaded.local_source_root), ("gzip-level", str(args.gzip_level)),
+               ("num-shards", str(args.num_shards))]
+    if beam:
+        options.append(("beam-options", shlex.join(beam)))
+    step = PlannedStep(name="preprocess", module=PREPROCESS_MODULE, inputs=(),
+                       outputs=("examples", "transformed"), options=tuple(options),
+                       description="ingest + transform in one Beam job")
+    print(f"estflow preprocess: pipeline {loaded.pipeline.name!r} on "
+          f"{args.runner or 'the local in-memory runner'}, output {workdir}")
+    try:
+        result = local_runner.run_plan(Plan(loaded.pipeline, (step,)), workdir.resolve())
+    except local_runner.StepFailed as err:
+        print(f"estflow preprocess: {err}", file=sys.stderr)
+        return 1
+    for artifact, path in result.artifacts.items():
+        print(f"{artifact}: {path}")
+    return 0
 
 
 # --- estflow serve: the TF-Serving-compatible server (estflow.components.serve) ----------------

@@ -10,6 +10,10 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   ``model``, ``evaluation``, ``pushed``); the data dependencies are the DAG's edges;
 * evaluation gates push: evaluate returns whether the model is blessed, and push runs inside
   ``dsl.If(blessed == True)`` (a condition group displayed as ``blessed``);
+* multi-worker training: when ``run_config.cluster`` asks for several processes, the train
+  task runs ``estflow.components.tfjob`` instead, which submits a Kubeflow TFJob whose replicas
+  get the train step's compute resources (the task keeps only its storage, secrets, retries and
+  timeout) and follows it; ``cluster.shared_dir`` is required;
 * an exit handler wraps the steps: the ``report`` task runs however they ended and logs the
   run's final state (:mod:`estflow.pipelines._kfp_tasks`);
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
@@ -57,6 +61,7 @@ from estflow.pipelines._kfp_settings import TASK_SETTINGS
 from estflow.pipelines._kfp_settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
+from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "TASK_SETTINGS", "CompileError",
@@ -131,7 +136,8 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
                    caching: Mapping[str, bool]) -> graph_component.GraphComponent:
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
     ``source_root`` parameter placeholder (see :func:`compile_pipeline`)."""
-    components = {s.name: _kfp_components.build_component(s, image) for s in plan.steps}
+    components = {s.name: _kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
+                                                          image) for s in plan.steps}
     report = _kfp_tasks.build_report_component(plan.pipeline.name, image)
     placements = {step: _kfp_tasks.build_placement_component(step, image)
                   for step, r in plan.pipeline.resources.items() if r.placement_parameters}
@@ -157,7 +163,7 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
     available = dict(arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
     for step in plan.steps:
-        resources = plan.pipeline.resources.get(step.name, Resources())
+        resources = _task_resources(step.name, plan.pipeline)
         with _gate(step.name, tasks):
             placement = None
             if step.name in placements:
@@ -171,6 +177,44 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
             _apply_settings(task, ctx)
         tasks[step.name] = task
         available.update({a: task.outputs[a] for a in step.outputs})
+
+
+# -- multi-worker training: the train task submits a TFJob (estflow.components.tfjob) ---------
+TFJOB_MODULE = "estflow.components.tfjob"
+
+
+def _runs_tfjob(step_name: str, pipeline: Pipeline) -> bool:
+    cluster = pipeline.run_config.cluster
+    return step_name == "train" and cluster is not None and cluster.distributed
+
+
+def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
+    """The train step of a pipeline declaring a multi-process cluster runs the TFJob submitter
+    (same artifacts, plus the image its replicas run); other steps are unchanged."""
+    if not _runs_tfjob(step.name, pipeline):
+        return step
+    if not pipeline.run_config.cluster.shared_dir:
+        raise CompileError("Received an invalid value for `run_config.cluster.shared_dir`, "
+                           "expected the storage the TFJob's replicas and the train task share "
+                           "(gs://bucket/path, or a path on a PVC in resources['train'].pvcs) "
+                           "to compile a multi-worker train step. Received: None")
+    if pipeline.resources.get("train", Resources()).placement_parameters:
+        raise CompileError("Received resources['train'].placement_parameters=True with a "
+                           "multi-worker cluster, expected False: the TFJob's replicas take "
+                           "the declared accelerator and node pool")
+    return dataclasses.replace(step, module=TFJOB_MODULE, options=(*step.options,
+                                                                   ("image", image)))
+
+
+def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
+    """A step's task resources; the TFJob submitter keeps only storage, secrets, retries and
+    timeout (the replicas get the compute, accelerator and node pool: components/tfjob.py)."""
+    resources = pipeline.resources.get(step_name, Resources())
+    if not _runs_tfjob(step_name, pipeline):
+        return resources
+    return dataclasses.replace(resources, cpu_request=None, cpu_limit=None, memory_request=None,
+                               memory_limit=None, accelerator=None, node_pool=None,
+                               tolerations=())
 
 
 def _gate(step: str, tasks: dict) -> contextlib.AbstractContextManager:

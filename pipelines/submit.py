@@ -50,9 +50,10 @@ import kfp
 import kfp_server_api
 import urllib3
 import yaml
-from estflow.pipelines.cron import to_kfp_cron
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
+
+from estflow.pipelines.cron import to_kfp_cron
 
 __all__ = ["DEFAULT_EXPERIMENT", "SubmitError", "ApiUnreachableError", "ApiHttpError",
            "RunInfo", "ScheduleInfo", "submit", "schedule", "list_schedules", "pause", "resume",

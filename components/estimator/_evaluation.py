@@ -1,12 +1,16 @@
 """Evaluation and prediction: the model_fn in EVAL and PREDICT mode, compiled once each.
 
 Evaluation runs the whole (finite) input in one ``tf.function`` call: a ``tf.while_loop`` over
-the iterator calls the model_fn (which updates its metrics) and sums the loss. Metric
-variables are store locals: never checkpointed, reset before every evaluation.
+the iterator calls the model_fn (which updates its metrics) and sums the loss. With hooks
+(``evaluate(hooks=...)`` or the spec's ``evaluation_hooks``) the same function runs chunks of
+``steps_per_loop`` batches and the hooks run around each chunk. Metric variables are store
+locals: never checkpointed, reset before every evaluation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,10 +18,13 @@ import tensorflow as tf
 
 from estflow.components.estimator._calls import ModelFn
 from estflow.components.estimator._calls import split_element
+from estflow.components.estimator._driver import HookRunner
+from estflow.components.estimator._driver import HookSession
+from estflow.components.estimator._driver import as_hooks
 from estflow.components.estimator._store import VariableStore
 from estflow.dsl.model_fn import ModeKeys
 
-__all__ = ["Evaluator", "Predictor", "to_python"]
+__all__ = ["Evaluator", "Predictor", "to_python", "select_keys", "unbatch"]
 
 
 def to_python(value) -> Any:
@@ -35,6 +42,7 @@ class Evaluator:
         self._store = store
         self._model_fn = model_fn
         self._metrics: dict[str, Any] = {}
+        self._spec_hooks: tuple = ()
         with tf.init_scope():
             self._loss_sum = tf.Variable(0.0, trainable=False, name="eval_loss_sum")
             self._batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="eval_batches")
@@ -46,12 +54,13 @@ class Evaluator:
         # A trace-time side effect: the metric objects of the latest trace (every trace's
         # objects read the same store variables).
         self._metrics = dict(spec.eval_metric_ops or {})
+        self._spec_hooks = tuple(spec.evaluation_hooks)
         return tf.cast(spec.loss, tf.float32)
 
-    def _run(self, dataset):
-        iterator = iter(dataset)
+    def _run(self, iterator, n):
+        """Evaluate up to ``n`` more batches; returns how many ran."""
 
-        def body(more):
+        def body(i, more):
             element = iterator.get_next_as_optional()
 
             def step():
@@ -60,23 +69,51 @@ class Evaluator:
                 self._batches.assign_add(1)
                 return tf.constant(True)
 
-            return (tf.cond(element.has_value(), step, lambda: tf.constant(False)),)
+            more = tf.cond(element.has_value(), step, lambda: tf.constant(False))
+            return i + tf.cast(more, tf.int64), more
 
-        tf.while_loop(lambda more: more, body, (tf.constant(True),))
-        return self._batches.read_value()
+        ran, _ = tf.while_loop(lambda i, more: tf.logical_and(more, i < n), body,
+                               (tf.constant(0, tf.int64), tf.constant(True)))
+        return ran
 
-    def evaluate(self, dataset: tf.data.Dataset) -> dict[str, Any]:
-        """Metrics over all of ``dataset``: ``eval_metric_ops`` results and the mean ``loss``."""
-        self._fn.get_concrete_function(dataset)  # trace first: metric variables exist now
+    def evaluate(self, dataset: tf.data.Dataset, hooks: tuple = (),
+                 session: HookSession | None = None, chunk: int = 100) -> dict[str, Any]:
+        """Metrics over all of ``dataset`` (unless a hook stops early): ``eval_metric_ops``
+        results and the mean ``loss``."""
+        iterator = iter(dataset)
+        # Trace first: metric variables (and the spec's hooks) exist now.
+        self._fn.get_concrete_function(iterator, tf.TensorSpec([], tf.int64))
         self._store.reset_locals(ModeKeys.EVAL)
         self._loss_sum.assign(0.0)
         self._batches.assign(0)
-        batches = int(self._fn(dataset))
-        if batches == 0:
+        hooks = tuple(hooks) + as_hooks(self._spec_hooks, "evaluation_hooks")
+        if hooks:
+            self._run_with_hooks(iterator, HookRunner(hooks, session), chunk)
+        else:
+            self._fn(iterator, tf.constant(2 ** 62, tf.int64))
+        if int(self._batches.numpy()) == 0:
             raise ValueError("evaluation input_fn produced no batches")
+        return self._results()
+
+    def _results(self) -> dict[str, Any]:
         results = {name: to_python(metric.result()) for name, metric in self._metrics.items()}
-        results["loss"] = float(self._loss_sum.numpy()) / batches
+        results["loss"] = float(self._loss_sum.numpy()) / max(int(self._batches.numpy()), 1)
         return results
+
+    def _run_with_hooks(self, iterator, runner: HookRunner, chunk: int) -> None:
+        runner.begin()
+        while True:
+            context = runner.before()
+            unknown = runner.graph_names(("loss", *self._metrics))
+            if unknown:
+                raise ValueError(f"Evaluation hooks fetch {list(unknown)}; expected 'loss', "
+                                 f"metric names {sorted(self._metrics)}, 'global_step', "
+                                 "variable names or callables")
+            ran = int(self._fn(iterator, tf.constant(chunk, tf.int64)))
+            runner.after(context, self._results(), ran)
+            if context.stop_requested or ran < chunk:
+                break
+        runner.end()
 
 
 class Predictor:
@@ -87,3 +124,45 @@ class Predictor:
 
     def __call__(self, features):
         return self._fn(features)
+
+    def batches(self, dataset: tf.data.Dataset, runner: HookRunner):
+        """Predictions per batch of ``dataset``, with ``runner``'s hooks around each batch
+        (they may fetch prediction keys; ``request_stop()`` ends the predictions)."""
+        if runner.hooks:
+            runner.begin()
+        for element in dataset:
+            context = runner.before() if runner.hooks else None
+            features, _ = split_element(element)
+            outputs = self(features)
+            if context is not None:
+                values = outputs if isinstance(outputs, Mapping) else {"predictions": outputs}
+                runner.after(context, values, 1)
+            yield outputs
+            if context is not None and context.stop_requested:
+                break
+        if runner.hooks:
+            runner.end()
+
+
+def select_keys(outputs, keys: Sequence[str] | None):
+    """``outputs`` restricted to ``predict_keys``."""
+    if keys is None:
+        return outputs
+    if not isinstance(outputs, Mapping):
+        raise ValueError("predict_keys given, but the model_fn's predictions are not a dict")
+    missing = [k for k in keys if k not in outputs]
+    if missing:
+        raise ValueError(f"Expected to find {missing} in predictions; available: "
+                         f"{sorted(outputs)}")
+    return {k: outputs[k] for k in keys}
+
+
+def unbatch(outputs, single: bool):
+    """Numpy predictions: the batch as is, or one example at a time."""
+    values = tf.nest.map_structure(lambda t: t.numpy(), outputs)
+    if not single:
+        yield values
+        return
+    size = len(tf.nest.flatten(values)[0])
+    for i in range(size):
+        yield tf.nest.map_structure(lambda v, i=i: v[i], values)

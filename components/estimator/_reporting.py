@@ -7,22 +7,27 @@ land exactly on it. Rates are measured over the interval since the previous repo
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
+from tensorflow.core.util import event_pb2
 
-__all__ = ["Reporter", "crosses", "print_progress"]
+__all__ = ["Reporter", "crosses", "print_progress", "write_scalars", "read_scalars"]
 
 
 def print_progress(message: str) -> None:
     print(message, flush=True)
 
 
-def crosses(before: int, after: int, every: int) -> bool:
-    """True when ``(before, after]`` contains a multiple of ``every``."""
-    return after // every > before // every
+def crosses(before: int, after: int, every: int | None) -> bool:
+    """True when ``(before, after]`` contains a multiple of ``every`` (never when ``every`` is
+    None or 0: that cadence is off)."""
+    return bool(every) and after // every > before // every
 
 
 class _Rate:
@@ -48,13 +53,15 @@ class Reporter:
 
     Args:
         model_dir: where the summary event files go (TensorBoard's log dir).
-        summary_steps: write scalars when the global step crosses a multiple of this.
-        log_steps: print a progress line when the global step crosses a multiple of this.
+        summary_steps: write scalars when the global step crosses a multiple of this (None:
+            never).
+        log_steps: print a progress line when the global step crosses a multiple of this
+            (None: never).
         progress: receives each progress line.
         start_step: the global step training starts from.
     """
 
-    def __init__(self, model_dir: str, summary_steps: int, log_steps: int,
+    def __init__(self, model_dir: str, summary_steps: int | None, log_steps: int | None,
                  progress: Callable[[str], None], start_step: int) -> None:
         self._writer = tf.summary.create_file_writer(str(Path(model_dir)))
         self._summary_steps = summary_steps
@@ -98,3 +105,32 @@ def write_scalars(log_dir: str, step: int, values: dict[str, float]) -> None:
             tf.summary.scalar(name, value)
     writer.flush()
     writer.close()
+
+
+def read_scalars(paths: Iterable[str]) -> dict[int, dict[str, float]]:
+    """Scalars in TensorBoard event files, ``{step: {tag: value}}`` sorted by step (what
+    :func:`write_scalars` wrote, TF 1 ``simple_value`` summaries too). A truncated file (a
+    writer killed mid-record) is read up to the damage."""
+    by_step: dict[int, dict[str, float]] = {}
+    for path in sorted(paths):
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                event = event_pb2.Event.FromString(record.numpy())
+                for value in event.summary.value:
+                    scalar = _scalar(value)
+                    if scalar is not None:
+                        by_step.setdefault(int(event.step), {})[value.tag] = scalar
+        except tf.errors.DataLossError:
+            logging.getLogger("estflow.estimator").warning(
+                "skipping the rest of %s: it is truncated or corrupt", path)
+    return dict(sorted(by_step.items()))
+
+
+def _scalar(value) -> float | None:
+    if value.HasField("simple_value"):
+        return float(value.simple_value)
+    if value.HasField("tensor"):
+        array = tf.make_ndarray(value.tensor)
+        if array.ndim == 0 and np.issubdtype(array.dtype, np.number):
+            return float(array)
+    return None

@@ -20,6 +20,11 @@ stable across modes and processes:
 - locals: metric accumulators (Keras and tf_keras metrics create ``ON_READ``/``SUM`` variables)
   and whatever only EVAL/PREDICT creates. Never checkpointed; :meth:`reset_locals` puts them back
   to their initial values (each evaluate starts from zero).
+
+Under a ``tf.distribute`` strategy (see :mod:`.distribute`) the first trace runs inside the
+strategy's scope: a variable created here is a distributed one (mirrored on every replica, or
+placed on a parameter server), and every replica's trace of the model_fn gets that same
+variable back.
 """
 
 from __future__ import annotations
@@ -73,6 +78,13 @@ def _signature(kwargs: dict) -> tuple:
             bool(trainable))
 
 
+def _components(var) -> tuple:
+    """The per-device copies of a distributed variable (MirroredVariable, SyncOnReadVariable);
+    empty for a plain variable."""
+    values = getattr(var, "values", None)
+    return tuple(values) if isinstance(values, (tuple, list)) else ()
+
+
 def _matches(var: tf.Variable, want: tuple, with_name: bool = True) -> bool:
     name, dtype, trainable = want
     return ((not with_name or _base_name(var.name) == name)
@@ -123,10 +135,18 @@ class VariableStore(tf.Module):
 
     def ordered(self, variables) -> list[tf.Variable]:
         """``variables`` deduplicated, in store order (so optimizer slots, built in this order,
-        get the same checkpoint keys in every process)."""
+        get the same checkpoint keys in every process).
+
+        A per-device component of a distributed variable (what a ``GradientTape`` watches when
+        the model runs in cross-replica context) stands for the stored variable it belongs to:
+        optimizers must build their slots for the distributed variable, not for one copy."""
+        owners = {}
+        for v in self._untracked.model + self._untracked.train:
+            owners[id(v)] = v
+            owners.update({id(c): v for c in _components(v)})
+        unique = list({id(v): v for v in (owners.get(id(v), v) for v in variables)}.values())
         index = {id(v): (0, i, "") for i, v in enumerate(self._untracked.model)}
         index.update({id(v): (1, i, "") for i, v in enumerate(self._untracked.train)})
-        unique = list({id(v): v for v in variables}.values())
         return sorted(unique, key=lambda v: index.get(id(v), (2, 0, v.name)))
 
     @contextlib.contextmanager

@@ -3,7 +3,9 @@
 One call runs a ``tf.while_loop`` over the input iterator; Python sees the global step, the
 last loss and the example count once per loop, never per step (a per-step Python round trip
 costs ~15% against Keras ``fit``). The loop stops early, inside the graph, at the end of the
-input or at the first non-finite loss.
+input or at the first non-finite loss. ``fetch_loop`` is the same loop for hooks that fetch
+model_fn tensors (:mod:`.hooks`): its last step runs after the ``tf.while_loop``, where those
+tensors can be returned.
 
 A model_fn trains in one of two styles:
 
@@ -23,6 +25,7 @@ import tensorflow as tf
 from estflow.components.estimator._calls import ModelFn
 from estflow.components.estimator._calls import split_element
 from estflow.components.estimator._store import VariableStore
+from estflow.components.estimator.distribute import Distribution
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
 
@@ -72,12 +75,35 @@ class Trainer:
     """Builds and holds the compiled training loop of one Estimator."""
 
     def __init__(self, store: VariableStore, model_fn: ModelFn, global_step: tf.Variable,
-                 optimizers: Optimizers) -> None:
+                 optimizers: Optimizers, distribution: Distribution | None = None) -> None:
         self._store = store
         self._model_fn = model_fn
         self._global_step = global_step
         self._optimizers = optimizers
+        # distribution (components/estimator/distribute.py): the model_fn runs per replica.
+        self._distribution = distribution or Distribution()
         self.loop = tf.function(self._loop, autograph=False)
+        # hooks (hooks.py): the loop variant returning tensors hooks fetch, and what the
+        # model_fn's TRAIN spec carried at the latest trace.
+        self.fetch_loop = tf.function(self._fetch_loop, autograph=False)
+        self.spec_hooks: tuple[tuple, tuple] = ((), ())  # (training_chief_hooks, training_hooks)
+        self._fetch_names: tuple[str, ...] = ()
+        self._fetched: dict[str, tf.Tensor] = {}
+
+    # -- distribution: create TRAIN-only variables before strategy.run ---------------------
+    def build(self, element_spec) -> None:
+        """Under a strategy, trace (never run) one distributed TRAIN step before training, so
+        that variables only TRAIN creates and the engine's optimizer slots (``optimizer.build``)
+        exist, and get restored, before any step runs. The store creates each one eagerly,
+        under ``tf.init_scope()`` inside the strategy's scope, as a distributed variable (one
+        copy per replica); later traces, every replica's included, get it back. (A trace in
+        cross-replica context cannot take gradients of distributed variables.) No-op without a
+        strategy."""
+        if self._distribution.strategy is None:
+            return
+        with self._distribution.scope():
+            tf.function(lambda element: self._distribution.run(self._replica_step, element),
+                        autograph=False).get_concrete_function(element_spec)
 
     def _loop(self, iterator, n):
         """Run up to ``n`` steps; returns (steps run, last loss, examples, loss finite)."""
@@ -89,8 +115,7 @@ class Trainer:
             element = iterator.get_next_as_optional()
 
             def step():
-                features, labels = split_element(element.get_value())
-                return self._step(features, labels), _batch_size(features)
+                return self._step(element.get_value())
 
             def end():
                 return loss, tf.constant(0, tf.int64)
@@ -106,17 +131,29 @@ class Trainer:
         i, loss, examples, finite, _ = tf.while_loop(cond, body, start)
         return i, loss, examples, finite
 
-    def _step(self, features, labels) -> tf.Tensor:
+    def _step(self, element) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step: (loss, examples), the mean loss and all examples over the replicas."""
+        loss, examples = self._distribution.run(self._replica_step, element)
+        # Stateful ops run in program order inside a tf.function, so the model_fn's own
+        # train_op (Estimator style) has run before the step count moves; it moves once per
+        # step, in cross-replica context.
+        self._global_step.assign_add(1)
+        return loss, examples
+
+    def _replica_step(self, element) -> tuple[tf.Tensor, tf.Tensor]:
+        features, labels = split_element(element)
+        scope = tf.compat.v1.get_default_graph().get_name_scope()  # hooks: tensor names
         with tf.GradientTape() as tape:
             with self._store.scope(ModeKeys.TRAIN):
                 spec = self._model_fn(features, labels, ModeKeys.TRAIN)
+            self._observe(spec, scope)  # hooks: spec hooks, fetched tensors
             loss = tf.cast(spec.loss, tf.float32)
+            # distribution: optimizers sum gradients over replicas; scale for their mean.
+            scaled = loss / self._distribution.num_replicas \
+                if self._distribution.num_replicas > 1 else loss
         if spec.optimizer is not None:
-            self._apply(spec, loss, tape)
-        # Stateful ops run in program order inside a tf.function, so the model_fn's own
-        # train_op (Estimator style) has run before the step count moves.
-        self._global_step.assign_add(1)
-        return tf.identity(loss)
+            self._apply(spec, scaled, tape)
+        return tf.identity(loss), _batch_size(features)
 
     def _apply(self, spec: EstimatorSpec, loss: tf.Tensor, tape: tf.GradientTape) -> None:
         pairs = _pairs(spec.optimizer)
@@ -134,3 +171,69 @@ class Trainer:
                 with tf.init_scope():  # slots are created eagerly, once, outside the trace
                     opt.build(variables)
             opt.apply_gradients(pairs_gv)
+
+    # -- hooks: tensors of the model_fn, taken at a loop's last step ---------------------------
+    def _observe(self, spec: EstimatorSpec, scope: str) -> None:
+        """At trace time: keep the spec's hooks; resolve the names hooks fetch (if any)."""
+        self.spec_hooks = (tuple(getattr(spec, "training_chief_hooks", ()) or ()),
+                           tuple(getattr(spec, "training_hooks", ()) or ()))
+        if self._fetch_names:
+            self._fetched = {name: _tensor_named(name, spec, scope)
+                             for name in self._fetch_names}
+
+    def _fetch_loop(self, iterator, n, names: tuple[str, ...]):
+        """``loop`` plus ``{name: value at the last step}`` for ``names``: the first ``n - 1``
+        steps run in the ``tf.while_loop``, the last one after it, where the model_fn's
+        tensors can be returned (no extra step, one more trace of the model_fn)."""
+        i, loss, examples, finite = self._loop(iterator, n - 1)
+        template: dict[str, tf.Tensor] = {}
+
+        def skipped():
+            return (tf.constant(0, tf.int64), loss, tf.constant(0, tf.int64),
+                    {name: _placeholder(t) for name, t in template.items()})
+
+        def last():
+            element = iterator.get_next_as_optional()
+
+            def step():
+                self._fetch_names = names
+                try:
+                    step_loss, size = self._step(element.get_value())
+                finally:
+                    self._fetch_names = ()
+                template.update(self._fetched)  # traced before the other branches
+                return tf.constant(1, tf.int64), step_loss, size, dict(self._fetched)
+
+            return tf.cond(element.has_value(), step, skipped)
+
+        ran, loss, size, fetched = tf.cond(tf.logical_and(tf.equal(i, n - 1), finite),
+                                           last, skipped)
+        return i + ran, loss, examples + size, tf.reduce_all(tf.math.is_finite(loss)), fetched
+
+
+def _placeholder(tensor: tf.Tensor) -> tf.Tensor:
+    """A stand-in of ``tensor``'s dtype for the branch where no step ran."""
+    shape = [] if tensor.shape.rank is None else [d or 0 for d in tensor.shape.as_list()]
+    return tf.zeros(shape, tensor.dtype)
+
+
+def _tensor_named(name: str, spec: EstimatorSpec, scope: str) -> tf.Tensor:
+    """The TRAIN-mode tensor a hook fetches by ``name``: a predictions key, or a tensor the
+    model_fn named (relative to the name scope it was called in, like TF 1 graph names)."""
+    predictions = spec.predictions
+    if isinstance(predictions, dict) and name in predictions:
+        return predictions[name]
+    if name == "predictions" and predictions is not None and not isinstance(predictions, dict):
+        return predictions
+    graph = tf.compat.v1.get_default_graph()
+    tensor_name = name if ":" in name else f"{name}:0"
+    for candidate in (f"{scope}/{tensor_name}" if scope else tensor_name, tensor_name):
+        try:
+            return graph.get_tensor_by_name(candidate)
+        except (KeyError, ValueError):
+            continue
+    keys = sorted(predictions) if isinstance(predictions, dict) else []
+    raise ValueError(
+        f"A hook fetches {name!r}, expected 'loss', 'global_step', a variable name, a key of "
+        f"the TRAIN-mode predictions {keys} or the name of a tensor the model_fn creates in "
+        f"TRAIN mode (e.g. tf.identity(x, name={name.split(':')[0]!r})); none is called that")

@@ -12,8 +12,11 @@ control flow runs once, at trace time (branch on ``mode``, not on tensor values;
 ``tf.cond``/``tf.while_loop`` for those), and errors it raises keep their type.
 
 State lives in memory between calls and is saved to ``model_dir`` every
-``save_checkpoints_steps`` and at the end of ``train``; a new Estimator on the same model_dir
-restores the latest checkpoint and resumes from its global step, optimizer state included.
+``save_checkpoints_steps`` (or ``save_checkpoints_secs``) and at the end of ``train``; a new
+Estimator on the same model_dir restores the latest checkpoint and resumes from its global
+step, optimizer state included. Between calls the in-memory state equals the latest
+checkpoint: a failed ``train`` rolls it back. Hooks and saving listeners run at loop
+boundaries (:mod:`.hooks`, :mod:`._driver`).
 
 Example::
 
@@ -31,10 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from collections.abc import Iterator
-from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,17 +47,32 @@ from estflow.components.estimator import export as export_lib
 from estflow.components.estimator._calls import ModelFn
 from estflow.components.estimator._calls import call_input_fn
 from estflow.components.estimator._calls import split_element
+from estflow.components.estimator._driver import HookRunner
+from estflow.components.estimator._driver import HookSession
+from estflow.components.estimator._driver import LoopEngine
+from estflow.components.estimator._driver import TrainDriver
+from estflow.components.estimator._driver import as_hooks
+from estflow.components.estimator._driver import as_listeners
 from estflow.components.estimator._evaluation import Evaluator
 from estflow.components.estimator._evaluation import Predictor
+from estflow.components.estimator._evaluation import select_keys
+from estflow.components.estimator._evaluation import unbatch
 from estflow.components.estimator._reporting import Reporter
-from estflow.components.estimator._reporting import crosses
 from estflow.components.estimator._reporting import print_progress
 from estflow.components.estimator._reporting import write_scalars
 from estflow.components.estimator._store import VariableStore
 from estflow.components.estimator._training import Optimizers
 from estflow.components.estimator._training import Trainer
+from estflow.components.estimator.distribute import Distribution
+from estflow.components.estimator.run_config import RunConfig
+from estflow.components.estimator.run_config import as_run_config
+from estflow.components.estimator.session_run_hook import NanLossError
+from estflow.components.estimator.session_run_hook import TrainHook
+from estflow.components.estimator.warm_starting import WarmStartSettings
+from estflow.components.estimator.warm_starting import as_settings
+from estflow.components.estimator.warm_starting import warm_start
+from estflow.dsl import specs as dsl_specs
 from estflow.dsl.model_fn import ModeKeys
-from estflow.dsl.specs import RunConfig
 
 __all__ = ["Estimator", "TrainHook", "NanLossError"]
 
@@ -64,82 +80,73 @@ _CKPT_NAME = "model.ckpt"
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-class NanLossError(RuntimeError):
-    """Training produced a non-finite loss; nothing from that loop was checkpointed."""
-
-    def __init__(self, step: int, restored: str | None) -> None:
-        self.step = step
-        where = (f"in-memory state rolled back to {restored}" if restored else
-                 "no checkpoint to roll back to")
-        super().__init__(f"NaN loss during training at global step {step} (the latest "
-                         f"checkpoint does not contain it; {where})")
-
-
-class TrainHook:
-    """Called at training-loop boundaries (every ``steps_per_loop`` steps), not per step.
-
-    Override what you need; ``after_loop`` returning True stops training (and checkpoints).
-    """
-
-    def begin(self, global_step: int, variables: Mapping[str, tf.Variable]) -> None:
-        """Before the first loop, after restoring: the step and the live variables by name."""
-
-    def after_loop(self, global_step: int, loss: float) -> bool | None:
-        """After each loop, with the loss of its last step."""
-
-    def end(self, global_step: int) -> None:
-        """After the final checkpoint."""
-
-
 class Estimator:
     """Trains, evaluates, predicts with and exports a model defined by a ``model_fn``.
 
     Args:
         model_fn: ``model_fn(features, labels, mode[, params][, config]) -> EstimatorSpec``.
-        model_dir: checkpoints and TensorBoard events; a temporary directory when None.
-        config: :class:`estflow.dsl.RunConfig` (checkpoint/summary/log cadence, seed,
-            ``steps_per_loop``). ``tf_random_seed`` seeds Python, NumPy, TensorFlow and Keras
-            (``keras.utils.set_random_seed``, process-wide) right before the model's variables
-            are first created, so initialisation is reproducible.
+        model_dir: checkpoints and TensorBoard events; ``config.model_dir``, else a temporary
+            directory, when None.
+        config: a :class:`RunConfig` (tf.estimator's fields) or an :class:`estflow.dsl.RunConfig`
+            declaration; ``self.config`` (what a model_fn naming ``config`` receives) is always
+            the former, with ``model_dir`` filled in. ``tf_random_seed`` seeds Python, NumPy,
+            TensorFlow and Keras (``keras.utils.set_random_seed``, process-wide) right before
+            the model's variables are first created, so initialisation is reproducible.
         params: hyperparameters for the model_fn (and the input_fns that name ``params``).
-        warm_start_from: a checkpoint file or directory whose model variables initialise a
-            model_dir that has no checkpoint yet.
+        warm_start_from: a checkpoint, a directory (a model_dir) or a
+            :class:`WarmStartSettings`: initialises a model_dir without a checkpoint when
+            training first starts (trainable model variables by default).
         progress: receives progress lines (default: print, flushed).
     """
 
     def __init__(self, model_fn: Callable, model_dir: str | os.PathLike | None = None,
-                 config: RunConfig | None = None, params: dict | None = None,
-                 warm_start_from: str | os.PathLike | None = None, *,
+                 config: RunConfig | dsl_specs.RunConfig | None = None,
+                 params: dict | None = None,
+                 warm_start_from: str | os.PathLike | WarmStartSettings | None = None, *,
                  progress: Callable[[str], None] | None = None) -> None:
-        self.config = config or RunConfig()
-        self.model_dir = str(model_dir) if model_dir else tempfile.mkdtemp(prefix="estflow_")
+        self.config = as_run_config(config, model_dir)
+        self.model_dir = self.config.model_dir
         self.params = dict(params or {})
         self._model_fn = ModelFn(model_fn, self.params, self.config)
-        self._warm_start_from = str(warm_start_from) if warm_start_from else None
+        self._warm_start_from = as_settings(warm_start_from)
         self._progress = progress or print_progress
         self._store = VariableStore()
-        with tf.init_scope():
+        # distribution (distribute.py): config.train_distribute, or the active strategy scope.
+        self._distribution = Distribution.of(self.config)
+        with tf.init_scope(), self._distribution.scope():
             self._global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                             name="global_step")
         self._optimizers = Optimizers()
         self._checkpoint = tf.train.Checkpoint(store=self._store, global_step=self._global_step,
                                                optimizers=self._optimizers)
+        # distribution: only the chief writes model_dir; other workers save to scratch.
         self._manager = tf.train.CheckpointManager(
-            self._checkpoint, self.model_dir, max_to_keep=self.config.keep_checkpoint_max,
-            checkpoint_name=_CKPT_NAME)
-        self._trainer = Trainer(self._store, self._model_fn, self._global_step, self._optimizers)
+            self._checkpoint, self._distribution.write_dir(self.model_dir),
+            max_to_keep=self.config.keep_checkpoint_max or None, checkpoint_name=_CKPT_NAME,
+            keep_checkpoint_every_n_hours=self.config.keep_checkpoint_every_n_hours)
+        self._trainer = Trainer(self._store, self._model_fn, self._global_step, self._optimizers,
+                                self._distribution)
         self._evaluator = Evaluator(self._store, self._model_fn)
         self._predictor = Predictor(self.predictions)
         self._synced = -1  # tracked-variable count at the last restore; -1: never restored
         self._warm_started = False
+        self._prediction_hooks: tuple = ()  # hooks: from the model_fn's PREDICT spec
 
     # -- checkpoints -----------------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:
         """Path prefix of the newest checkpoint in ``model_dir`` (None if there is none)."""
         return tf.train.latest_checkpoint(self.model_dir)
 
+    def eval_dir(self, name: str | None = None) -> str:
+        """Where ``evaluate(name=...)`` writes its results (TensorBoard scalars, read back by
+        early stopping and ``BestExporter``): ``model_dir/eval`` or ``model_dir/eval_<name>``."""
+        return os.path.join(self.model_dir, f"eval_{name}" if name else "eval")
+
     def get_variable_names(self) -> list[str]:
-        """Names of the variables in the latest checkpoint (``store/model/000_kernel``, ...)."""
+        """Names of the variables in the latest checkpoint: ``store/model/NNN_<name>`` (the
+        model, in creation order), ``store/train/NNN`` (TRAIN-only variables),
+        ``optimizers/...`` (the engine's optimizer state), ``global_step``; see
+        :mod:`.warm_starting`."""
         return sorted(name[:-len(_VALUE_SUFFIX)]
                       for name, _ in tf.train.list_variables(self._require_checkpoint())
                       if name.endswith(_VALUE_SUFFIX))
@@ -186,20 +193,18 @@ class Estimator:
         self._synced = count
 
     def _warm_start(self) -> None:
-        path = self._warm_start_from
-        if os.path.isdir(path):
-            path = self._require_checkpoint(tf.train.latest_checkpoint(path))
-        view = tf.Module()
-        view.model = self._store.model  # same checkpoint keys as the store: store/model/...
-        tf.train.Checkpoint(store=view).read(path).expect_partial()
+        path = warm_start(self.variables(), self._warm_start_from)
         self._warm_started = True
-        self._progress(f"warm-started model variables from {path}")
+        self._progress(f"warm-started variables from {path}")
 
     @contextlib.contextmanager
     def _weights(self, checkpoint_path: str | None):
         """Run with the weights of ``checkpoint_path`` (default: the latest)."""
         latest = self.latest_checkpoint()
-        self._require_checkpoint(checkpoint_path or latest)
+        # distribution: a non-chief worker that trained holds the state in memory; the chief's
+        # checkpoint of it may not be written yet.
+        if checkpoint_path or self._distribution.is_chief or self._synced < 0:
+            self._require_checkpoint(checkpoint_path or latest)
         self._sync()
         swap = checkpoint_path is not None and checkpoint_path != latest
         if swap:
@@ -222,120 +227,142 @@ class Estimator:
             keras.utils.set_random_seed(self.config.tf_random_seed)
         with self._store.scope(ModeKeys.PREDICT, establish=establish):
             spec = self._model_fn(features, None, ModeKeys.PREDICT)
+        self._prediction_hooks = spec.prediction_hooks  # hooks: the latest PREDICT trace's
         return spec.predictions
 
     def _establish(self, element_spec) -> None:
         if not self._store.established:
             features_spec, _ = split_element(element_spec)
-            tf.function(self.predictions, autograph=False).get_concrete_function(
-                features_spec)
+            with self._distribution.scope():  # distribution: model variables are distributed
+                tf.function(self.predictions, autograph=False).get_concrete_function(
+                    features_spec)
 
     # -- train -------------------------------------------------------------------------------
-    def train(self, input_fn: Callable, steps: int | None = None, max_steps: int | None = None,
-              hooks: Sequence[TrainHook] | None = None) -> Estimator:
+    def train(self, input_fn: Callable, hooks: Sequence | None = None, steps: int | None = None,
+              max_steps: int | None = None,
+              saving_listeners: Sequence | None = None) -> Estimator:
         """Train on ``input_fn``'s dataset for ``steps`` more steps, up to global step
-        ``max_steps``, or until the input ends; checkpoint on the way and at the end.
+        ``max_steps``, until the input ends or until a hook stops it; checkpoint on the way
+        and at the end. ``hooks`` (and the model_fn's ``training_hooks``) and
+        ``saving_listeners`` run at loop boundaries, see :mod:`.hooks`.
 
         Raises:
             NanLossError: a step produced a non-finite loss (that state is not saved).
         """
         _check_steps(steps, max_steps)
-        hooks = tuple(hooks or ())
+        hooks, listeners = as_hooks(hooks), as_listeners(saving_listeners)
         if max_steps is not None and self.global_step >= max_steps:
             self._progress(f"skipping training: global step {self.global_step} >= max_steps "
                            f"{max_steps}")
             return self
         dataset = call_input_fn(input_fn, self.params, self.config)
         self._establish(dataset.element_spec)
-        iterator = iter(dataset)
-        self._trainer.loop.get_concrete_function(iterator, tf.TensorSpec([], tf.int64))
+        # distribution: TRAIN-only variables and slots first, then the distributed input.
+        self._trainer.build(dataset.element_spec)
+        iterator = self._distribution.iterator(dataset)
+        self._distribution.trace(self._trainer.loop, iterator)
         self._sync()
         start = int(self._global_step.numpy())
         target = max_steps if max_steps is not None else (start + steps if steps else None)
-        for hook in hooks:
-            hook.begin(start, self.variables())
+        runner = self._train_runner(hooks)
+        runner.begin()
         self._progress(f"training from global step {start}"
                        + (f" to {target}" if target is not None else " until the input ends"))
-        reporter = Reporter(self.model_dir, self.config.save_summary_steps,
+        reporter = Reporter(self._distribution.write_dir(self.model_dir),
+                            self.config.save_summary_steps,
                             self.config.log_step_count_steps, self._progress, start)
+        engine = LoopEngine(lambda size, names: self._run_loop(iterator, size, names),
+                            self._save, self._rollback, self.config, self._progress)
         try:
-            step = self._run_loops(iterator, start, target, reporter, hooks)
+            TrainDriver(engine, runner, listeners, reporter, target).run(start)
         finally:
             reporter.close()
-        for hook in hooks:
-            hook.end(step)
+            self._distribution.cleanup()  # distribution: a non-chief's scratch summaries
+        runner.end()
         return self
 
-    def _run_loops(self, iterator: Iterator, step: int, target: int | None,
-                   reporter: Reporter, hooks: Sequence[TrainHook]) -> int:
-        saved = step
-        while target is None or step < target:
-            size = self._loop_size(step, target)
-            ran, loss, examples, finite = self._trainer.loop(iterator, tf.constant(size, tf.int64))
-            before, step = step, int(self._global_step.numpy())
-            if not bool(finite):
-                self._on_nan(step)
-            loss = float(loss)
-            reporter.loop_done(before, step, loss, int(examples))
-            if crosses(before, step, self.config.save_checkpoints_steps):
-                saved = self._save(step)
-            stop = any([bool(hook.after_loop(step, loss)) for hook in hooks])
-            if stop or int(ran) < size:  # a hook asked to stop, or the input ended
-                break
-        if saved != step:
-            self._save(step)
-        return step
+    def _session(self) -> HookSession:
+        return HookSession(self._global_step, self.variables)
 
-    def _loop_size(self, step: int, target: int | None) -> int:
-        """Steps for the next loop: ``steps_per_loop``, cut at the target and at checkpoint
-        boundaries (so checkpoints land exactly on multiples of save_checkpoints_steps)."""
-        every = self.config.save_checkpoints_steps
-        size = min(self.config.steps_per_loop, every - step % every)
-        return size if target is None else min(size, target - step)
+    def _train_runner(self, hooks: tuple) -> HookRunner:
+        """``hooks`` plus the training_hooks (and, on the chief, training_chief_hooks) of the
+        model_fn's latest TRAIN trace."""
+        chief_hooks, spec_hooks = self._trainer.spec_hooks
+        if self._distribution.is_chief:
+            spec_hooks = spec_hooks + chief_hooks
+        return HookRunner(hooks + as_hooks(spec_hooks, "training_hooks"), self._session())
+
+    def _run_loop(self, iterator, size: int, names: tuple[str, ...]) -> tuple:
+        """One training loop of ``size`` steps: (ran, loss, examples, finite, {name: value of
+        each model_fn tensor hooks fetch, at the last step}); see :mod:`.hooks`."""
+        if not names:
+            return (*self._distribution.run_loop(  # distribution
+                self._trainer.loop, iterator, size), {})
+        if isinstance(self._distribution.strategy, tf.distribute.ParameterServerStrategy):
+            raise ValueError("Hooks cannot fetch model_fn tensors under ParameterServerStrategy "
+                             f"(workers run the steps); received fetches {list(names)}; fetch "
+                             "'loss', 'global_step' or variable names instead")
+        with self._distribution.scope():
+            *head, fetched = self._trainer.fetch_loop(iterator, tf.constant(size, tf.int64),
+                                                      names)
+        return (*(value.numpy() for value in head), fetched)
 
     def _save(self, step: int) -> int:
         path = self._manager.save(checkpoint_number=step)
         self._synced = self._tracked_count()
+        if not self._distribution.is_chief:  # distribution: every worker saves, chief keeps
+            self._distribution.cleanup()
+            path = f"{path} (non-chief worker: discarded)"
         self._progress(f"saved checkpoint {path}")
         return step
 
-    def _on_nan(self, step: int) -> None:
+    def _rollback(self) -> str | None:
+        """Put the in-memory state back to the latest checkpoint (what the engine does when
+        training fails: between calls in-memory state equals the latest checkpoint)."""
         latest = self.latest_checkpoint()
         if latest:
             self._checkpoint.read(latest).expect_partial()
-        raise NanLossError(step, latest)
+        return latest
 
     # -- evaluate / predict --------------------------------------------------------------------
     def evaluate(self, input_fn: Callable, steps: int | None = None,
-                 checkpoint_path: str | None = None, name: str | None = None) -> dict[str, Any]:
+                 hooks: Sequence | None = None, checkpoint_path: str | None = None,
+                 name: str | None = None) -> dict[str, Any]:
         """Metrics of the model over ``input_fn``'s dataset (``steps`` batches, or all of it):
         the model_fn's ``eval_metric_ops``, the mean ``loss`` and ``global_step``. Scalars are
-        also written for TensorBoard under ``model_dir/eval`` (``eval_<name>``)."""
+        also written for TensorBoard to :meth:`eval_dir` (early stopping and ``BestExporter``
+        read them back). ``hooks`` (and the model_fn's ``evaluation_hooks``) run around chunks
+        of ``steps_per_loop`` batches and may fetch ``"loss"`` (the mean so far), metric
+        names, ``"global_step"``, variable names and callables."""
+        hooks = as_hooks(hooks)
         dataset = call_input_fn(input_fn, self.params, self.config)
         if steps is not None:
             dataset = dataset.take(steps)
         self._establish(dataset.element_spec)
         with self._weights(checkpoint_path):
-            results = self._evaluator.evaluate(dataset)
+            results = self._evaluator.evaluate(dataset, hooks, self._session(),
+                                               self.config.steps_per_loop)
             step = int(self._global_step.numpy())
         results["global_step"] = step
-        log_dir = os.path.join(self.model_dir, f"eval_{name}" if name else "eval")
-        write_scalars(log_dir, step, {k: v for k, v in results.items()
-                                      if isinstance(v, (int, float)) and k != "global_step"})
+        write_scalars(self.eval_dir(name), step, {
+            k: v for k, v in results.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "global_step"})
         return results
 
     def predict(self, input_fn: Callable, predict_keys: Sequence[str] | None = None,
-                checkpoint_path: str | None = None,
+                hooks: Sequence | None = None, checkpoint_path: str | None = None,
                 yield_single_examples: bool = True) -> Iterator[Any]:
         """Yield predictions for ``input_fn``'s features (one dict per example, or per batch
-        with ``yield_single_examples=False``), as numpy values."""
+        with ``yield_single_examples=False``), as numpy values. ``hooks`` (and the model_fn's
+        ``prediction_hooks``) run around each batch and may fetch prediction keys."""
+        hooks = as_hooks(hooks)
         dataset = call_input_fn(input_fn, self.params, self.config)
         self._establish(dataset.element_spec)
         with self._weights(checkpoint_path):
-            for element in dataset:
-                features, _ = split_element(element)
-                outputs = _select(self._predictor(features), predict_keys)
-                yield from _unbatch(outputs, yield_single_examples)
+            hooks += as_hooks(self._prediction_hooks, "prediction_hooks")
+            batches = self._predictor.batches(dataset, HookRunner(hooks, self._session()))
+            for outputs in batches:
+                yield from unbatch(select_keys(outputs, predict_keys), yield_single_examples)
 
     # -- export ----------------------------------------------------------------------------
     def export_saved_model(self, export_dir_base: str | os.PathLike,
@@ -362,25 +389,3 @@ def _check_steps(steps: int | None, max_steps: int | None) -> None:
     for name, value in (("steps", steps), ("max_steps", max_steps)):
         if value is not None and (not isinstance(value, int) or value <= 0):
             raise ValueError(f"Must specify {name} > 0, given: {value!r}")
-
-
-def _select(outputs, keys: Sequence[str] | None):
-    if keys is None:
-        return outputs
-    if not isinstance(outputs, Mapping):
-        raise ValueError("predict_keys given, but the model_fn's predictions are not a dict")
-    missing = [k for k in keys if k not in outputs]
-    if missing:
-        raise ValueError(f"Expected to find {missing} in predictions; available: "
-                         f"{sorted(outputs)}")
-    return {k: outputs[k] for k in keys}
-
-
-def _unbatch(outputs, single: bool):
-    values = tf.nest.map_structure(lambda t: t.numpy(), outputs)
-    if not single:
-        yield values
-        return
-    size = len(tf.nest.flatten(values)[0])
-    for i in range(size):
-        yield tf.nest.map_structure(lambda v, i=i: v[i], values)

@@ -9,6 +9,15 @@ tf.estimator's defaults:
   asked; then linear logits.
 - Linear: FTRL, learning rate ``min(0.2, 1/sqrt(number of feature columns))``; zero weights.
 - Wide & deep: the sum of the linear and the DNN logits, each part with its own optimizer.
+- Baseline: one bias per logit (zero-initialised), FTRL with learning rate 0.3; it learns the
+  label prior (classifier) or the label mean (regressor) and ignores the features.
+
+Heads come from the declaration (:func:`head_of`): binary or multi-class by ``n_classes``, or
+regression, with ``weight_column``, ``label_vocabulary``, ``thresholds`` and
+``loss_reduction``. Predictions keep the keys the serving export has always had (binary:
+``logits``, ``logistic``, ``probabilities``, ``class_ids``; multi-class: ``logits``,
+``probabilities``, ``class_ids``; regression: ``predictions``), plus the string ``classes``
+when a ``label_vocabulary`` is declared.
 
 The model_fns return ``optimizer`` and let the engine take the gradients: one optimizer, or
 one ``(optimizer, variables)`` pair per part for wide & deep. Layers are built inside the
@@ -33,16 +42,20 @@ import tensorflow as tf
 from estflow.components.estimator.feature_layers import InputLayer
 from estflow.components.estimator.feature_layers import LinearLayer
 from estflow.components.estimator.feature_layers import cardinality_of
+from estflow.components.estimator.heads import BinaryClassHead
 from estflow.components.estimator.heads import Head
+from estflow.components.estimator.heads import LossReduction
+from estflow.components.estimator.heads import MultiClassHead
 from estflow.components.estimator.heads import head_for
 from estflow.dsl import models as m
 from estflow.dsl.model_fn import ModeKeys
 
 __all__ = ["model_fn_for", "head_of", "make_optimizer", "DNN_LEARNING_RATE",
-           "LINEAR_LEARNING_RATE"]
+           "LINEAR_LEARNING_RATE", "BASELINE_LEARNING_RATE"]
 
 DNN_LEARNING_RATE = 0.05
 LINEAR_LEARNING_RATE = 0.2
+BASELINE_LEARNING_RATE = 0.3  # tf.estimator's: "a historical artifact ... a reasonable choice"
 
 _OPTIMIZERS = {"Adagrad": keras.optimizers.Adagrad, "Adam": keras.optimizers.Adam,
                "Ftrl": keras.optimizers.Ftrl, "RMSProp": keras.optimizers.RMSprop,
@@ -56,12 +69,27 @@ def make_optimizer(name: str, learning_rate: float):
 
 
 def head_of(model) -> Head:
-    """The head a premade declaration implies (classifier or regressor)."""
+    """The head a premade declaration implies (classifier or regressor) with its options."""
+    reduction = getattr(model, "loss_reduction", LossReduction.SUM_OVER_BATCH_SIZE)
     if hasattr(model, "n_classes"):
         return head_for("classifier", n_classes=model.n_classes,
-                        weight_column=model.weight_column)
+                        weight_column=model.weight_column,
+                        label_vocabulary=getattr(model, "label_vocabulary", None) or None,
+                        thresholds=getattr(model, "thresholds", None) or None,
+                        loss_reduction=reduction)
     return head_for("regressor", label_dimension=model.label_dimension,
-                    weight_column=model.weight_column)
+                    weight_column=model.weight_column, loss_reduction=reduction)
+
+
+def _prediction_keys(head: Head) -> tuple[str, ...]:
+    """The premade serving outputs (see the module docstring)."""
+    if isinstance(head, BinaryClassHead):
+        keys = ("logits", "logistic", "probabilities", "class_ids")
+    elif isinstance(head, MultiClassHead):
+        keys = ("logits", "probabilities", "class_ids")
+    else:
+        return ("predictions",)
+    return keys + (("classes",) if head.label_vocabulary else ())
 
 
 class _Dense(tf.Module):
@@ -147,9 +175,33 @@ def _combined(model, cards, head: Head, features, mode: str):
                     (make_optimizer(model.dnn_optimizer, dnn_rate), dnn.trainable()))
 
 
+def _batch_size(features, weight_column) -> tf.Tensor:
+    """The batch size, from the first feature that is not the weight column."""
+    for name in sorted(features) if isinstance(features, Mapping) else ():
+        if name != weight_column:
+            value = features[name]
+            if isinstance(value, tf.SparseTensor):
+                return value.dense_shape[0]
+            return tf.shape(value, out_type=tf.int64)[0]
+    raise ValueError("a Baseline model needs at least one feature besides the weight column "
+                     "(its batch size gives the number of predictions); received "
+                     f"features={features!r}")
+
+
+def _baseline(model, cards, head: Head, features, mode: str):
+    bias = tf.Variable(lambda: tf.zeros([head.logits_dimension]), name="bias")
+    batch = _batch_size(features, model.weight_column)
+    logits = bias * tf.ones(tf.stack([batch, head.logits_dimension]))
+    if mode != ModeKeys.TRAIN:
+        return logits, None
+    rate = BASELINE_LEARNING_RATE if model.learning_rate is None else model.learning_rate
+    return logits, make_optimizer(model.optimizer, rate)
+
+
 _BUILDERS = {m.DNNClassifier: _dnn, m.DNNRegressor: _dnn,
              m.LinearClassifier: _linear, m.LinearRegressor: _linear,
-             m.DNNLinearCombinedClassifier: _combined, m.DNNLinearCombinedRegressor: _combined}
+             m.DNNLinearCombinedClassifier: _combined, m.DNNLinearCombinedRegressor: _combined,
+             m.BaselineClassifier: _baseline, m.BaselineRegressor: _baseline}
 
 
 def _check_cardinalities(model, cards: Mapping[str, int]) -> None:
@@ -170,7 +222,8 @@ def model_fn_for(model, cardinalities: Mapping[str, int]) -> Callable:
 
     Raises:
         TypeError: ``model`` is not a premade declaration.
-        ValueError: an ``Embedding``/``Indicator`` feature has no cardinality.
+        ValueError: an ``Embedding``/``Indicator`` feature has no cardinality, or head
+            options the head cannot take.
     """
     builder = _BUILDERS.get(type(model))
     if builder is None:
@@ -179,10 +232,12 @@ def model_fn_for(model, cardinalities: Mapping[str, int]) -> Callable:
     cards = {k: int(v) for k, v in cardinalities.items()}
     _check_cardinalities(model, cards)
     head = head_of(model)
+    keys = _prediction_keys(head)
 
     def model_fn(features, labels, mode, params=None):
         logits, optimizer = builder(model, cards, head, features, mode)
-        return head.create_estimator_spec(features, mode, logits, labels, optimizer=optimizer)
+        return head.create_estimator_spec(features, mode, logits, labels, optimizer=optimizer,
+                                          prediction_keys=keys)
 
     model_fn.__name__ = model_fn.__qualname__ = f"{type(model).__name__}_model_fn"
     return model_fn

@@ -18,6 +18,7 @@ from estflow.components.estimator import ModeKeys
 from estflow.components.estimator import NanLossError
 from estflow.components.estimator import TrainHook
 from estflow.components.estimator import parsing_serving_input_receiver_fn
+from estflow.components.estimator.run_config import RunConfig
 
 CONFIG = ef.RunConfig(save_checkpoints_steps=10, save_summary_steps=10,
                       log_step_count_steps=10, steps_per_loop=5, keep_checkpoint_max=3)
@@ -72,7 +73,8 @@ def keras_model_fn(features, labels, mode, params):
 
 def optimizer_model_fn(features, labels, mode, params, config):
     """estflow style: plain variables, the engine applies the returned optimizer."""
-    assert isinstance(config, ef.RunConfig)
+    assert isinstance(config, RunConfig)  # the engine's, even when given the dsl declaration
+    assert config.model_dir
     w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
     b = tf.Variable(lambda: tf.zeros([1]), name="b")
     logits = tf.matmul(features["x"], w) + b

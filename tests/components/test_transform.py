@@ -7,6 +7,7 @@ that need no analyzer are checked eagerly in-process.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -243,3 +244,57 @@ def test_taxi_example_ingest_and_transform(tmp_path):
                    or not isinstance(f, ef.Numeric)]
     assert sorted(summary["cardinalities"]) == sorted(categorical)
     assert np.isclose(summary["statistics"]["label"]["big_tipper"]["mean"], 0.23, atol=0.05)
+
+
+# --- the fused job (estflow preprocess): the same outputs as ingest, then transform ----------
+
+def _csv_text(rows) -> str:
+    lines = [",".join(COLUMNS)]
+    lines += [",".join("" if v is None else str(v) for v in row) for row in rows]
+    lines += ["8,abc,1,red,3,a,5,1.0", "9,1.0,,red,3,a,5,1.0", "10,1.0,2"]  # 3 bad rows
+    return "\n".join(lines) + "\n"
+
+
+def _run_module(module: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def preprocessed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("preprocess")
+    (tmp / "data.csv").write_text(_csv_text(TRAIN + EVAL))
+    pipeline = dataclasses.replace(PIPELINE, source=ef.CsvSource("data.csv",
+                                                                 max_rejected_fraction=0.3))
+    (tmp / "spec.json").write_text(pipeline.to_json())
+    proc = _run_module("estflow.components.preprocess", "--spec", str(tmp / "spec.json"),
+                       "--examples", str(tmp / "examples"), "--transformed",
+                       str(tmp / "transformed"), "--source-root", str(tmp))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return tmp, proc.stdout
+
+
+def test_preprocess_writes_what_ingest_and_transform_write(preprocessed):
+    tmp, stdout = preprocessed
+    ingested = json.loads((tmp / "examples" / Files.INGEST_STATS).read_text())
+    assert (ingested["read"], ingested["rejected"]) == (11, 3)
+    assert len((tmp / "examples" / Files.REJECTED).read_text().splitlines()) == 3
+    summary = json.loads((tmp / "transformed" / Files.TRANSFORM_STATS).read_text())
+    assert summary["rows"] == {"train": ingested["train"], "eval": ingested["eval"]}
+    assert sorted(summary["cardinalities"]) == sorted(
+        ["n_bucket", "x_q", "color", "size", "city", "hour", "color_x_hour"])
+    rows = {**read_transformed(tmp / "transformed", Files.TRANSFORMED_TRAIN),
+            **read_transformed(tmp / "transformed", Files.TRANSFORMED_EVAL)}
+    assert sorted(rows) == list(range(8))
+    assert "[preprocess" in stdout and "rejected by reason" in stdout
+
+
+def test_preprocess_equals_the_transform_step_on_its_examples(preprocessed, tmp_path):
+    tmp, _ = preprocessed
+    proc = _run_module("estflow.components.transform", "--spec", str(tmp / "spec.json"),
+                       "--examples", str(tmp / "examples"), "--transformed", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    for split in (Files.TRANSFORMED_TRAIN, Files.TRANSFORMED_EVAL):
+        assert read_transformed(tmp_path, split) == read_transformed(tmp / "transformed", split)

@@ -40,7 +40,7 @@ from estflow.pipelines.examples import taxi
         (lambda: ef.Split(eval_fraction=0.0), "eval_fraction", "> 0", "0.0"),
         (lambda: ef.PushTarget("models", model_name="my model"), "model_name",
          "an identifier", "'my model'"),
-        (lambda: ef.CustomModel(model_fn=lambda f, l, m, p: None), "model_fn",
+        (lambda: ef.CustomModel(model_fn=lambda f, labels, m, p: None), "model_fn",
          "a module-level function", "<lambda>"),
         (lambda: ef.CustomModel(model_fn="no_colon"), "model_fn",
          "'package.module:function'", "'no_colon'"),

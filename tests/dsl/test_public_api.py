@@ -9,6 +9,10 @@ PUBLIC = {
     "DslError", "DslErrors", "Embedding", "EstimatorSpec", "EvalSpec", "Indicator", "Label",
     "LinearClassifier", "LinearRegressor", "ModeKeys", "Numeric", "Pipeline", "PushTarget",
     "RunConfig", "Split", "Threshold", "TrainSpec",
+    # premade baselines (dsl/models.py)
+    "BaselineClassifier", "BaselineRegressor",
+    # distribution (dsl/specs.py: RunConfig.cluster)
+    "Cluster",
     # data sources (dsl/sources.py)
     "BigQuerySource", "ParquetSource", "SchemaCheck", "TFRecordSource",
     # resources (dsl/resources.py)

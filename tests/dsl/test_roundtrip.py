@@ -25,6 +25,10 @@ EXAMPLES = [
     ef.LinearRegressor(feature_columns=("hour",)),
     ef.DNNLinearCombinedRegressor(linear_feature_columns=("hour",),
                                   dnn_feature_columns=("fare",), dnn_hidden_units=(4,)),
+    ef.DNNClassifier(hidden_units=(4,), feature_columns=("fare",), weight_column="w",
+                     label_vocabulary=("no", "yes"), thresholds=(0.3, 0.7), loss_reduction="sum"),
+    ef.BaselineClassifier(n_classes=3, label_vocabulary=("a", "b", "c"), learning_rate=0.1),
+    ef.BaselineRegressor(label_dimension=2, weight_column="w", loss_reduction="sum"),
     ef.CustomModel(model_fn="my.module:model_fn", params={"units": [8, 4], "lr": 0.1}),
     ef.CsvSource("data/*.csv", delimiter=";"),
     ef.Split(eval_fraction=0.1, key="trip_id"),
@@ -35,6 +39,10 @@ EXAMPLES = [
     ef.EvalSpec(thresholds=(ef.Threshold("auc", lower_bound=0.8, max_regression=0.01),),
                 slices=("payment_type",)),
     ef.RunConfig(tf_random_seed=None),
+    ef.Cluster(workers=2, parameter_servers=1, evaluator=True, shared_dir="gs://bucket/estflow",
+               ps_resources=ef.Resources(cpu_request="2"),
+               evaluator_resources=ef.Resources(memory_request="4Gi")),
+    ef.RunConfig(train_distribute="parameter_server", cluster=ef.Cluster(2, parameter_servers=1)),
     ef.PushTarget("models", "taxi", keep_versions=3),
     ef.Accelerator("tpu-v5-lite-podslice", count=4, tpu_topology="2x2"),
     ef.Toleration("dedicated", operator="Equal", value="ml"),
@@ -43,6 +51,10 @@ EXAMPLES = [
     ef.PvcMount("data", "/data"),
     ef.Resources(cpu_request="2", memory_request="8Gi", accelerator=ef.Accelerator(
         "nvidia-tesla-t4"), node_pool="gpu-pool", retries=2),
+    ef.SchemaCheck(max_missing_fraction=0.5, allow_unseen_columns=False),
+    ef.TFRecordSource("data/*.tfrecord.gz"),
+    ef.ParquetSource("data/*.parquet", schema_check=ef.SchemaCheck()),
+    ef.BigQuerySource(table="project.dataset.trips"),
     taxi.pipeline,
 ]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from estflow.pipelines import cli
 from estflow.pipelines import kfp_compiler
 

@@ -1,6 +1,7 @@
 """Cron for KFP schedules: five fields become six (seconds first); every field is validated."""
 
 import pytest
+
 from estflow.pipelines.cron import MACROS
 from estflow.pipelines.cron import CronError
 from estflow.pipelines.cron import to_kfp_cron

@@ -9,6 +9,9 @@ import socket
 
 import pytest
 import yaml
+from kfp import compiler
+from kfp import dsl
+
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 from estflow.pipelines import submit as submit_mod
@@ -23,9 +26,6 @@ from estflow.pipelines.submit import pause
 from estflow.pipelines.submit import resume
 from estflow.pipelines.submit import schedule
 from estflow.pipelines.submit import submit
-from kfp import compiler
-from kfp import dsl
-
 from tests.pipelines.fake_kfp_api import FakeKfpApi
 from tests.pipelines.fake_kfp_api import pipeline_name
 

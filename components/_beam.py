@@ -1,0 +1,35 @@
+"""Beam pipelines for the preprocessing steps: the step's Beam options in, a pipeline out.
+
+Without ``--runner`` (or with ``FnApiRunner`` / ``DirectRunner``) the pipeline runs on an
+explicit in-memory FnApiRunner: deterministic, offline (Beam's default DirectRunner would
+first try to download the Prism runner), and on few cores faster than multi-process running.
+Any other runner (``DataflowRunner``, ``FlinkRunner``, ``SparkRunner``, ``PortableRunner``) is
+Beam's, configured by the same options; ``estflow preprocess`` checks them before starting.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+__all__ = ["LOCAL_RUNNERS", "new_pipeline", "split_options"]
+
+LOCAL_RUNNERS = (None, "FnApiRunner", "DirectRunner")
+
+
+def split_options(extra: Sequence[str], packed: str | None) -> list[str]:
+    """The Beam options of a step: its extra arguments plus ``--beam-options "..."``."""
+    return [*extra, *(shlex.split(packed) if packed else [])]
+
+
+def new_pipeline(beam_options: Sequence[str]) -> beam.Pipeline:
+    """A Beam pipeline for ``beam_options`` (in-memory FnApiRunner unless a runner is named)."""
+    options = PipelineOptions(list(beam_options))
+    if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
+        return beam.Pipeline(runner=FnApiRunner(), options=options)
+    return beam.Pipeline(options=options)

@@ -1,0 +1,410 @@
+"""Distribution for the Estimator engine: cluster membership from TF_CONFIG, the strategy a run
+asks for, and the engine's view of it (:class:`Distribution`).
+
+Read the environment once, at the edge: a step's ``main`` passes ``os.environ.get("TF_CONFIG")``
+to :func:`parse_tf_config` and hands the resulting :class:`ClusterSpec` down; nothing here reads
+the environment (tf.distribute's own ``TFConfigClusterResolver`` would, so it is never used).
+
+Strategies by name (``RunConfig.train_distribute``), see :func:`strategy_for`:
+
+- ``"mirrored"``: ``MirroredStrategy`` over this process's GPUs, else its logical CPUs;
+- ``"multi_worker_mirrored"``: ``MultiWorkerMirroredStrategy`` over the TF_CONFIG workers
+  (chief + workers train in sync; ``worker`` 0 is the chief when there is no ``chief`` job);
+- ``"parameter_server"``: ``ParameterServerStrategy`` + ``ClusterCoordinator``: the chief
+  coordinates, ``worker`` and ``ps`` tasks only serve (:func:`serve`);
+- ``"tpu"``: ``TPUStrategy`` on this host's TPU (``TPUClusterResolver("local")``).
+
+Under a strategy the engine (see :class:`Distribution`) creates every variable eagerly, inside
+the strategy's scope, before any step runs (the model in its PREDICT trace, TRAIN-only variables
+and optimizer slots, via ``optimizer.build``, in a trace of one distributed step made before
+training; the store hands each replica's trace the same variables), distributes the dataset
+(``TrainSpec.batch_size`` is the *global* batch: each replica gets ``batch / replicas``),
+averages gradients (engine-applied optimizers get ``loss / replicas``; Keras sums across
+replicas) and reports the mean loss. Only the chief writes ``model_dir``; every other worker
+still calls save (a save may run collective ops all workers must join) into a scratch directory
+deleted afterwards.
+
+A model_fn that applies its own gradients (Estimator style, ``train_op``) under a strategy
+averages them itself, as in any TF 2 custom loop: divide the loss by
+``tf.distribute.get_replica_context().num_replicas_in_sync`` before taking gradients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+
+import tensorflow as tf
+
+__all__ = ["STRATEGIES", "DistributeError", "TaskInfo", "ClusterSpec", "parse_tf_config",
+           "strategy_name", "task_role", "strategy_for", "serve", "Distribution"]
+
+STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
+_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+_TRAINING_JOBS = ("chief", "worker")
+
+
+class DistributeError(ValueError):
+    """A distribution setting, a TF_CONFIG, or the machine does not fit the asked strategy."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    """This process's task in the cluster: ``type`` (chief, worker, ps, evaluator), ``index``."""
+
+    type: str
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterSpec:
+    """A parsed TF_CONFIG: the jobs (name -> ``host:port`` addresses) and this task.
+
+    Attributes:
+        jobs: job name -> addresses, e.g. ``{"worker": ("localhost:2222", "localhost:2223")}``.
+        task: this process's task.
+        rpc_layer: the protocol of the servers (``"grpc"``).
+    """
+
+    jobs: Mapping[str, tuple[str, ...]]
+    task: TaskInfo
+    rpc_layer: str = "grpc"
+
+    @property
+    def is_chief(self) -> bool:
+        """The ``chief`` task, or ``worker`` 0 when the cluster has no ``chief`` job."""
+        if "chief" in self.jobs:
+            return self.task.type == "chief"
+        return self.task == TaskInfo("worker", 0)
+
+    @property
+    def num_training_workers(self) -> int:
+        """Tasks that run the training loop's replicas (chief + workers; not ps/evaluator)."""
+        return sum(len(self.jobs.get(job, ())) for job in _TRAINING_JOBS)
+
+    @property
+    def has_ps(self) -> bool:
+        return bool(self.jobs.get("ps"))
+
+    def training_cluster(self) -> tf.train.ClusterSpec:
+        """The TF cluster without the evaluator, which is not part of the training cluster."""
+        return tf.train.ClusterSpec({job: list(addresses) for job, addresses in
+                                     self.jobs.items() if job != "evaluator"})
+
+    def resolver(self) -> tf.distribute.cluster_resolver.SimpleClusterResolver:
+        return tf.distribute.cluster_resolver.SimpleClusterResolver(
+            self.training_cluster(), task_type=self.task.type, task_id=self.task.index,
+            rpc_layer=self.rpc_layer)
+
+
+def parse_tf_config(text: str | None) -> ClusterSpec | None:
+    """The cluster described by a ``TF_CONFIG`` value (None when unset or empty).
+
+    Raises:
+        DistributeError: the value is not a TF_CONFIG (JSON with ``cluster`` and ``task``).
+    """
+    if not text or not text.strip():
+        return None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DistributeError(f"Received an invalid TF_CONFIG, expected JSON. Received: "
+                              f"TF_CONFIG={text!r} ({err})") from None
+    cluster, task = (config.get("cluster"), config.get("task")) if isinstance(config, dict) \
+        else (None, None)
+    if not cluster and not task:  # {} or only "environment": no cluster
+        return None
+    if not isinstance(cluster, dict) or not cluster:
+        raise DistributeError("Received an invalid TF_CONFIG, expected `cluster`: a mapping of "
+                              f"job name -> list of 'host:port'. Received: cluster={cluster!r}")
+    jobs = {job: _addresses(job, addresses) for job, addresses in sorted(cluster.items())}
+    info = _task(task, jobs)
+    return ClusterSpec(jobs=jobs, task=info, rpc_layer=str(config.get("rpc_layer") or "grpc"))
+
+
+def _addresses(job: Any, addresses: Any) -> tuple[str, ...]:
+    if job not in _TASK_TYPES:
+        raise DistributeError(f"Received an invalid TF_CONFIG job, expected one of "
+                              f"{list(_TASK_TYPES)}. Received: {job!r}")
+    if isinstance(addresses, dict):  # sparse form {index: address}
+        addresses = [addresses[k] for k in sorted(addresses, key=int)]
+    if not isinstance(addresses, list) or not all(isinstance(a, str) and ":" in a
+                                                  for a in addresses):
+        raise DistributeError(f"Received an invalid TF_CONFIG `cluster.{job}`, expected a list "
+                              f"of 'host:port'. Received: {addresses!r}")
+    return tuple(addresses)
+
+
+def _task(task: Any, jobs: Mapping[str, tuple[str, ...]]) -> TaskInfo:
+    if not isinstance(task, dict) or task.get("type") not in jobs:
+        raise DistributeError(f"Received an invalid TF_CONFIG `task`, expected "
+                              f"{{'type': one of {sorted(jobs)}, 'index': N}}. Received: "
+                              f"task={task!r}")
+    index = task.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int) or \
+            not 0 <= index < len(jobs[task["type"]]):
+        raise DistributeError(f"Received an invalid TF_CONFIG `task.index`, expected 0 <= index "
+                              f"< {len(jobs[task['type']])}. Received: index={index!r}")
+    return TaskInfo(task["type"], index)
+
+
+def strategy_name(name: str | None, cluster: ClusterSpec | None) -> str | None:
+    """The strategy name a run uses: ``name``, else the one the cluster implies
+    (``parameter_server`` with ps tasks, ``multi_worker_mirrored`` with several workers)."""
+    if name is not None:
+        if name not in STRATEGIES:
+            raise DistributeError(f"Received an invalid value for `train_distribute`, expected "
+                                  f"one of {list(STRATEGIES)}, None or a tf.distribute.Strategy. "
+                                  f"Received: train_distribute={name!r}")
+        return name
+    if cluster is None:
+        return None
+    if cluster.has_ps:
+        return "parameter_server"
+    return "multi_worker_mirrored" if cluster.num_training_workers > 1 else None
+
+
+def task_role(name: str | None, cluster: ClusterSpec | None) -> str:
+    """What this process does: ``"train"``, ``"serve"`` (a parameter-server strategy's worker
+    or ps task: :func:`serve`) or ``"evaluate"`` (the evaluator task)."""
+    if cluster is None:
+        return "train"
+    if cluster.task.type == "evaluator":
+        return "evaluate"
+    if cluster.task.type == "ps" or (
+            strategy_name(name, cluster) == "parameter_server" and cluster.task.type == "worker"):
+        return "serve"
+    return "train"
+
+
+def strategy_for(value: str | tf.distribute.Strategy | None,
+                 cluster: ClusterSpec | None = None) -> tf.distribute.Strategy | None:
+    """The strategy for ``RunConfig.train_distribute`` (a name, a Strategy, or None) and the
+    cluster. Call it at program start: MultiWorkerMirroredStrategy and ParameterServerStrategy
+    configure the TF runtime, which must happen before TensorFlow runs any op.
+
+    Raises:
+        DistributeError: an unknown name, a name the cluster contradicts, or no TPU for "tpu".
+    """
+    if isinstance(value, tf.distribute.Strategy):
+        return value
+    name = strategy_name(value, cluster)
+    if name is None:
+        return None
+    if name != "parameter_server" and cluster is not None and cluster.has_ps:
+        raise DistributeError(f"train_distribute={name!r} cannot use the cluster's ps tasks "
+                              f"{list(cluster.jobs['ps'])}; expected 'parameter_server'")
+    if name in ("mirrored", "tpu") and cluster is not None and cluster.num_training_workers > 1:
+        raise DistributeError(f"train_distribute={name!r} runs in one process, but TF_CONFIG "
+                              f"has {cluster.num_training_workers} training workers; expected "
+                              "'multi_worker_mirrored' or 'parameter_server'")
+    return _BUILDERS[name](cluster)
+
+
+# One MirroredStrategy per device set and process: every instance numbers its collective ops
+# from the same keys, so a second instance's all-reduce meets the first one's in TF's collective
+# executor ("Shape mismatch in the collective instance 100"); TF's own tests work around it by
+# shifting a private key base per instance. Reusing the instance avoids it (several Estimators,
+# train_and_evaluate, tests).
+_MIRRORED: dict[tuple[str, ...], tf.distribute.Strategy] = {}
+
+
+def _mirrored(cluster: ClusterSpec | None) -> tf.distribute.Strategy:
+    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+    names = tuple(d.name for d in devices)
+    if names not in _MIRRORED:
+        _MIRRORED[names] = tf.distribute.MirroredStrategy(list(names))
+    return _MIRRORED[names]
+
+
+def _multi_worker_mirrored(cluster: ClusterSpec | None) -> tf.distribute.Strategy:
+    # An explicit resolver (empty: one local worker) so TF never reads TF_CONFIG itself.
+    resolver = cluster.resolver() if cluster is not None else \
+        tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec({}))
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+
+def _parameter_server(cluster: ClusterSpec | None) -> tf.distribute.Strategy:
+    if cluster is None or not cluster.has_ps or not cluster.jobs.get("worker"):
+        raise DistributeError("train_distribute='parameter_server' needs a TF_CONFIG cluster "
+                              "with 'worker' and 'ps' jobs (and a 'chief' to coordinate). "
+                              f"Received: {dict(cluster.jobs) if cluster else None}")
+    if cluster.task.type != "chief":
+        raise DistributeError(f"under 'parameter_server' only the chief trains; task "
+                              f"{cluster.task.type}:{cluster.task.index} should serve() instead")
+    _ensure_inter_op_threads(len(cluster.jobs["worker"]) + 1)
+    return tf.distribute.ParameterServerStrategy(cluster.resolver())
+
+
+def _ensure_inter_op_threads(needed: int) -> None:
+    """The coordinator runs one blocking remote call per worker on TF's inter-op thread pool,
+    plus one to schedule them: with fewer threads than workers + 1 a closure waits for a thread
+    that never frees and training hangs without an error (DESIGN.md, "Distribution"). The pool
+    defaults to the number of cores, so small machines hit this. It can only be sized before
+    the TF runtime starts."""
+    current = tf.config.threading.get_inter_op_parallelism_threads() or (os.cpu_count() or 1)
+    if current >= needed:
+        return
+    try:
+        tf.config.threading.set_inter_op_parallelism_threads(needed)
+    except RuntimeError as err:
+        raise DistributeError(f"ParameterServerStrategy needs >= {needed} inter-op threads "
+                              f"(workers + 1) but the TF runtime already started with "
+                              f"{current}; create the strategy at program start ({err})") from None
+
+
+def _tpu(cluster: ClusterSpec | None) -> tf.distribute.Strategy:
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    except (tf.errors.OpError, ValueError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise DistributeError("train_distribute='tpu' needs a TPU attached to this host (a "
+                              "Cloud TPU VM or a GKE TPU node); none was found: "
+                              f"{first}") from None
+
+
+_BUILDERS: dict[str, Callable[[ClusterSpec | None], tf.distribute.Strategy]] = {
+    "mirrored": _mirrored, "multi_worker_mirrored": _multi_worker_mirrored,
+    "parameter_server": _parameter_server, "tpu": _tpu}
+_CLASSES = {"mirrored": tf.distribute.MirroredStrategy,
+            "multi_worker_mirrored": tf.distribute.MultiWorkerMirroredStrategy,
+            "parameter_server": tf.distribute.ParameterServerStrategy,
+            "tpu": tf.distribute.TPUStrategy}
+
+
+def serve(cluster: ClusterSpec) -> None:
+    """Run this task's server until the process is stopped (a ``ParameterServerStrategy``
+    worker or ps task: the chief's coordinator sends it work)."""
+    server = tf.distribute.Server(cluster.training_cluster(), job_name=cluster.task.type,
+                                  task_index=cluster.task.index, protocol=cluster.rpc_layer,
+                                  start=True)
+    server.join()
+
+
+def _shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Workers split the input by element, unless the input_fn chose a policy: TF's default
+    (AUTO) shards by file and fails at the first step when a split has fewer files than there
+    are workers (a small transform output has one). Set ``AutoShardPolicy.FILE`` in the
+    input_fn's options when every worker can get its own files (less reading)."""
+    policy = tf.data.experimental.AutoShardPolicy
+    if dataset.options().experimental_distribute.auto_shard_policy != policy.AUTO:
+        return dataset
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = policy.DATA
+    return dataset.with_options(options)
+
+
+class Distribution:
+    """The engine's view of its strategy (or of none: then every method is the plain path).
+
+    Args:
+        strategy: the strategy training runs under, or None.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy | None = None) -> None:
+        self.strategy = strategy
+        self._coordinator = None
+        if isinstance(strategy, tf.distribute.ParameterServerStrategy):
+            self._coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+        self._scratch: str | None = None
+
+    @classmethod
+    def of(cls, config: Any) -> Distribution:
+        """The distribution of a run config: its ``train_distribute`` Strategy, else the
+        strategy whose ``scope()`` is active (Keras' convention), else the named one (which
+        needs ``config.cluster``, a :class:`ClusterSpec`, for multi-worker names)."""
+        value = getattr(config, "train_distribute", None)
+        if isinstance(value, tf.distribute.Strategy):
+            return cls(value)
+        if tf.distribute.has_strategy():
+            strategy = tf.distribute.get_strategy()
+            if value is not None and not isinstance(strategy, _CLASSES.get(value, ())):
+                raise DistributeError(f"config.train_distribute is {value!r} but the Estimator "
+                                      f"is built under a {type(strategy).__name__} scope")
+            return cls(strategy)
+        cluster = getattr(config, "cluster", None)
+        return cls(strategy_for(value, cluster if isinstance(cluster, ClusterSpec) else None))
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this process writes model_dir (checkpoints, summaries, exports)."""
+        return self.strategy is None or bool(self.strategy.extended.should_checkpoint)
+
+    @property
+    def num_replicas(self) -> int:
+        return 1 if self.strategy is None else int(self.strategy.num_replicas_in_sync)
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        """Variables created inside are distributed (no-op without a strategy)."""
+        return self.strategy.scope() if self.strategy is not None else contextlib.nullcontext()
+
+    def write_dir(self, model_dir: str) -> str:
+        """Where this process writes what belongs in ``model_dir``: model_dir on the chief, a
+        scratch directory (removed by :meth:`cleanup`) on other workers."""
+        if self.is_chief:
+            return model_dir
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="estflow-worker-")
+        return self._scratch
+
+    def cleanup(self) -> None:
+        """Delete a non-chief worker's scratch directory (its path stays this process's
+        scratch: the checkpoint manager writes there again at the next save)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def iterator(self, dataset: tf.data.Dataset):
+        """An iterator of the training input: distributed over replicas (each gets
+        ``global batch / replicas``), or created on each worker under a coordinator (then every
+        worker reads all of it: leave its shuffle unseeded so workers see different orders)."""
+        if self._coordinator is not None:
+            return iter(self._coordinator.create_per_worker_dataset(dataset))
+        if self.strategy is None:
+            return iter(dataset)
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            dataset = _shard_by_data(dataset)
+        return iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    def trace(self, loop: Callable, iterator) -> None:
+        """Trace the training ``loop`` for ``iterator`` ahead of the first call (a coordinator
+        traces on schedule instead)."""
+        if self._coordinator is None:
+            with self.scope():
+                loop.get_concrete_function(iterator, tf.TensorSpec([], tf.int64))
+
+    def run(self, replica_fn: Callable, element) -> tuple[tf.Tensor, tf.Tensor]:
+        """``replica_fn(element) -> (loss, examples)`` on every replica; the mean loss and the
+        total examples (in cross-replica context, inside the training function)."""
+        if self.strategy is None:
+            return replica_fn(element)
+        loss, examples = self.strategy.run(replica_fn, args=(element,))
+        reduce = tf.distribute.ReduceOp
+        return (self.strategy.reduce(reduce.MEAN, loss, axis=None),
+                self.strategy.reduce(reduce.SUM, examples, axis=None))
+
+    def run_loop(self, loop: Callable, iterator, steps: int) -> tuple:
+        """Call the training ``loop(iterator, n)`` for ``steps`` steps: directly, or split in
+        one concurrent call per worker under a coordinator. Returns numpy (ran, last loss,
+        examples, finite)."""
+        if self._coordinator is None:
+            with self.scope():
+                return tuple(v.numpy() for v in loop(iterator, tf.constant(steps, tf.int64)))
+        # No public count of a ParameterServerStrategy's workers in TF 2.21 (its
+        # `cluster_resolver` property is None): the extended's, set from the cluster spec.
+        workers = max(1, int(self.strategy.extended._num_workers))  # noqa: SLF001
+        sizes = [steps // workers + (i < steps % workers) for i in range(workers)]
+        remote = [self._coordinator.schedule(loop, args=(iterator, tf.constant(n, tf.int64)))
+                  for n in sizes if n]
+        self._coordinator.join()
+        results = [tuple(r.fetch()) for r in remote]
+        return (sum(int(r[0]) for r in results), results[-1][1],
+                sum(int(r[2]) for r in results), all(bool(r[3]) for r in results))

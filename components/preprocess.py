@@ -1,0 +1,126 @@
+"""Preprocess: ingest and transform in one Beam job (what ``estflow preprocess`` runs).
+
+``python -m estflow.components.preprocess --spec S --examples EX_DIR --transformed TR_DIR
+[--source-root ROOT] [--gzip-level N] [--num-shards N] [--beam-options "OPTS"]
+[BEAM_OPTION ...]``
+
+The outputs are exactly those of the ingest step (``EX_DIR``: raw Examples per split,
+``rejected.jsonl``, ``ingest.json``) followed by the transform step (``TR_DIR``:
+``transform_fn/``, transformed Examples per split, ``transform.json``), so train and evaluate
+read them as they read the separate steps'. One job instead of two: the validated rows go from
+the ingest stages straight into tf.Transform as Arrow batches, instead of being written,
+read back and decoded, and Beam and tf.Transform start once.
+
+Ingest's limits (``max_rejected_fraction``, the schema check) are enforced after the job, on
+its statistics; when one fails, the transform outputs are removed (they were computed from
+data that did not pass) and the step fails, pointing to the rejected rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from estflow.components import _runtime
+from estflow.components._ingest_report import IngestError
+
+_runtime.quiet_tensorflow()  # before tf.Transform imports TensorFlow
+from estflow.components import _beam  # noqa: E402
+from estflow.components._ingest_job import Ingest  # noqa: E402
+from estflow.components._ingest_job import finish as finish_ingest  # noqa: E402
+from estflow.components._ingest_job import prepare  # noqa: E402
+from estflow.components._rows import arrow_schema  # noqa: E402
+from estflow.components._split import split_names  # noqa: E402
+from estflow.components._tfrecords import DEFAULT_GZIP_LEVEL  # noqa: E402
+from estflow.components._transform_job import TransformSplits  # noqa: E402
+from estflow.components._transform_job import adapter_config  # noqa: E402
+from estflow.components._transform_job import clear_outputs  # noqa: E402
+from estflow.components._transform_job import finish as finish_transform  # noqa: E402
+from estflow.components._transform_job import tft_context  # noqa: E402
+from estflow.components._transform_report import TransformError  # noqa: E402
+from estflow.dsl.pipeline import Pipeline  # noqa: E402
+
+__all__ = ["IngestError", "TransformError", "run", "main"]
+
+
+def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
+        source_root: str | None = None, beam_options: list[str] | tuple[str, ...] = (),
+        gzip_level: int = DEFAULT_GZIP_LEVEL, num_shards: int = 0) -> tuple[dict, dict]:
+    """Ingest and transform in one Beam job.
+
+    Args: as for ``ingest.run`` and ``transform.run``.
+
+    Returns:
+        ``(ingest summary, transform summary)``, also written to ``ingest.json`` and
+        ``transform.json``.
+
+    Raises:
+        IngestError: as the ingest step (then no transform output is left behind).
+    """
+    examples, out = str(examples_dir), str(transformed_dir)
+    progress = _runtime.Progress("preprocess")
+    files = prepare(pipeline, examples, source_root, progress)
+    clear_outputs(out, split_names(pipeline.split))
+    beam_pipeline = _beam.new_pipeline(beam_options)
+    options = {"gzip_level": gzip_level, "num_shards": num_shards}
+    raw = beam_pipeline | "Ingest" >> Ingest(pipeline, files, examples, **options)
+    config = adapter_config(pipeline, arrow_schema(pipeline.raw_columns()))
+    with tft_context(out):
+        _ = raw | "Transform" >> TransformSplits(pipeline, config, out, **options)
+        progress("running one Beam job: read, validate, split, write, analyze, transform")
+        beam_pipeline.run().wait_until_finish()
+    try:
+        ingested = finish_ingest(pipeline, examples, files, progress)
+    except IngestError:
+        clear_outputs(out, split_names(pipeline.split))
+        raise
+    return ingested, finish_transform(pipeline, out, progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="estflow.components.preprocess", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
+    parser.add_argument("--examples", required=True, help="output: raw examples directory")
+    parser.add_argument("--transformed", required=True, help="output: transformed directory")
+    parser.add_argument("--source-root", default=None,
+                        help="directory (or module:pkg.mod) relative source paths resolve to")
+    parser.add_argument("--gzip-level", type=int, default=DEFAULT_GZIP_LEVEL,
+                        choices=range(1, 10), help="1 fastest (default), 9 smallest")
+    parser.add_argument("--num-shards", type=int, default=0)
+    parser.add_argument("--beam-options", default=None,
+                        help="Beam pipeline options as one string (also accepted as extra "
+                        "arguments)")
+    args, extra = parser.parse_known_args(argv)
+    pipeline = _runtime.load_pipeline(args.spec)
+    root = _runtime.resolve_source_root(args.source_root)
+    try:
+        run(pipeline, args.examples, args.transformed, source_root=str(root),
+            beam_options=_beam.split_options(extra, args.beam_options),
+            gzip_level=args.gzip_level, num_shards=args.num_shards)
+    except (IngestError, TransformError) as err:
+        print(f"[preprocess] error: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _main_and_exit() -> None:
+    """Run :func:`main`, then ``os._exit`` (Beam + tf.Transform can crash in interpreter
+    teardown after every output is written; see ``transform``)."""
+    try:
+        code = main()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report, then exit without teardown
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _main_and_exit()

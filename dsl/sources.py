@@ -1,0 +1,182 @@
+"""Data sources: where the raw rows come from, and how strictly they are checked at ingest.
+
+The schema of every source is the pipeline's declared raw columns (names, dtypes, defaults):
+ingest reads those columns, converts each value to its dtype and rejects, with its reason, a
+row that does not fit. ``max_rejected_fraction`` bounds how many rows may be rejected before
+the step fails; an optional :class:`SchemaCheck` also checks the data as a whole.
+
+Example:
+    >>> import estflow.dsl as ef
+    >>> ef.ParquetSource("gs://bucket/trips/*.parquet", schema_check=ef.SchemaCheck())
+    ParquetSource(path='gs://bucket/trips/*.parquet', max_rejected_fraction=0.01, schema_check=SchemaCheck(max_missing_fraction=1.0, max_type_error_fraction=0.01, allow_unseen_columns=True))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from estflow.dsl import _checks
+from estflow.dsl.errors import DslError
+from estflow.dsl.serialization import serializable
+
+__all__ = ["SchemaCheck", "CsvSource", "TFRecordSource", "ParquetSource", "BigQuerySource",
+           "Source", "SOURCE_TYPES"]
+
+_TABLE = re.compile(r"^(?:[A-Za-z0-9.:-]+[:.])?[A-Za-z0-9_]+\.[A-Za-z0-9_$-]+$")
+_PROJECT = re.compile(r"^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+TFRECORD_COMPRESSIONS = ("auto", "gzip", "none")
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class SchemaCheck:
+    """Check the data against the declared raw columns at ingest. The per-column report (missing
+    and type-error rates, unseen columns) is in ``ingest.json`` either way; with a check, a
+    violation fails the step with every violation listed.
+
+    Args:
+        max_missing_fraction: per raw column, the largest fraction of rows that may lack a value
+            (a default fills them, but a mostly empty column usually means a renamed column or
+            a broken export).
+        max_type_error_fraction: per raw column, the largest fraction of rows whose value is not
+            of the declared dtype (such rows are rejected either way; a high rate means the
+            declaration does not match the data).
+        allow_unseen_columns: whether the data may hold columns that no declaration reads.
+    """
+
+    max_missing_fraction: float = 1.0
+    max_type_error_fraction: float = 0.01
+    allow_unseen_columns: bool = True
+
+    def __post_init__(self) -> None:
+        _checks.number(self.max_missing_fraction, "max_missing_fraction", low=0, high=1)
+        _checks.number(self.max_type_error_fraction, "max_type_error_fraction", low=0, high=1)
+        if not isinstance(self.allow_unseen_columns, bool):
+            raise DslError("allow_unseen_columns", "True or False", self.allow_unseen_columns)
+
+
+def _check_common(source) -> None:
+    _checks.number(source.max_rejected_fraction, "max_rejected_fraction", low=0, high=1)
+    if source.schema_check is not None and not isinstance(source.schema_check, SchemaCheck):
+        raise DslError("schema_check", "a SchemaCheck or None", source.schema_check)
+
+
+def _check_path(path) -> None:
+    if not isinstance(path, str) or not path.strip():
+        raise DslError("path", "a non-empty file path, glob or URL (gs://, s3://)", path)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class CsvSource:
+    """CSV file(s) with a header row.
+
+    Args:
+        path: a file path or a glob (``data/*.csv``), local or a URL Beam reads (``gs://``,
+            ``s3://``); relative paths are resolved against the directory of the pipeline
+            file that declares them.
+        delimiter: one character.
+        max_rejected_fraction: the ingest step fails when more than this fraction of rows is
+            rejected (each rejected row is written with its reason to ``rejected.jsonl``).
+        schema_check: an optional check of the data as a whole (see :class:`SchemaCheck`).
+    """
+
+    path: str
+    delimiter: str = ","
+    max_rejected_fraction: float = 0.01
+    schema_check: SchemaCheck | None = None
+
+    def __post_init__(self) -> None:
+        _check_path(self.path)
+        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1 or \
+                self.delimiter in "\"\r\n":
+            raise DslError("delimiter", "a single character (not a quote or newline)",
+                           self.delimiter)
+        _check_common(self)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class TFRecordSource:
+    """TFRecord file(s) of serialized ``tf.train.Example`` (e.g. another pipeline's output).
+
+    Args:
+        path: a file path or glob, local or ``gs://`` / ``s3://``.
+        compression: ``"auto"`` (by file name: ``.gz`` is GZIP), ``"gzip"`` or ``"none"``.
+        max_rejected_fraction: see :class:`CsvSource`; a record that is not an Example, or a
+            feature with several values or the wrong kind, rejects its row.
+        schema_check: see :class:`SchemaCheck`.
+    """
+
+    path: str
+    compression: str = "auto"
+    max_rejected_fraction: float = 0.01
+    schema_check: SchemaCheck | None = None
+
+    def __post_init__(self) -> None:
+        _check_path(self.path)
+        _checks.one_of(self.compression, TFRECORD_COMPRESSIONS, "compression")
+        _check_common(self)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class ParquetSource:
+    """Parquet file(s); columns are matched to the declared raw columns by name.
+
+    Args:
+        path: a file path or glob, local or ``gs://`` / ``s3://``.
+        max_rejected_fraction: see :class:`CsvSource`.
+        schema_check: see :class:`SchemaCheck`.
+    """
+
+    path: str
+    max_rejected_fraction: float = 0.01
+    schema_check: SchemaCheck | None = None
+
+    def __post_init__(self) -> None:
+        _check_path(self.path)
+        _check_common(self)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class BigQuerySource:
+    """A BigQuery table or query result (read with Beam's ``ReadFromBigQuery``; it needs Google
+    Cloud credentials and network access, so it runs on Dataflow, not offline).
+
+    Args:
+        query: a standard-SQL query; exactly one of ``query`` and ``table``.
+        table: ``"project:dataset.table"``, ``"project.dataset.table"`` or ``"dataset.table"``.
+        project: the project billed for the read (default: the credentials' project).
+        max_rejected_fraction: see :class:`CsvSource`.
+        schema_check: see :class:`SchemaCheck`.
+    """
+
+    query: str | None = None
+    table: str | None = None
+    project: str | None = None
+    max_rejected_fraction: float = 0.01
+    schema_check: SchemaCheck | None = None
+
+    def __post_init__(self) -> None:
+        if (self.query is None) == (self.table is None):
+            raise DslError("query", "exactly one of `query` (SQL) or `table` (a table name)",
+                           {"query": self.query, "table": self.table})
+        if self.query is not None and (not isinstance(self.query, str)
+                                       or not self.query.strip()):
+            raise DslError("query", "a non-empty standard-SQL query", self.query)
+        if self.table is not None and (not isinstance(self.table, str)
+                                       or not _TABLE.match(self.table)):
+            raise DslError("table", "'project:dataset.table', 'project.dataset.table' or "
+                           "'dataset.table'", self.table)
+        if self.project is not None and (not isinstance(self.project, str)
+                                         or not _PROJECT.match(self.project)):
+            raise DslError("project", "a Google Cloud project id (6-30 lowercase letters, "
+                           "digits or '-', starting with a letter) or None", self.project)
+        _check_common(self)
+
+
+Source = CsvSource | TFRecordSource | ParquetSource | BigQuerySource
+SOURCE_TYPES = (CsvSource, TFRecordSource, ParquetSource, BigQuerySource)

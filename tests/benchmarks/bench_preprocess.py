@@ -1,0 +1,182 @@
+"""Preprocessing throughput: estflow from a CSV file on disk to written TFRecords, side by side
+with the tf.Transform anchors (``/work/shared/anchors/tft_anchor.py``), in one run.
+
+The same features as the anchors: ``x`` (float, z-score) and ``s`` (500 string values,
+vocabulary with top_k=1000 and one OOV bucket), plus an int label (a Pipeline needs one). The
+anchors feed generated rows from memory and write nothing; estflow reads a CSV file, parses and
+validates every row (0.1% of the rows are deliberately broken and rejected with their reason),
+splits train/eval, writes raw Examples, analyzes, transforms and writes transformed Examples,
+the transform_fn and the statistics.
+
+Every measurement runs in a fresh process; like the anchors, the clock starts after the
+imports. Peak memory is the process's maximum resident set size.
+
+Usage (from the repository root)::
+
+    python tests/benchmarks/bench_preprocess.py [--rows 100000 1000000 3000000]
+        [--skip-anchors] [--modes preprocess steps]
+
+``preprocess`` is the fused job ``estflow preprocess`` runs; ``steps`` is the ingest step then
+the transform step (what ``estflow run`` runs), each timed in-process, summed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+ANCHOR = Path("..") / "shared" / "anchors" / "tft_anchor.py"  # relative to the repo root
+BAD_EVERY = 1000  # one broken row per thousand: the rejected-row path is exercised
+
+
+def write_csv(path: Path, rows: int, seed: int = 0) -> None:
+    """Anchor-like data as CSV, written in chunks (3M rows in a few seconds)."""
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as out:
+        out.write("x,s,label\n")
+        for start in range(0, rows, 100_000):
+            n = min(100_000, rows - start)
+            x = rng.normal(size=n).astype(np.float32)
+            s = rng.integers(0, 500, n)
+            y = rng.integers(0, 2, n)
+            lines = [f"{a:.7g},c{b},{c}\n" for a, b, c in zip(x.tolist(), s.tolist(), y.tolist(), strict=True)]
+            for i in range(BAD_EVERY - 1 - start % BAD_EVERY, n, BAD_EVERY):
+                lines[i] = "not-a-number,c1,0\n" if (start + i) % 2 else "1.0,c1\n"
+            out.writelines(lines)
+
+
+def _pipeline(csv: Path):
+    import estflow.dsl as ef
+
+    return ef.Pipeline(
+        name="bench",
+        source=ef.CsvSource(str(csv)),
+        features=(ef.Numeric("x", normalize="z_score"),
+                  ef.CategoricalVocab("s", top_k=1000, num_oov_buckets=1)),
+        label=ef.Label("label"),
+        model=ef.DNNClassifier(hidden_units=(4,), feature_columns=("x",)),
+        train=ef.TrainSpec(max_steps=1),
+    )
+
+
+def worker(mode: str, csv: Path, out: Path) -> None:
+    """Runs in its own process: time one preprocessing run, print a JSON line."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from estflow.components import ingest
+    from estflow.components import preprocess
+    from estflow.components import transform
+
+    pipeline = _pipeline(csv)
+    start = time.perf_counter()
+    if mode == "preprocess":
+        summary, _ = preprocess.run(pipeline, out / "examples", out / "transformed")
+    else:
+        summary = ingest.run(pipeline, out / "examples")
+        transform.run(pipeline, out / "examples", out / "transformed")
+    seconds = time.perf_counter() - start
+    print("RESULT " + json.dumps({"seconds": seconds, "rejected": summary["rejected"]}),
+          flush=True)
+    os._exit(0)  # Beam + tf.Transform may crash in interpreter teardown
+
+
+def _run(cmd: list[str], cwd: Path) -> tuple[str, float]:
+    """Run ``cmd``, return its output and peak RSS in GB (this child's own, via wait4)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-3000:]}")
+    return output, usage.ru_maxrss / 1e6  # Linux: KiB -> GB
+
+
+def measure_estflow(mode: str, csv: Path, rows: int, tmp: Path) -> dict:
+    output, peak = _run([sys.executable, __file__, "--worker", mode, str(csv),
+                         str(tmp / mode)], REPO)
+    result = json.loads(output.split("RESULT ", 1)[1].splitlines()[0])
+    return {"seconds": result["seconds"], "rows_per_s": rows / result["seconds"],
+            "peak_gb": peak, "rejected": result["rejected"]}
+
+
+def measure_anchor(mode: str, rows: int) -> dict:
+    output, peak = _run([sys.executable, str(ANCHOR), str(rows), mode], REPO)
+    match = re.search(r"secs ([\d.]+) rows/s (\d+)", output)
+    return {"seconds": float(match.group(1)), "rows_per_s": float(match.group(2)),
+            "peak_gb": peak}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000, 3_000_000])
+    parser.add_argument("--modes", nargs="+", default=["preprocess", "steps"],
+                        choices=["preprocess", "steps"])
+    parser.add_argument("--skip-anchors", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleaved rounds per size; the table shows medians")
+    parser.add_argument("--worker", nargs=3, metavar=("MODE", "CSV", "OUT"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="estflow-bench-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        for rows in args.rows:
+            csv = tmp / f"data-{rows}.csv"
+            write_csv(csv, rows)
+            rounds = []
+            for _ in range(args.rounds):  # interleaved: load drifts hit every contender alike
+                row = {mode: measure_estflow(mode, csv, rows, tmp) for mode in args.modes}
+                if not args.skip_anchors:
+                    row["anchor_dict"] = measure_anchor("dict", rows)
+                    row["anchor_rb"] = measure_anchor("rb", rows)
+                print(json.dumps({"rows": rows, **row}), flush=True)
+                rounds.append(row)
+            results.append({"rows": rows, **_medians(rounds)})
+    _print_table(results)
+
+
+def _medians(rounds: list[dict]) -> dict:
+    out = {}
+    for name in rounds[0]:
+        seconds = statistics.median(r[name]["seconds"] for r in rounds)
+        out[name] = {"seconds": seconds, "rows_per_s": statistics.median(
+            r[name]["rows_per_s"] for r in rounds), "peak_gb": max(
+            r[name]["peak_gb"] for r in rounds)}
+    return out
+
+
+def _print_table(results: list[dict]) -> None:
+    print("\nmedians; rows/s = rows / seconds of work after imports (estflow: CSV on disk to "
+          "written TFRecords)")
+    print("rows       run                    seconds    rows/s   peak RSS   vs dict   vs rb")
+    for row in results:
+        dict_rate = row.get("anchor_dict", {}).get("rows_per_s")
+        rb_rate = row.get("anchor_rb", {}).get("rows_per_s")
+        for name in ("preprocess", "steps", "anchor_dict", "anchor_rb"):
+            if name not in row:
+                continue
+            r = row[name]
+            vs_dict = f"{r['rows_per_s'] / dict_rate:5.2f}x" if dict_rate else "     -"
+            vs_rb = f"{r['rows_per_s'] / rb_rate:5.2f}x" if rb_rate else "     -"
+            label = {"preprocess": "estflow preprocess", "steps": "estflow ingest+transform",
+                     "anchor_dict": "anchor tft dict", "anchor_rb": "anchor tft rb"}[name]
+            print(f"{row['rows']:<10d} {label:<24s} {r['seconds']:7.1f} {r['rows_per_s']:9.0f} "
+                  f"{r['peak_gb']:7.2f} GB   {vs_dict}  {vs_rb}")
+
+
+if __name__ == "__main__":
+    main()
