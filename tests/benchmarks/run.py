@@ -9,8 +9,10 @@ rounds measured in this same run, never an absolute figure.
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
 * serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
+* compile: ``tests/benchmarks/bench_compile.py`` (``estflow compile`` vs ``kfp dsl compile`` of
+  an equivalent hand-written pipeline).
 
-Usage: ``python tests/benchmarks/run.py [--only train,preprocess,serve] [--rounds 3]``
+Usage: ``python tests/benchmarks/run.py [--only train,preprocess,serve,compile] [--rounds 3]``
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def bench_script(name: str, args: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="train,preprocess,serve")
+    parser.add_argument("--only", default="train,preprocess,serve,compile")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     parts = args.only.split(",")
@@ -94,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_script("bench_preprocess.py", [])
     if "serve" in parts:
         bench_script("bench_serve.py", [])
+    if "compile" in parts:
+        bench_script("bench_compile.py", [])
     return 0
 
 
