@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -32,12 +31,15 @@ from estflow.components._ingest_report import summary_lines
 from estflow.components._split import assign_splits
 from estflow.components._split import split_names
 from estflow.components._tfrecords import DEFAULT_GZIP_LEVEL
-from estflow.components._tfrecords import WriteFramedRecords
+from estflow.components._tfrecords import TEMP_PREFIX
+from estflow.components._tfrecords import Destination
+from estflow.components._tfrecords import WriteBlocks
+from estflow.components._tfrecords import expand_pattern
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["SHARD_PREFIX", "STATS_FILE", "SplitRows", "Ingest", "write_json", "read_stats",
-           "prepare", "finish"]
+__all__ = ["SHARD_PREFIX", "STATS_FILE", "Ingest", "write_json", "read_stats", "prepare",
+           "finish"]
 
 SHARD_PREFIX = "part"
 """Shards are ``<split>/part-SSSSS-of-NNNNN.tfrecord.gz`` (readers glob the directory)."""
@@ -45,24 +47,23 @@ STATS_FILE = ".ingest-stats.json"
 """The job's merged statistics, inside the output directory until the driver has read them."""
 
 # Output tags besides the split names (not identifiers, so no split can be named so).
-_REJECTED, _STATS = "rejected rows", "chunk stats"
-
-
-class SplitRows(NamedTuple):
-    """Rows of one split from one chunk: as Arrow (for tf.Transform) and as framed Examples."""
-
-    batch: pa.RecordBatch
-    framed: bytes
+_BLOCKS, _STATS = "file blocks", "chunk stats"
 
 
 class _SplitAndEncode(beam.DoFn):
-    """Encode a chunk's rows as raw Examples, assign each row its split, route everything."""
+    """Encode a chunk's rows as raw Examples, assign each row its split, route everything:
+    each split's rows as Arrow (for tf.Transform) and every file block, as
+    ``(Destination, bytes)``, to one output (one writer, fused with this stage)."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: Pipeline, out: str, gzip_level: int) -> None:
         self._split = pipeline.split
         self._names = split_names(pipeline.split)
         key = pipeline.split.key
         self._key = next((c for c in pipeline.raw_columns() if c.name == key), None)
+        self._shards = {name: Destination(FileSystems.join(out, name, SHARD_PREFIX),
+                                          gzip_level=gzip_level) for name in self._names}
+        self._rejected = Destination(FileSystems.join(out, Files.REJECTED), suffix="",
+                                     gzip_level=None, single=True)
 
     def process(self, chunk: RowChunk):
         stats = {**chunk.stats, "splits": {}}  # elements are not to be mutated
@@ -74,10 +75,12 @@ class _SplitAndEncode(beam.DoFn):
                 rows = np.flatnonzero(which == index)
                 stats["splits"][name] = len(rows)
                 if len(rows):
-                    yield beam.pvalue.TaggedOutput(name, SplitRows(
-                        batch.take(pa.array(rows)), framed.take(rows)))
-        for line in chunk.rejected:
-            yield beam.pvalue.TaggedOutput(_REJECTED, line)
+                    yield beam.pvalue.TaggedOutput(name, batch.take(pa.array(rows)))
+                    yield beam.pvalue.TaggedOutput(_BLOCKS, (self._shards[name],
+                                                             framed.take(rows)))
+        if chunk.rejected:  # one block of JSON lines per chunk
+            yield beam.pvalue.TaggedOutput(_BLOCKS, (self._rejected, "".join(
+                line + "\n" for line in chunk.rejected).encode("utf-8")))
         yield beam.pvalue.TaggedOutput(_STATS, stats)
 
 
@@ -123,23 +126,14 @@ class Ingest(beam.PTransform):
         names = split_names(self._pipeline.split)
         parts = (pbegin
                  | "Read" >> _sources.ReadSource(self._pipeline, self._files)
-                 | "SplitAndEncode" >> beam.ParDo(_SplitAndEncode(self._pipeline))
-                 .with_outputs(*names, _REJECTED, _STATS))
-        batches = {}
-        for name in names:
-            label = name.title()
-            _ = (parts[name]
-                 | f"Framed{label}" >> beam.Map(lambda rows: rows.framed)
-                 | f"Write{label}" >> WriteFramedRecords(
-                     FileSystems.join(self._out, name, SHARD_PREFIX),
-                     num_shards=self._shards, gzip_level=self._gzip))
-            batches[name] = parts[name] | f"Batches{label}" >> beam.Map(lambda rows: rows.batch)
-        _ = parts[_REJECTED] | "WriteRejected" >> beam.io.WriteToText(
-            FileSystems.join(self._out, Files.REJECTED), shard_name_template="")
+                 | "SplitAndEncode" >> beam.ParDo(
+                     _SplitAndEncode(self._pipeline, self._out, self._gzip))
+                 .with_outputs(*names, _BLOCKS, _STATS))
+        _ = parts[_BLOCKS] | "Write" >> WriteBlocks(num_shards=self._shards)
         _ = (parts[_STATS]
              | "MergeStats" >> beam.CombineGlobally(_MergeStats(self._pipeline))
              | "WriteStats" >> beam.Map(write_json, self._stats_path))
-        return batches
+        return {name: parts[name] for name in names}
 
 
 def write_json(value, path: str) -> None:
@@ -173,8 +167,9 @@ def prepare(pipeline: Pipeline, out: str, source_root: str | None,
 
 def _clear_outputs(out: str, splits: tuple[str, ...]) -> None:
     # Replace only what this step writes, so a rerun never mixes old shards with new ones.
-    for name in (*splits, Files.REJECTED, Files.INGEST_STATS, STATS_FILE):
-        path = FileSystems.join(out, name)
+    leftovers = expand_pattern(FileSystems.join(out, TEMP_PREFIX + "*"))
+    for path in [FileSystems.join(out, name) for name in
+                 (*splits, Files.REJECTED, Files.INGEST_STATS, STATS_FILE)] + leftovers:
         if FileSystems.exists(path):
             FileSystems.delete([path])
     if "://" not in out:  # local: every split directory exists, even when empty
@@ -185,9 +180,12 @@ def _clear_outputs(out: str, splits: tuple[str, ...]) -> None:
 def finish(pipeline: Pipeline, out: str, files: list[str], progress: _runtime.Progress) -> dict:
     """After the job: summarise, show the statistics, enforce the limits, write ingest.json."""
     stats = read_stats(FileSystems.join(out, STATS_FILE))
+    rejected = FileSystems.join(out, Files.REJECTED)
+    if not FileSystems.exists(rejected):  # no rejected row: the file exists all the same
+        FileSystems.create(rejected).close()
     summary = summarize(pipeline, files, stats, progress.elapsed)
     for line in summary_lines(summary):
         progress(line)
-    check_summary(pipeline, summary, FileSystems.join(out, Files.REJECTED))
+    check_summary(pipeline, summary, rejected)
     _runtime.write_json(FileSystems.join(out, Files.INGEST_STATS), summary)
     return summary

@@ -33,7 +33,8 @@ from estflow.components._ingest_job import read_stats
 from estflow.components._ingest_job import write_json
 from estflow.components._stats import ColumnStats
 from estflow.components._tfrecords import DEFAULT_GZIP_LEVEL
-from estflow.components._tfrecords import WriteFramedRecords
+from estflow.components._tfrecords import Destination
+from estflow.components._tfrecords import WriteBlocks
 from estflow.components._tfrecords import expand_pattern
 from estflow.components._tfrecords import read_records
 from estflow.components._transform_report import summarize
@@ -142,11 +143,13 @@ class TransformSplits(beam.PTransform):
         counts = []
         for name, data in transformed.items():
             label = name.title()
+            where = Destination(FileSystems.join(self._out, name, SHARD_PREFIX),
+                                gzip_level=self._gzip)
+            # One writer per split, fused with the stage that transforms it.
             _ = (data
-                 | f"Encode{label}" >> beam.Map(_encode)
-                 | f"Write{label}" >> WriteFramedRecords(
-                     FileSystems.join(self._out, name, SHARD_PREFIX),
-                     num_shards=self._shards, gzip_level=self._gzip))
+                 | f"Encode{label}" >> beam.Map(lambda element, where=where: (
+                     where, _encode(element)))
+                 | f"Write{label}" >> WriteBlocks(num_shards=self._shards))
             counts.append(data | f"Count{label}" >> beam.Map(
                 lambda element, n=name: (n, element[0].num_rows)))
         self._statistics(raw["train"], train, counts)

@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                         "arguments), e.g. \"--runner=DataflowRunner --project=P ...\"")
     args, extra = parser.parse_known_args(argv)
     pipeline = _runtime.load_pipeline(args.spec)
+    _beam.freeze_imports()
     root = _runtime.resolve_source_root(args.source_root)
     try:
         run(pipeline, args.examples, source_root=str(root),

@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                         "arguments)")
     args, extra = parser.parse_known_args(argv)
     pipeline = _runtime.load_pipeline(args.spec)
+    _beam.freeze_imports()
     try:
         run(pipeline, args.examples, args.transformed,
             beam_options=_beam.split_options(extra, args.beam_options),

@@ -8,8 +8,9 @@ validates every row (0.1% of the rows are deliberately broken and rejected with 
 splits train/eval, writes raw Examples, analyzes, transforms and writes transformed Examples,
 the transform_fn and the statistics.
 
-Every measurement runs in a fresh process; like the anchors, the clock starts after the
-imports. Peak memory is the process's maximum resident set size.
+Every measurement runs in a fresh process, through the steps' entry points (``main``); like
+the anchors, the clock starts after the imports. Peak memory is the process's maximum resident
+set size.
 
 Usage (from the repository root)::
 
@@ -71,22 +72,27 @@ def _pipeline(csv: Path):
 
 
 def worker(mode: str, csv: Path, out: Path) -> None:
-    """Runs in its own process: time one preprocessing run, print a JSON line."""
+    """Runs in its own process: time one preprocessing run through the steps' entry points
+    (what ``estflow preprocess`` / ``estflow run`` execute), print a JSON line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from estflow.components import ingest
     from estflow.components import preprocess
     from estflow.components import transform
 
-    pipeline = _pipeline(csv)
+    spec = _pipeline(csv).to_json()
+    examples, transformed = str(out / "examples"), str(out / "transformed")
     start = time.perf_counter()
     if mode == "preprocess":
-        summary, _ = preprocess.run(pipeline, out / "examples", out / "transformed")
+        codes = [preprocess.main(["--spec", spec, "--examples", examples,
+                                  "--transformed", transformed])]
     else:
-        summary = ingest.run(pipeline, out / "examples")
-        transform.run(pipeline, out / "examples", out / "transformed")
+        codes = [ingest.main(["--spec", spec, "--examples", examples]),
+                 transform.main(["--spec", spec, "--examples", examples,
+                                 "--transformed", transformed])]
     seconds = time.perf_counter() - start
-    print("RESULT " + json.dumps({"seconds": seconds, "rejected": summary["rejected"]}),
-          flush=True)
+    summary = json.loads((out / "examples" / "ingest.json").read_text())
+    print("RESULT " + json.dumps({"seconds": seconds, "rejected": summary["rejected"],
+                                  "codes": codes}), flush=True)
     os._exit(0)  # Beam + tf.Transform may crash in interpreter teardown
 
 

@@ -187,9 +187,13 @@ def test_split_is_deterministic_across_runs_and_processes(tmp_path):
 
 def test_split_does_not_depend_on_how_the_runner_bundles_work(tmp_path):
     # Another runner configuration (two worker threads): other bundles and shards, the same rows
-    # in each split.
-    _group_csv(tmp_path / "data.csv")
-    pipeline = make_pipeline("data.csv")
+    # in each split, and every rejected row in the one rejected-rows file.
+    (tmp_path / "data").mkdir()
+    for name in ("a", "b"):
+        path = _group_csv(tmp_path / "data" / f"{name}.csv", n=150)
+        with open(path, "ab") as out:
+            out.write(b"bad,row\nr9,1.0,not-an-int,red,1,x\n")
+    pipeline = make_pipeline("data/*.csv", max_rejected_fraction=0.1)
     ingest.run(pipeline, tmp_path / "a", source_root=tmp_path)
     ingest.run(pipeline, tmp_path / "b", source_root=tmp_path, beam_options=[
         "--direct_num_workers=2", "--direct_running_mode=multi_threading"])
@@ -197,6 +201,10 @@ def test_split_does_not_depend_on_how_the_runner_bundles_work(tmp_path):
         rows = [sorted(ex.SerializeToString() for ex in read_split(tmp_path / run, split))
                 for run in ("a", "b")]
         assert rows[0] == rows[1] and rows[0]
+    for run in ("a", "b"):
+        lines = (tmp_path / run / Files.REJECTED).read_text().splitlines()
+        assert sorted((json.loads(r)["file"][-5:], json.loads(r)["line"]) for r in lines) == [
+            ("a.csv", 152), ("a.csv", 153), ("b.csv", 152), ("b.csv", 153)]
 
 
 def test_shards_and_gzip_level_are_options(tmp_path):
