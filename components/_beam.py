@@ -9,8 +9,13 @@ Beam's, configured by the same options; ``estflow preprocess`` checks them befor
 
 from __future__ import annotations
 
+import argparse
 import gc
+import os
 import shlex
+import sys
+import traceback
+from collections.abc import Callable
 from collections.abc import Sequence
 
 import apache_beam as beam
@@ -18,7 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-__all__ = ["LOCAL_RUNNERS", "new_pipeline", "split_options", "freeze_imports"]
+__all__ = ["LOCAL_RUNNERS", "new_pipeline", "split_options", "freeze_imports",
+           "add_step_arguments", "main_and_exit"]
 
 LOCAL_RUNNERS = (None, "FnApiRunner", "DirectRunner")
 
@@ -45,3 +51,37 @@ def freeze_imports() -> None:
     step's entry point, the edge of the process; never by library code.
     """
     gc.freeze()
+
+
+def add_step_arguments(parser: argparse.ArgumentParser, default_gzip_level: int, *,
+                       reads_source: bool) -> None:
+    """The arguments the Beam steps share: output encoding and Beam options, plus the source
+    root for the steps that read the declared source."""
+    if reads_source:
+        parser.add_argument("--source-root", default=None,
+                            help="directory (or module:pkg.mod) relative source paths resolve to")
+    parser.add_argument("--gzip-level", type=int, default=default_gzip_level,
+                        choices=range(1, 10), help="1 fastest (default), 9 smallest")
+    parser.add_argument("--num-shards", type=int, default=0)
+    parser.add_argument("--beam-options", default=None,
+                        help="Beam pipeline options as one string (also accepted as extra "
+                        "arguments), e.g. \"--runner=DataflowRunner --project=P ...\"")
+
+
+def main_and_exit(main: Callable[[], int]) -> None:
+    """Run ``main``, then leave with ``os._exit``.
+
+    Beam + tf.Transform can segfault in interpreter teardown after all work is done
+    (DESIGN.md). Every output is written and closed before ``main`` returns, so skipping the
+    teardown loses nothing and keeps a healthy run from exiting with a crash code.
+    """
+    try:
+        code = main()
+    except SystemExit as exit_:  # argparse errors and --help
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report, then exit without teardown
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

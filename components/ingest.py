@@ -83,14 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
     parser.add_argument("--examples", required=True, help="output examples directory")
-    parser.add_argument("--source-root", default=None,
-                        help="directory (or module:pkg.mod) relative source paths resolve to")
-    parser.add_argument("--gzip-level", type=int, default=DEFAULT_GZIP_LEVEL,
-                        choices=range(1, 10), help="1 fastest (default), 9 smallest")
-    parser.add_argument("--num-shards", type=int, default=0)
-    parser.add_argument("--beam-options", default=None,
-                        help="Beam pipeline options as one string (also accepted as extra "
-                        "arguments), e.g. \"--runner=DataflowRunner --project=P ...\"")
+    _beam.add_step_arguments(parser, DEFAULT_GZIP_LEVEL, reads_source=True)
     args, extra = parser.parse_known_args(argv)
     pipeline = _runtime.load_pipeline(args.spec)
     _beam.freeze_imports()

@@ -19,9 +19,7 @@ data that did not pass) and the step fails, pointing to the rejected rows.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 
 from estflow.components import _runtime
 from estflow.components._ingest_report import IngestError
@@ -86,14 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
     parser.add_argument("--examples", required=True, help="output: raw examples directory")
     parser.add_argument("--transformed", required=True, help="output: transformed directory")
-    parser.add_argument("--source-root", default=None,
-                        help="directory (or module:pkg.mod) relative source paths resolve to")
-    parser.add_argument("--gzip-level", type=int, default=DEFAULT_GZIP_LEVEL,
-                        choices=range(1, 10), help="1 fastest (default), 9 smallest")
-    parser.add_argument("--num-shards", type=int, default=0)
-    parser.add_argument("--beam-options", default=None,
-                        help="Beam pipeline options as one string (also accepted as extra "
-                        "arguments)")
+    _beam.add_step_arguments(parser, DEFAULT_GZIP_LEVEL, reads_source=True)
     args, extra = parser.parse_known_args(argv)
     pipeline = _runtime.load_pipeline(args.spec)
     _beam.freeze_imports()
@@ -108,20 +99,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _main_and_exit() -> None:
-    """Run :func:`main`, then ``os._exit`` (Beam + tf.Transform can crash in interpreter
-    teardown after every output is written; see ``transform``)."""
-    try:
-        code = main()
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except BaseException:  # noqa: BLE001 - report, then exit without teardown
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _main_and_exit()
+    _beam.main_and_exit(main)
