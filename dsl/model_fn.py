@@ -42,6 +42,12 @@ def _is_tensor(value: Any) -> bool:
     return hasattr(value, "dtype") and hasattr(value, "shape")
 
 
+def _describe(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of {[type(v).__name__ for v in value]}"
+    return type(value).__name__
+
+
 def _rank(value: Any) -> int | None:
     """Static rank of a tensor-like, None when unknown."""
     shape = value.shape
@@ -52,8 +58,13 @@ def _rank(value: Any) -> int | None:
 
 
 def _is_metric(value: Any) -> bool:
-    """A Keras (or tf_keras) metric object."""
-    return hasattr(value, "update_state") and hasattr(value, "result")
+    """A Keras (or tf_keras) metric object, or a TF 1 ``(value, update_op)`` pair (what
+    ``tf.compat.v1.metrics.*`` return): a value tensor and an update tensor whose value is the
+    metric after the update."""
+    if hasattr(value, "update_state") and hasattr(value, "result"):
+        return True
+    return isinstance(value, (tuple, list)) and len(value) == 2 and all(
+        _is_tensor(v) for v in value)
 
 
 def _is_optimizer(value: Any) -> bool:
@@ -110,8 +121,9 @@ class EstimatorSpec:
         loss: a scalar tensor.
         train_op: an op or tensor that applies one training update (TRAIN).
         eval_metric_ops: ``{name: metric}``, Keras metric objects whose ``update_state`` the
-            model_fn called. (TF 1 ``(value, update_op)`` pairs from ``tf.compat.v1.metrics``
-            cannot run in TF 2 functions and are rejected.)
+            model_fn called, or TF 1 ``(value, update_op)`` pairs as ``tf.compat.v1.metrics``
+            return them (``update_op`` a tensor whose value is the metric after the update;
+            a ``tf.group`` op is rejected: it has no value to read).
         export_outputs: ``{signature name: output}`` for the export (informational).
         optimizer: a Keras optimizer, or a sequence of ``(optimizer, variables)`` pairs
             (e.g. wide & deep: one optimizer per part). With a single optimizer the engine
@@ -182,8 +194,9 @@ class EstimatorSpec:
             for name, metric in self.eval_metric_ops.items():
                 if not isinstance(name, str) or not _is_metric(metric):
                     raise DslError(f"eval_metric_ops[{name!r}]", "a Keras metric object "
-                                   "(with update_state and result; TF 1 (value, update_op) "
-                                   "pairs are not supported)", type(metric).__name__)
+                                   "(with update_state and result) or a TF 1 (value tensor, "
+                                   "update_op tensor) pair as tf.compat.v1.metrics return",
+                                   _describe(metric))
         if self.optimizer is not None and not _optimizer_ok(self.optimizer):
             raise DslError("optimizer", "a Keras optimizer or a sequence of (optimizer, "
                            "variables) pairs", type(self.optimizer).__name__)

@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from estflow.components.estimator._input_fusion import batch_first
 from estflow.dsl.model_fn import EstimatorSpec
 
 __all__ = ["ModelFn", "call_input_fn", "split_element"]
@@ -83,7 +84,8 @@ class ModelFn:
 
 def call_input_fn(input_fn: Callable, params: dict | None, config: Any) -> tf.data.Dataset:
     """Call an input_fn (passing ``params``/``config`` when it names them); it must return a
-    ``tf.data.Dataset``."""
+    ``tf.data.Dataset``. An in-memory slice→batch pipeline is read batch-first unless
+    ``config.optimize_input`` is False (:mod:`._input_fusion`)."""
     names, _ = _keywords(input_fn)
     kwargs = {}
     if "params" in names:
@@ -94,6 +96,8 @@ def call_input_fn(input_fn: Callable, params: dict | None, config: Any) -> tf.da
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"input_fn {_name(input_fn)} must return a tf.data.Dataset of "
                         f"(features, labels) or of features; returned {type(dataset).__name__}")
+    if getattr(config, "optimize_input", False):
+        dataset, _ = batch_first(dataset)
     return dataset
 
 

@@ -46,6 +46,7 @@ class Evaluator:
         with tf.init_scope():
             self._loss_sum = tf.Variable(0.0, trainable=False, name="eval_loss_sum")
             self._batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="eval_batches")
+        self._pair_values: dict[str, tf.Variable] = {}  # TF 1 pairs: value after each update
         self._fn = tf.function(self._run, autograph=False)
 
     def _call(self, features, labels) -> tf.Tensor:
@@ -53,9 +54,31 @@ class Evaluator:
             spec = self._model_fn(features, labels, ModeKeys.EVAL)
         # A trace-time side effect: the metric objects of the latest trace (every trace's
         # objects read the same store variables).
-        self._metrics = dict(spec.eval_metric_ops or {})
+        metrics = dict(spec.eval_metric_ops or {})
+        for name, metric in metrics.items():
+            if isinstance(metric, (tuple, list)):
+                metrics[name] = self._track_pair(name, metric[1])
+        self._metrics = metrics
         self._spec_hooks = tuple(spec.evaluation_hooks)
         return tf.cast(spec.loss, tf.float32)
+
+    def _track_pair(self, name: str, update_op: tf.Tensor) -> tf.Variable:
+        """A TF 1 ``(value, update_op)`` metric: the update runs with the batch (a stateful op
+        of the traced step) and its value, the metric after this batch, is kept in a variable
+        read once evaluation ends. (``value`` itself cannot be read outside the trace, and in
+        the trace it reads the state before the batch's update.)"""
+        update = tf.convert_to_tensor(update_op)
+        if not update.shape.is_fully_defined():
+            raise ValueError(f"eval_metric_ops[{name!r}]: expected an update_op of static "
+                             f"shape (its value is the metric); received shape {update.shape}")
+        kept = self._pair_values.get(name)
+        if kept is None or kept.shape != update.shape or kept.dtype != update.dtype:
+            with tf.init_scope():
+                kept = tf.Variable(tf.zeros(update.shape, update.dtype), trainable=False,
+                                   name=f"eval_metric_{len(self._pair_values)}")
+            self._pair_values[name] = kept
+        kept.assign(update)
+        return kept
 
     def _run(self, iterator, n):
         """Evaluate up to ``n`` more batches; returns how many ran."""
@@ -96,7 +119,9 @@ class Evaluator:
         return self._results()
 
     def _results(self) -> dict[str, Any]:
-        results = {name: to_python(metric.result()) for name, metric in self._metrics.items()}
+        results = {name: to_python(metric.numpy() if isinstance(metric, tf.Variable)
+                                    else metric.result())
+                   for name, metric in self._metrics.items()}
         results["loss"] = float(self._loss_sum.numpy()) / max(int(self._batches.numpy()), 1)
         return results
 

@@ -58,6 +58,10 @@ class RunConfig:
             summaries and logs happen at loop boundaries.
         cluster: this process's cluster (``distribute.ClusterSpec`` from TF_CONFIG); None is
             a single local task.
+        optimize_input: estflow: read an input_fn's in-memory
+            ``from_tensor_slices(...).batch(...)`` pipeline batch-first (the same batches in
+            the same order, without slicing rows; see ``_input_fusion.py``). False keeps
+            every dataset exactly as the input_fn built it.
 
     Example:
         >>> RunConfig(save_checkpoints_steps=100).save_checkpoints_secs is None
@@ -81,6 +85,7 @@ class RunConfig:
     eval_distribute: Any = None
     steps_per_loop: int = 50
     cluster: Any = None
+    optimize_input: bool = True
 
     def __post_init__(self) -> None:
         steps, secs = self.save_checkpoints_steps, self.save_checkpoints_secs
@@ -102,6 +107,9 @@ class RunConfig:
             raise ValueError("Received an invalid value for `keep_checkpoint_max`, expected an "
                              "integer >= 0 or None. Received: "
                              f"keep_checkpoint_max={self.keep_checkpoint_max!r}")
+        if not isinstance(self.optimize_input, bool):
+            raise ValueError("Received an invalid value for `optimize_input`, expected True or "
+                             f"False. Received: optimize_input={self.optimize_input!r}")
         seed = self.tf_random_seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError("Received an invalid value for `tf_random_seed`, expected an "

@@ -3,9 +3,11 @@
 The machine is shared and noisy, so every comparison is a ratio of medians over interleaved
 rounds measured in this same run, never an absolute figure.
 
-* train: estflow's DNNClassifier vs the original tf.estimator.DNNClassifier (TF 2.15, in its
-  own venv: ``~/venv-tf215`` or ``$ESTFLOW_TF215_PYTHON``; skipped with a note when missing)
-  and Keras 3 ``model.fit`` (TF 2.21), the anchors in ``../shared/anchors``.
+* train: estflow's DNNClassifier (the anchor program ported by changing imports, with the
+  input read batch-first and as built; and a pipeline's DSL declaration) vs the original
+  tf.estimator.DNNClassifier (TF 2.15, in its own venv: ``~/venv-tf215`` or
+  ``$ESTFLOW_TF215_PYTHON``; skipped with a note when missing) and Keras 3 ``model.fit``
+  (TF 2.21), the anchors in ``../shared/anchors``; plus the anchors' input pipeline alone.
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
 * serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
@@ -41,9 +43,25 @@ def _run(cmd: list[str], cwd: Path) -> str:
     return out.stdout
 
 
+ESTFLOW = ("estflow_port", "estflow_port_as_built", "estflow_dsl")
+ANCHOR_NAMES = ("tf_estimator_2.15", "keras_fit")
+
+
 def _train_contenders() -> dict[str, list[str]]:
-    contenders = {"estflow": [sys.executable, str(HERE / "bench_train.py")],
-                  "keras_fit": [sys.executable, str(ANCHORS / "bench_keras_tf221.py")]}
+    """What runs, by name. estflow_port is the anchor program with its imports changed
+    (bench_estimator_port.py); _as_built trains on the input_fn's dataset exactly as built
+    (RunConfig(optimize_input=False)); estflow_dsl is a pipeline's DNNClassifier declaration
+    over ids (bench_train.py); tf_data_* time the input pipeline alone (bench_input.py)."""
+    py = sys.executable
+    contenders = {
+        "estflow_port": [py, str(HERE / "bench_estimator_port.py")],
+        "estflow_port_as_built": [py, str(HERE / "bench_estimator_port.py"),
+                                  "--no-optimize-input"],
+        "estflow_dsl": [py, str(HERE / "bench_train.py")],
+        "keras_fit": [py, str(ANCHORS / "bench_keras_tf221.py")],
+        "tf_data_as_built": [py, str(HERE / "bench_input.py")],
+        "tf_data_batch_first": [py, str(HERE / "bench_input.py"), "--batch-first"],
+    }
     if TF215.exists():
         contenders["tf_estimator_2.15"] = [str(TF215), str(ANCHORS / "bench_estimator_tf215.py")]
     else:
@@ -60,20 +78,20 @@ def bench_train(rounds: int) -> None:
             line = _run(cmd, ANCHORS).strip().splitlines()[-1]
             total, steady = float(_TOTAL.search(line)[1]), float(_STEADY.search(line)[1])
             results[name].append((total, steady))
-            print(f"  round {r + 1} {name:<18} steady {steady:>9.0f} ex/s  train() {total:5.1f}s",
+            print(f"  round {r + 1} {name:<22} steady {steady:>9.0f} ex/s  total {total:5.1f}s",
                   flush=True)
     med = {n: (statistics.median(t for t, _ in v), statistics.median(s for _, s in v))
            for n, v in results.items()}
     print("\ntrain (DNN [64,32], batch 256, 2,000 steps; medians of "
-          f"{rounds} interleaved rounds)")
-    print(f"{'':<20}{'steady ex/s':>12}{'train() s':>11}")
+          f"{rounds} interleaved rounds; tf_data_* iterate the input alone, no model)")
+    print(f"{'':<24}{'steady ex/s':>12}{'total s':>9}")
     for name, (total, steady) in med.items():
-        print(f"{name:<20}{steady:>12.0f}{total:>11.1f}")
-    est_total, est_steady = med["estflow"]
-    for anchor in (n for n in med if n != "estflow"):
-        total, steady = med[anchor]
-        print(f"estflow / {anchor}: steady-state {est_steady / steady:.2f}x, "
-              f"train() wall {est_total / total:.2f}x of the anchor's")
+        print(f"{name:<24}{steady:>12.0f}{total:>9.1f}")
+    for ours in (n for n in ESTFLOW if n in med):
+        for anchor in (n for n in ANCHOR_NAMES if n in med):
+            total, steady = med[anchor]
+            print(f"{ours} / {anchor}: steady-state {med[ours][1] / steady:.2f}x, "
+                  f"train() wall {med[ours][0] / total:.2f}x of the anchor's")
 
 
 def bench_script(name: str, args: list[str]) -> None:
