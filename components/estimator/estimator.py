@@ -193,7 +193,7 @@ class Estimator:
         self._synced = count
 
     def _warm_start(self) -> None:
-        path = warm_start(self.variables(), self._warm_start_from)
+        path = warm_start(self.variables(), self._warm_start_from, self._optimizers)
         self._warm_started = True
         self._progress(f"warm-started variables from {path}")
 

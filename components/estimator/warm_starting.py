@@ -8,7 +8,13 @@ Variable names are the checkpoint names ``Estimator.get_variable_names()`` lists
   ``001_bias``, ``002_embeddings``, ...). The order is the model_fn's, so it is the same in
   every run of the same model_fn.
 - ``store/train/NNN``: variables only TRAIN creates (e.g. an optimizer built in the model_fn).
-- ``global_step`` and ``optimizers/...`` (the engine's optimizer state) are never warm-started.
+- ``optimizers/...``: the engine's optimizer state (slots such as Adagrad accumulators, and
+  the iteration count). Warm-started only when ``vars_to_warm_start`` is a *list* with a regex
+  matching ``"optimizers/"`` (``[".*"]`` does): then all of it, from an estflow checkpoint of
+  the same model_fn (same optimizers, same variables), restored as one object graph; a source
+  without optimizer state, or with different optimizers, is an error. Continuing a
+  retraining schedule with it keeps Adagrad/Adam/FTRL step sizes where the last run left them.
+- ``global_step`` is never warm-started: the new run counts from 0.
 
 Warm starting happens once, when ``train`` first runs on a model_dir without a checkpoint;
 afterwards the model_dir's own checkpoints win. The source may be an estflow checkpoint or
@@ -84,7 +90,8 @@ class WarmStartSettings:
             latest checkpoint.
         vars_to_warm_start: a regex (matched from the start of the name) selecting
             *trainable* variables (default ``".*"``: all of them); a list of regexes selecting
-            any model variable (non-trainable ones too, e.g. batch-norm statistics); None: none.
+            any model variable (non-trainable ones too, e.g. batch-norm statistics) and, when
+            one matches ``"optimizers/"``, the optimizer state; None: none.
         var_name_to_vocab_info: ``{variable name: VocabInfo}`` for vocabulary remapping.
         var_name_to_prev_var_name: ``{variable name: name in the source checkpoint}``.
 
@@ -151,13 +158,36 @@ def _source_key(names: set[str], prev: str) -> str | None:
     return None
 
 
-def warm_start(variables: Mapping[str, tf.Variable], settings: WarmStartSettings) -> str:
-    """Assign the selected ``variables`` (by checkpoint name) from the settings' checkpoint;
-    returns that checkpoint's path.
+def _wants_optimizers(wanted) -> bool:
+    return isinstance(wanted, tuple) and any(re.match(w, "optimizers/") for w in wanted)
+
+
+def _warm_start_optimizers(optimizers: tf.Module, path: str, names: set[str]) -> None:
+    """Restore the engine's whole optimizer state from ``path`` by object graph."""
+    if not any(n.startswith("optimizers/") for n in names):
+        raise ValueError(f"Cannot warm-start the optimizer state from {path}: expected an "
+                         "estflow checkpoint with optimizer state (optimizers/...); it has "
+                         "none. Drop the regex matching 'optimizers/' from vars_to_warm_start "
+                         "to warm-start the model only")
+    status = tf.train.Checkpoint(optimizers=optimizers).read(path)
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as err:
+        raise ValueError(f"Cannot warm-start the optimizer state from {path}: expected the "
+                         "same optimizers and variables as this model_fn's; "
+                         f"{str(err).splitlines()[0]}") from None
+    status.expect_partial()
+
+
+def warm_start(variables: Mapping[str, tf.Variable], settings: WarmStartSettings,
+               optimizers: tf.Module | None = None) -> str:
+    """Assign the selected ``variables`` (by checkpoint name) from the settings' checkpoint,
+    and the engine's ``optimizers`` state when selected; returns that checkpoint's path.
 
     Raises:
         ValueError: a selected variable (or a mapped name) is not in the checkpoint, shapes
             differ, or mapping keys name no selected variable; the message lists them all.
+            Optimizer state selected but absent from, or different in, the checkpoint.
     """
     path = _checkpoint_path(settings.ckpt_to_initialize_from)
     reader = tf.train.load_checkpoint(path)
@@ -191,6 +221,8 @@ def warm_start(variables: Mapping[str, tf.Variable], settings: WarmStartSettings
     for var, key, vocab in plan:
         value = reader.get_tensor(key)
         var.assign(value if vocab is None else _remap(var, value, vocab))
+    if optimizers is not None and _wants_optimizers(settings.vars_to_warm_start):
+        _warm_start_optimizers(optimizers, path, set(shapes))
     return path
 
 

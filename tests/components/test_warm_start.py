@@ -126,3 +126,30 @@ def test_tf1_checkpoint_with_rename_and_vocabulary_remap(tmp_path):
                                          r"store/model/000_emb \[4, 2\]"):
         fx.estimator(tmp_path / "mismatch", warm_start_from=mismatch).train(fx.train_input_fn,
                                                                             steps=1)
+
+
+def test_a_list_matching_optimizers_also_warm_starts_the_optimizer_state(previous, tmp_path):
+    """Continuing a schedule: Adagrad's accumulators (and iteration count) carry over."""
+    settings = WarmStartSettings(previous.model_dir, vars_to_warm_start=[".*"])
+    est = fx.estimator(tmp_path, warm_start_from=settings)
+    seen = _first_values(est)
+    assert seen["global_step"] == 0
+    names = [n for n in previous.get_variable_names() if n.startswith("optimizers/")]
+    accumulators = [n for n in names if "/_variables/" in n]
+    assert accumulators
+    # The new run took 1 step from the warm-started state: its accumulators are the previous
+    # run's plus one update (Adagrad accumulators only grow), never the fresh 0.1 start.
+    for name in accumulators:
+        prev, now = previous.get_variable_value(name), est.get_variable_value(name)
+        assert np.all(now >= prev) and not np.allclose(now, 0.1), name
+    iterations = "optimizers/optimizers/0/_iterations"
+    assert est.get_variable_value(iterations) == previous.get_variable_value(iterations) + 1
+
+
+def test_optimizer_state_from_a_checkpoint_without_it_is_an_error(tmp_path):
+    saver = tf.compat.v1.train.Saver(var_list={"w": tf.Variable(np.zeros((2, 1), "float32"))})
+    ckpt = saver.save(None, str(tmp_path / "old" / "model.ckpt"), global_step=1)
+    settings = WarmStartSettings(ckpt, vars_to_warm_start=["optimizers/.*"])
+    with pytest.raises(ValueError, match=r"optimizer state .*has none.*Drop the regex"):
+        fx.estimator(tmp_path / "new", warm_start_from=settings).train(fx.train_input_fn,
+                                                                       steps=1)
