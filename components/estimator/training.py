@@ -1,12 +1,24 @@
-"""``train_and_evaluate`` with its ``TrainSpec`` and ``EvalSpec`` (tf.estimator's, local mode).
+"""``train_and_evaluate`` with its ``TrainSpec`` and ``EvalSpec`` (tf.estimator's).
 
-One ``Estimator.train`` call runs the whole schedule. Evaluation hangs on checkpoints (a
-saving listener, as in tf.estimator): after a checkpoint is saved, the model is evaluated on
-``EvalSpec.input_fn`` if ``start_delay_secs`` have passed since training started (first
-evaluation) or ``throttle_secs`` since the previous evaluation started; the final checkpoint is
-always evaluated. Every evaluation is followed by the exporters (``model_dir/export/<name>/``),
-given the evaluation's result. The checkpoint cadence comes from the RunConfig
-(``save_checkpoints_steps`` or ``save_checkpoints_secs``): no checkpoint, no evaluation.
+Local mode (no cluster, or a cluster without an ``evaluator`` task): one ``Estimator.train``
+call runs the whole schedule. Evaluation hangs on checkpoints (a saving listener, as in
+tf.estimator): after a checkpoint is saved, the model is evaluated on ``EvalSpec.input_fn`` if
+``start_delay_secs`` have passed since training started (first evaluation) or
+``throttle_secs`` since the previous evaluation started; the final checkpoint is always
+evaluated. Every evaluation is followed by the exporters (``model_dir/export/<name>/``), given
+the evaluation's result. The checkpoint cadence comes from the RunConfig
+(``save_checkpoints_steps`` or ``save_checkpoints_secs``): no checkpoint, no evaluation. Under
+a multi-worker strategy only the chief evaluates and exports; other workers just train.
+
+Distributed mode, by this process's task (``RunConfig.cluster``, parsed from TF_CONFIG):
+
+- ``chief`` / ``worker``: train; when the cluster has an ``evaluator`` task, no evaluation
+  here (that task does it), as in tf.estimator;
+- ``evaluator``: wait ``start_delay_secs``, then evaluate every new checkpoint in
+  ``model_dir`` (at most one per ``throttle_secs``; only the newest when several appeared
+  meanwhile), run the exporters after each, and return once a checkpoint at
+  ``TrainSpec.max_steps`` was evaluated (with ``max_steps=None`` it runs until stopped);
+- ``ps`` (and a parameter-server strategy's ``worker``): serve the chief until stopped.
 
 These specs hold live objects (input_fns, hooks, exporters). Pipelines declare the
 serialisable :class:`estflow.dsl.TrainSpec` / :class:`estflow.dsl.EvalSpec` instead, which the
@@ -29,6 +41,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import tensorflow as tf
+
+from estflow.components.estimator import distribute
 from estflow.components.estimator._driver import as_hooks
 from estflow.components.estimator._driver import as_listeners
 from estflow.components.estimator.estimator import Estimator
@@ -167,11 +182,12 @@ class _Evaluations(CheckpointSaverListener):
         if global_step_value != self._last_step:
             self.evaluate(global_step_value)
 
-    def evaluate(self, step: int) -> None:
-        """Evaluate the latest checkpoint (of ``step``), then run the exporters."""
+    def evaluate(self, step: int, checkpoint: str | None = None) -> None:
+        """Evaluate ``checkpoint`` (default: the latest, of ``step``), then run the
+        exporters."""
         estimator, spec = self._estimator, self._spec
         self._last_start, self._last_step = time.monotonic(), step
-        checkpoint = estimator.latest_checkpoint()
+        checkpoint = checkpoint or estimator.latest_checkpoint()
         if checkpoint is None:  # training stopped before its first checkpoint
             return
         self.eval_result = estimator.evaluate(spec.input_fn, steps=spec.steps, hooks=spec.hooks,
@@ -206,10 +222,46 @@ def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec,
     if not isinstance(eval_spec, EvalSpec):
         raise TypeError(f"Expected eval_spec to be an EvalSpec; received "
                         f"{type(eval_spec).__name__}")
+    config = estimator.config
+    cluster = config.cluster if isinstance(config.cluster, distribute.ClusterSpec) else None
+    strategy = config.train_distribute
+    role = distribute.task_role(strategy if isinstance(strategy, str) else None, cluster)
     evaluations = _Evaluations(estimator, eval_spec, train_spec.max_steps)
+    if role == "serve":
+        distribute.serve(cluster)  # returns only if the server stops
+        return None, []
+    if role == "evaluate":
+        return _evaluate_continuously(evaluations, estimator, eval_spec, train_spec.max_steps)
+    evaluates_here = config.is_chief and not (cluster and cluster.jobs.get("evaluator"))
     estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
                     max_steps=train_spec.max_steps,
-                    saving_listeners=train_spec.saving_listeners + (evaluations,))
-    if evaluations.eval_result is None:  # nothing trained (max_steps already reached)
+                    saving_listeners=train_spec.saving_listeners
+                    + ((evaluations,) if evaluates_here else ()))
+    if evaluates_here and evaluations.eval_result is None:  # nothing trained: at max_steps
         evaluations.evaluate(estimator.global_step)
+    return evaluations.eval_result, evaluations.export_results
+
+
+def _step_of(checkpoint: str) -> int:
+    return int(tf.train.load_variable(checkpoint, "global_step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def _evaluate_continuously(evaluations: _Evaluations, estimator: Estimator, spec: EvalSpec,
+                           max_steps: int | None) -> tuple[dict | None, list]:
+    """The evaluator task: every new checkpoint of the chief's model_dir, until max_steps."""
+    progress = estimator._progress  # noqa: SLF001 (the Estimator's own progress sink)
+    if spec.start_delay_secs:
+        progress(f"evaluator: waiting start_delay_secs={spec.start_delay_secs}s")
+        time.sleep(spec.start_delay_secs)
+    progress(f"evaluator: watching {estimator.model_dir} for checkpoints"
+             + (f" up to step {max_steps}" if max_steps is not None else ""))
+    for checkpoint in tf.train.checkpoints_iterator(estimator.model_dir,
+                                                    min_interval_secs=spec.throttle_secs):
+        step = _step_of(checkpoint)  # the newest when it was yielded: older ones are skipped
+        evaluations.evaluate(step, checkpoint)
+        progress(f"evaluator: step {step}: " + ", ".join(
+            f"{k}={v:.4g}" for k, v in (evaluations.eval_result or {}).items()
+            if isinstance(v, float)))
+        if max_steps is not None and step >= max_steps:
+            break
     return evaluations.eval_result, evaluations.export_results

@@ -1,7 +1,9 @@
 """train_and_evaluate (throttled evaluations after checkpoints, exporters, final evaluation),
 TrainSpec/EvalSpec/RunConfig validation, checkpoint cadence and early stopping."""
 
+import json
 import os
+import threading
 import time
 
 import pytest
@@ -19,6 +21,7 @@ from estflow.components.estimator import stop_if_no_decrease_hook
 from estflow.components.estimator import stop_if_no_increase_hook
 from estflow.components.estimator import train_and_evaluate
 from estflow.components.estimator._reporting import write_scalars
+from estflow.components.estimator.distribute import parse_tf_config
 from estflow.components.estimator.hooks import SessionRunContext
 from estflow.components.estimator.hooks import SessionRunValues
 from tests.components import _hook_fixtures as fx
@@ -175,3 +178,34 @@ def test_estimator_config_model_dir_and_secs_cadence(tmp_path):
     final_only = fx.estimator(tmp_path / "c", config=both_none)
     final_only.train(fx.train_input_fn, max_steps=12)
     assert fx.checkpoint_steps(tmp_path / "c") == [12]
+
+
+def _cluster(task_type):
+    return parse_tf_config(json.dumps({
+        "cluster": {"chief": ["localhost:1"], "evaluator": ["localhost:2"]},
+        "task": {"type": task_type, "index": 0}}))
+
+
+def test_distributed_roles_chief_trains_and_the_evaluator_task_evaluates(tmp_path):
+    """TF_CONFIG with an evaluator task: the chief only trains; the evaluator (here a thread
+    of this process, sharing model_dir as pods share a bucket; no server is needed, it only
+    reads checkpoints) evaluates new checkpoints and exports until max_steps."""
+    base = RunConfig(save_checkpoints_steps=10, save_summary_steps=10, steps_per_loop=5)
+    chief = fx.estimator(tmp_path, config=base.replace(save_checkpoints_steps=10,
+                                                       cluster=_cluster("chief")))
+    evaluator = fx.estimator(tmp_path, config=base.replace(save_checkpoints_steps=10,
+                                                           cluster=_cluster("evaluator")))
+    eval_spec = EvalSpec(fx.eval_input_fn, steps=None, start_delay_secs=0, throttle_secs=0,
+                         exporters=LatestExporter("latest", fx.receiver_fn))
+    train_spec = TrainSpec(fx.train_input_fn, max_steps=30)
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(
+        result=train_and_evaluate(evaluator, train_spec, eval_spec)), daemon=True)
+    thread.start()
+    assert train_and_evaluate(chief, train_spec, eval_spec) == (None, [])
+    thread.join(timeout=180)
+    assert not thread.is_alive(), "the evaluator did not stop at max_steps"
+    result, exports = out["result"]
+    assert result["global_step"] == 30
+    assert evaluated_steps(evaluator)[-1] == 30
+    assert len(exports) == 1 and os.path.isdir(exports[0])
