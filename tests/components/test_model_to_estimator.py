@@ -118,8 +118,72 @@ def test_keras_model_path_and_argument_errors(tmp_path):
     subclassed.compile(optimizer="sgd", loss="mse")
     with pytest.raises(ValueError, match="subclassed or unbuilt"):
         model_to_estimator(subclassed)
-    x = keras.Input((2,))
-    two = keras.Model(x, [keras.layers.Dense(1)(x), keras.layers.Dense(1)(x)])
-    two.compile(optimizer="sgd", loss="mse")
-    with pytest.raises(ValueError, match="single-output"):
-        model_to_estimator(two)
+    x = keras.Input((2,), name="x")
+    two = keras.Model(x, [keras.layers.Dense(1, name="a")(x), keras.layers.Dense(1, name="b")(x)])
+    two.compile(optimizer="sgd", loss={"a": "mse", "c": "mse"})
+    with pytest.raises(ValueError, match=r"loss keyed by the model's outputs \['a', 'b'\].*'c'"):
+        model_to_estimator(two, model_dir=str(tmp_path / "two"), progress=lambda m: None).train(
+            lambda: tf.data.Dataset.from_tensor_slices(
+                ({"x": np.zeros((4, 2), "float32")},
+                 {"a": np.zeros((4, 1)), "b": np.zeros((4, 1))})).batch(2), steps=1)
+
+
+def _two_headed(outputs_as_dict: bool):
+    """Click (binary, from logits) and amount (regression) heads over a shared layer."""
+    x = keras.Input((2,), name="x")
+    shared = keras.layers.Dense(16, activation="relu")(x)
+    click = keras.layers.Dense(1, name="click")(shared)
+    amount = keras.layers.Dense(1, name="amount")(shared)
+    outputs = {"click": click, "amount": amount} if outputs_as_dict else [click, amount]
+    model = keras.Model(x, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.03),
+                  loss={"click": keras.losses.BinaryCrossentropy(from_logits=True),
+                        "amount": "mse"},
+                  loss_weights={"click": 1.0, "amount": 0.5},
+                  metrics={"click": [keras.metrics.BinaryAccuracy(threshold=0.0,
+                                                                  name="accuracy")],
+                           "amount": ["mae"]})
+    return model
+
+
+def _two_headed_data(labels_as_list: bool = False):
+    x, y = fx.X, fx.Y
+    amount = (2.0 * x[:, :1] - x[:, 1:]).astype("float32")
+    labels = (y, amount) if labels_as_list else {"click": y, "amount": amount}
+    return x, labels
+
+
+@pytest.mark.parametrize("outputs_as_dict", [False, True])
+def test_multi_output_model_trains_each_head_and_names_metrics_per_output(tmp_path,
+                                                                          outputs_as_dict):
+    x, labels = _two_headed_data()
+    est = _estimator(_two_headed(outputs_as_dict), tmp_path / "m")
+    train = lambda: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        ({"x": x}, labels)).repeat().batch(32)
+    evaluate = lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, labels)).batch(64)  # noqa: E731
+    est.train(train, max_steps=150)
+    metrics = est.evaluate(evaluate)
+    assert set(metrics) == {"click_accuracy", "amount_mae", "loss", "global_step"}
+    assert metrics["click_accuracy"] > 0.9
+    assert metrics["amount_mae"] < 0.5 * float(np.mean(np.abs(labels["amount"])))
+    predictions = next(est.predict(lambda: tf.data.Dataset.from_tensor_slices(
+        {"x": x[:8]}).batch(8), yield_single_examples=False))
+    assert set(predictions) == {"click", "amount"}
+    # The loss is the weighted sum: recompute it from the predictions on all rows.
+    outputs = next(est.predict(lambda: tf.data.Dataset.from_tensor_slices(
+        {"x": x}).batch(len(x)), yield_single_examples=False))
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)(labels["click"], outputs["click"])
+    mse = keras.losses.MeanSquaredError()(labels["amount"], outputs["amount"])
+    assert metrics["loss"] == pytest.approx(float(bce) + 0.5 * float(mse), rel=0.05)
+
+
+def test_multi_output_labels_as_a_list_and_missing_labels(tmp_path):
+    x, labels = _two_headed_data(labels_as_list=True)
+    est = _estimator(_two_headed(False), tmp_path / "m")
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, labels)).batch(32),
+              max_steps=3)
+    assert est.global_step == 3
+    missing = lambda: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        ({"x": x}, {"click": labels[0]})).batch(32)
+    with pytest.raises(ValueError, match=r"labels for the model outputs .*missing \['amount'\]"):
+        est.train(missing, steps=1)
