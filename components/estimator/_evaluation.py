@@ -5,6 +5,12 @@ the iterator calls the model_fn (which updates its metrics) and sums the loss. W
 (``evaluate(hooks=...)`` or the spec's ``evaluation_hooks``) the same function runs chunks of
 ``steps_per_loop`` batches and the hooks run around each chunk. Metric variables are store
 locals: never checkpointed, reset before every evaluation.
+
+Under ``RunConfig.eval_distribute`` (:mod:`.distribute`) the iterator is distributed, the
+model_fn runs per replica, and a global batch's loss is its replicas' losses weighted by their
+example counts; metric variables are then created in the strategy's scope (``ON_READ``
+variables, summed over replicas when read). TF 1 ``(value, update_op)`` pairs are refused
+there: an update_op's value is one replica's metric, which does not combine into the whole's.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from estflow.components.estimator._driver import HookRunner
 from estflow.components.estimator._driver import HookSession
 from estflow.components.estimator._driver import as_hooks
 from estflow.components.estimator._store import VariableStore
+from estflow.components.estimator._training import _batch_size
+from estflow.components.estimator.distribute import DistributeError
+from estflow.components.estimator.distribute import Distribution
 from estflow.dsl.model_fn import ModeKeys
 
 __all__ = ["Evaluator", "Predictor", "to_python", "select_keys", "unbatch"]
@@ -38,9 +47,12 @@ def to_python(value) -> Any:
 class Evaluator:
     """Runs EVAL over a dataset and collects the model_fn's ``eval_metric_ops``."""
 
-    def __init__(self, store: VariableStore, model_fn: ModelFn) -> None:
+    def __init__(self, store: VariableStore, model_fn: ModelFn,
+                 distribution: Distribution | None = None) -> None:
         self._store = store
         self._model_fn = model_fn
+        # distribution: RunConfig.eval_distribute (none: one device).
+        self._distribution = distribution or Distribution()
         self._metrics: dict[str, Any] = {}
         self._spec_hooks: tuple = ()
         with tf.init_scope():
@@ -57,6 +69,16 @@ class Evaluator:
         metrics = dict(spec.eval_metric_ops or {})
         for name, metric in metrics.items():
             if isinstance(metric, (tuple, list)):
+                if self._distribution.strategy is not None:
+                    raise DistributeError(
+                        f"eval_metric_ops[{name!r}] is a TF 1 (value, update_op) pair, which "
+                        "eval_distribute does not support: each replica's update_op is the "
+                        "metric over that replica's examples only, and such parts do not "
+                        "combine into the metric of all examples. Expected a Keras metric "
+                        "object (e.g. keras.metrics.BinaryAccuracy() with update_state called "
+                        "in the model_fn), or eval_distribute=None. Received: "
+                        f"{type(metric).__name__} of {len(metric)} under eval_distribute="
+                        f"{type(self._distribution.strategy).__name__}")
                 metrics[name] = self._track_pair(name, metric[1])
         self._metrics = metrics
         self._spec_hooks = tuple(spec.evaluation_hooks)
@@ -87,8 +109,7 @@ class Evaluator:
             element = iterator.get_next_as_optional()
 
             def step():
-                features, labels = split_element(element.get_value())
-                self._loss_sum.assign_add(self._call(features, labels))
+                self._loss_sum.assign_add(self._batch_loss(element.get_value()))
                 self._batches.assign_add(1)
                 return tf.constant(True)
 
@@ -99,24 +120,43 @@ class Evaluator:
                                (tf.constant(0, tf.int64), tf.constant(True)))
         return ran
 
+    def _batch_loss(self, element) -> tf.Tensor:
+        """The loss of one (global) batch."""
+        if self._distribution.strategy is None:
+            features, labels = split_element(element)
+            return self._call(features, labels)
+        weighted, examples = self._distribution.sum_over_replicas(self._replica_loss, element)
+        return tf.math.divide_no_nan(weighted, examples)
+
+    def _replica_loss(self, element) -> tuple[tf.Tensor, tf.Tensor]:
+        """distribution: (loss x examples, examples) of this replica's part of the batch. A
+        replica left without examples (a short last batch) reports (0, 0), whatever its loss
+        (the mean of nothing is NaN)."""
+        features, labels = split_element(element)
+        loss = self._call(features, labels)
+        examples = tf.cast(_batch_size(features), tf.float32)
+        return tf.where(examples > 0, loss * examples, 0.0), examples
+
     def evaluate(self, dataset: tf.data.Dataset, hooks: tuple = (),
                  session: HookSession | None = None, chunk: int = 100) -> dict[str, Any]:
         """Metrics over all of ``dataset`` (unless a hook stops early): ``eval_metric_ops``
         results and the mean ``loss``."""
-        iterator = iter(dataset)
-        # Trace first: metric variables (and the spec's hooks) exist now.
-        self._fn.get_concrete_function(iterator, tf.TensorSpec([], tf.int64))
-        self._store.reset_locals(ModeKeys.EVAL)
-        self._loss_sum.assign(0.0)
-        self._batches.assign(0)
-        hooks = tuple(hooks) + as_hooks(self._spec_hooks, "evaluation_hooks")
-        if hooks:
-            self._run_with_hooks(iterator, HookRunner(hooks, session), chunk)
-        else:
-            self._fn(iterator, tf.constant(2 ** 62, tf.int64))
-        if int(self._batches.numpy()) == 0:
-            raise ValueError("evaluation input_fn produced no batches")
-        return self._results()
+        # distribution: the input split over the replicas, metric variables in the scope.
+        with self._distribution.scope():
+            iterator = self._distribution.iterator(dataset)
+            # Trace first: metric variables (and the spec's hooks) exist now.
+            self._fn.get_concrete_function(iterator, tf.TensorSpec([], tf.int64))
+            self._store.reset_locals(ModeKeys.EVAL)
+            self._loss_sum.assign(0.0)
+            self._batches.assign(0)
+            hooks = tuple(hooks) + as_hooks(self._spec_hooks, "evaluation_hooks")
+            if hooks:
+                self._run_with_hooks(iterator, HookRunner(hooks, session), chunk)
+            else:
+                self._fn(iterator, tf.constant(2 ** 62, tf.int64))
+            if int(self._batches.numpy()) == 0:
+                raise ValueError("evaluation input_fn produced no batches")
+            return self._results()
 
     def _results(self) -> dict[str, Any]:
         results = {name: to_python(metric.numpy() if isinstance(metric, tf.Variable)

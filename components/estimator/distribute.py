@@ -27,6 +27,19 @@ deleted afterwards.
 A model_fn that applies its own gradients (Estimator style, ``train_op``) under a strategy
 averages them itself, as in any TF 2 custom loop: divide the loss by
 ``tf.distribute.get_replica_context().num_replicas_in_sync`` before taking gradients.
+
+Evaluation (``RunConfig.eval_distribute``, see :func:`eval_strategy_for`) runs in this process:
+``"mirrored"`` or a ``MirroredStrategy``/``OneDeviceStrategy`` instance; the other names are
+refused. When ``train_distribute`` is set too, evaluation must use that same strategy (the model's
+variables belong to it): ``"mirrored"`` then means the training MirroredStrategy. The input_fn's
+batch is the global batch, split over the replicas (a short last batch too: replicas left
+without examples see an empty batch); each replica runs the model_fn in EVAL mode. Each global
+batch's loss is its replicas' losses weighted by their example counts, so a per-example mean
+loss (Keras losses, the heads' ``SUM_OVER_BATCH_SIZE``) equals the single-device batch loss;
+``loss`` is the mean over batches as without a strategy. Metric objects' variables (``ON_READ``
+``SUM``) are summed over replicas when read. TF 1 ``(value, update_op)`` pairs are refused: an
+update_op's value is its replica's metric over the examples that replica saw, and ratios
+(accuracy, precision, AUC) of parts do not combine into the whole's.
 """
 
 from __future__ import annotations
@@ -44,7 +57,8 @@ from typing import Any
 import tensorflow as tf
 
 __all__ = ["STRATEGIES", "DistributeError", "TaskInfo", "ClusterSpec", "parse_tf_config",
-           "strategy_name", "task_role", "strategy_for", "serve", "Distribution"]
+           "strategy_name", "task_role", "strategy_for", "eval_strategy_for", "serve",
+           "Distribution"]
 
 STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
 _TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -208,6 +222,53 @@ def strategy_for(value: str | tf.distribute.Strategy | None,
     return _BUILDERS[name](cluster)
 
 
+# Strategies evaluation runs under: one process, replicas in sync, partial batches handled by
+# the distributed dataset. (MultiWorkerMirroredStrategy would need every worker to evaluate in
+# lockstep, ParameterServerStrategy runs steps on remote workers, TPUStrategy needs static
+# shapes: none of them is supported for evaluation.)
+_EVAL_CLASSES = (tf.distribute.MirroredStrategy, tf.distribute.OneDeviceStrategy)
+_EVAL_EXPECTED = ("'mirrored', None or a tf.distribute.MirroredStrategy or OneDeviceStrategy "
+                  "instance (evaluation runs in this process)")
+
+
+def eval_strategy_for(value: str | tf.distribute.Strategy | None,
+                      train: tf.distribute.Strategy | None = None
+                      ) -> tf.distribute.Strategy | None:
+    """The strategy for ``RunConfig.eval_distribute`` (``"mirrored"``, a MirroredStrategy or
+    OneDeviceStrategy, or None), given ``train``, the strategy training runs under (or None).
+
+    The model's variables are created under ``train``; reading them under another strategy
+    fails in TensorFlow, so with both set evaluation must use ``train`` itself (``"mirrored"``
+    then names the training MirroredStrategy).
+
+    Raises:
+        DistributeError: another name or strategy, or a strategy other than ``train``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, tf.distribute.Strategy):
+        if not isinstance(value, _EVAL_CLASSES):
+            raise DistributeError(f"Received an unsupported value for `eval_distribute`, "
+                                  f"expected {_EVAL_EXPECTED}. Received: eval_distribute="
+                                  f"{type(value).__name__} instance")
+        strategy = value
+    elif value == "mirrored":
+        strategy = train if isinstance(train, tf.distribute.MirroredStrategy) \
+            else _mirrored(None)
+    else:
+        raise DistributeError(f"Received an unsupported value for `eval_distribute`, expected "
+                              f"{_EVAL_EXPECTED}. Received: eval_distribute={value!r}")
+    if train is not None and strategy is not train:
+        shown = repr(value) if isinstance(value, str) else f"{type(value).__name__} instance"
+        raise DistributeError(f"eval_distribute={shown} is not the strategy training uses "
+                              f"({type(train).__name__}): the model's variables belong to the "
+                              "training strategy and cannot be read under another one. "
+                              "Expected eval_distribute to be the train_distribute strategy "
+                              "object, 'mirrored' when training uses a MirroredStrategy, or "
+                              "None (evaluate on one device)")
+    return strategy
+
+
 # One MirroredStrategy per device set and process: every instance numbers its collective ops
 # from the same keys, so a second instance's all-reduce meets the first one's in TF's collective
 # executor ("Shape mismatch in the collective instance 100"); TF's own tests work around it by
@@ -334,6 +395,12 @@ class Distribution:
         cluster = getattr(config, "cluster", None)
         return cls(strategy_for(value, cluster if isinstance(cluster, ClusterSpec) else None))
 
+    @classmethod
+    def for_eval(cls, config: Any, train: Distribution) -> Distribution:
+        """The distribution of evaluation: ``config.eval_distribute`` (see
+        :func:`eval_strategy_for`) given the training distribution ``train``."""
+        return cls(eval_strategy_for(getattr(config, "eval_distribute", None), train.strategy))
+
     @property
     def is_chief(self) -> bool:
         """Whether this process writes model_dir (checkpoints, summaries, exports)."""
@@ -390,6 +457,15 @@ class Distribution:
         reduce = tf.distribute.ReduceOp
         return (self.strategy.reduce(reduce.MEAN, loss, axis=None),
                 self.strategy.reduce(reduce.SUM, examples, axis=None))
+
+    def sum_over_replicas(self, replica_fn: Callable, element) -> tuple:
+        """``replica_fn(element)`` (a tuple of tensors) on every replica, each output summed
+        over the replicas (evaluation: in cross-replica context, inside its function)."""
+        if self.strategy is None:
+            return tuple(replica_fn(element))
+        outputs = self.strategy.run(replica_fn, args=(element,))
+        return tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                     for value in outputs)
 
     def run_loop(self, loop: Callable, iterator, steps: int) -> tuple:
         """Call the training ``loop(iterator, n)`` for ``steps`` steps: directly, or split in

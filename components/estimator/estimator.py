@@ -126,7 +126,9 @@ class Estimator:
             keep_checkpoint_every_n_hours=self.config.keep_checkpoint_every_n_hours)
         self._trainer = Trainer(self._store, self._model_fn, self._global_step, self._optimizers,
                                 self._distribution)
-        self._evaluator = Evaluator(self._store, self._model_fn)
+        # distribution: config.eval_distribute (None: evaluate on one device).
+        self._evaluator = Evaluator(self._store, self._model_fn,
+                                    Distribution.for_eval(self.config, self._distribution))
         self._predictor = Predictor(self.predictions)
         self._synced = -1  # tracked-variable count at the last restore; -1: never restored
         self._warm_started = False

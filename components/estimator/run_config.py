@@ -53,7 +53,9 @@ class RunConfig:
         log_step_count_steps: a progress line (loss, examples/s) every N steps (None: none).
         train_distribute: a ``tf.distribute.Strategy`` or a strategy name (``"mirrored"``,
             ``"multi_worker_mirrored"``, ``"parameter_server"``, ``"tpu"``; see distribute.py).
-        eval_distribute: the same for evaluation.
+        eval_distribute: the strategy ``evaluate`` runs under, in this process: ``"mirrored"``
+            or a ``MirroredStrategy``/``OneDeviceStrategy`` instance; with ``train_distribute``
+            set, that same strategy (see ``distribute.eval_strategy_for``). None: one device.
         steps_per_loop: estflow: training steps per ``tf.function`` call; hooks, checkpoints,
             summaries and logs happen at loop boundaries.
         cluster: this process's cluster (``distribute.ClusterSpec`` from TF_CONFIG); None is
