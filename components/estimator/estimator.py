@@ -131,6 +131,7 @@ class Estimator:
                                     Distribution.for_eval(self.config, self._distribution))
         self._predictor = Predictor(self.predictions)
         self._synced = -1  # tracked-variable count at the last restore; -1: never restored
+        self._holds: str | None = None  # the checkpoint in-memory state equals (None: none)
         self._warm_started = False
         self._prediction_hooks: tuple = ()  # hooks: from the model_fn's PREDICT spec
 
@@ -190,9 +191,22 @@ class Estimator:
         latest = self.latest_checkpoint()
         if latest:
             self._checkpoint.read(latest).expect_partial()
+            self._holds = latest
         elif self._warm_start_from and not self._warm_started:
             self._warm_start()
         self._synced = count
+
+    def _refresh(self) -> None:
+        """Load the latest checkpoint when another writer (another process: the chief of a
+        distributed run, a second Estimator on the same model_dir) saved one after the state
+        this object holds, as tf.estimator re-read it on every call. A non-chief worker keeps
+        its in-memory state: the chief's checkpoint of it may not be written yet."""
+        if not self._distribution.is_chief:
+            return
+        latest = self.latest_checkpoint()
+        if latest and latest != self._holds:
+            self._checkpoint.read(latest).expect_partial()
+            self._holds = latest
 
     def _warm_start(self) -> None:
         path = warm_start(self.variables(), self._warm_start_from, self._optimizers)
@@ -208,14 +222,16 @@ class Estimator:
         if checkpoint_path or self._distribution.is_chief or self._synced < 0:
             self._require_checkpoint(checkpoint_path or latest)
         self._sync()
-        swap = checkpoint_path is not None and checkpoint_path != latest
+        self._refresh()
+        swap = checkpoint_path is not None and checkpoint_path != self._holds
         if swap:
             self._checkpoint.read(checkpoint_path).expect_partial()
         try:
             yield
         finally:
-            if swap and latest:
-                self._checkpoint.read(latest).expect_partial()
+            back = self._holds or latest
+            if swap and back:
+                self._checkpoint.read(back).expect_partial()
 
     # -- the model in PREDICT mode -----------------------------------------------------------
     def predictions(self, features) -> Any:
@@ -264,6 +280,7 @@ class Estimator:
         iterator = self._distribution.iterator(dataset)
         self._distribution.trace(self._trainer.loop, iterator)
         self._sync()
+        self._refresh()  # another writer's newer checkpoint, if any
         start = int(self._global_step.numpy())
         target = max_steps if max_steps is not None else (start + steps if steps else None)
         runner = self._train_runner(hooks)
@@ -312,6 +329,7 @@ class Estimator:
     def _save(self, step: int) -> int:
         path = self._manager.save(checkpoint_number=step)
         self._synced = self._tracked_count()
+        self._holds = path
         if not self._distribution.is_chief:  # distribution: every worker saves, chief keeps
             self._distribution.cleanup()
             path = f"{path} (non-chief worker: discarded)"
@@ -324,6 +342,7 @@ class Estimator:
         latest = self.latest_checkpoint()
         if latest:
             self._checkpoint.read(latest).expect_partial()
+            self._holds = latest
         return latest
 
     # -- evaluate / predict --------------------------------------------------------------------

@@ -336,3 +336,26 @@ def test_export_saved_model_serves_like_predict(tmp_path):
     expected = np.concatenate([p["logits"][None] for p in est.predict(predict_input_fn)])
     np.testing.assert_allclose(served["logits"].numpy(), expected, rtol=1e-6)
     assert set(served) == {"logits", "probability"}
+
+
+def test_a_second_estimator_on_the_same_model_dir_sees_newer_checkpoints(tmp_path):
+    """As tf.estimator re-read the latest checkpoint on every call: an Estimator object that
+    already evaluated once evaluates, predicts and resumes from what another writer (another
+    object here; the chief of a distributed run in production) saved since."""
+    writer = Estimator(keras_model_fn, str(tmp_path), CONFIG, params={"learning_rate": 0.1},
+                       progress=lambda m: None)
+    reader = Estimator(keras_model_fn, str(tmp_path), CONFIG, params={"learning_rate": 0.1},
+                       progress=lambda m: None)
+    writer.train(input_fn, max_steps=10)
+    assert reader.evaluate(eval_input_fn)["global_step"] == 10
+    writer.train(input_fn, max_steps=30)
+    again = reader.evaluate(eval_input_fn)
+    assert again["global_step"] == 30
+    assert again == writer.evaluate(eval_input_fn)
+    first = next(reader.predict(predict_input_fn))
+    np.testing.assert_allclose(first["logits"], next(writer.predict(predict_input_fn))["logits"])
+    old = os.path.join(str(tmp_path), "model.ckpt-10")
+    assert reader.evaluate(eval_input_fn, checkpoint_path=old)["global_step"] == 10
+    assert reader.evaluate(eval_input_fn)["global_step"] == 30  # back to the latest
+    reader.train(input_fn, max_steps=40)  # resumes from 30, not from its stale 10
+    assert reader.global_step == 40 and writer.get_variable_value("global_step") == 40
