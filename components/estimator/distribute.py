@@ -206,12 +206,15 @@ def strategy_for(value: str | tf.distribute.Strategy | None,
 
     Raises:
         DistributeError: an unknown name, a name the cluster contradicts, or no TPU for "tpu".
+
+    The ``evaluator`` task gets None: it evaluates checkpoints in its own process, outside the
+    training cluster (``RunConfig.eval_distribute`` still applies to its evaluations).
     """
     if isinstance(value, tf.distribute.Strategy):
         return value
     name = strategy_name(value, cluster)
-    if name is None:
-        return None
+    if name is None or (cluster is not None and cluster.task.type == "evaluator"):
+        return None  # the evaluator task is not part of the training cluster
     if name != "parameter_server" and cluster is not None and cluster.has_ps:
         raise DistributeError(f"train_distribute={name!r} cannot use the cluster's ps tasks "
                               f"{list(cluster.jobs['ps'])}; expected 'parameter_server'")

@@ -175,6 +175,10 @@ def test_default_strategy_follows_the_cluster():
     assert distribute.task_role("multi_worker_mirrored", two) == "train"
     evaluator = ClusterSpec({**two.jobs, "evaluator": ("h:9",)}, TaskInfo("evaluator", 0))
     assert distribute.task_role(None, evaluator) == "evaluate"
+    # The evaluator is outside the training cluster: no multi-worker strategy (which would
+    # try to join the workers' collectives) for an Estimator built there.
+    assert distribute.strategy_for("multi_worker_mirrored", evaluator) is None
+    assert distribute.strategy_for(None, evaluator) is None
 
 
 @pytest.mark.parametrize("name, cluster, needle", [
