@@ -289,6 +289,10 @@ class RunConfig:
             lists several workers (``estflow run --workers N``), ``parameter_server`` when it
             lists ps tasks. ``TrainSpec.batch_size`` is then the global batch, split over the
             replicas.
+        eval_distribute: the strategy evaluations during training run under: ``"mirrored"``
+            (this process's GPUs, or its CPUs; with ``train_distribute="mirrored"`` the same
+            strategy) or None (one device). Evaluation reads the model's variables, which
+            belong to the training strategy: with another ``train_distribute`` it must be None.
         cluster: the processes to train with (None: one process).
     """
 
@@ -299,6 +303,7 @@ class RunConfig:
     log_step_count_steps: int = 100
     steps_per_loop: int = 50
     train_distribute: str | None = None
+    eval_distribute: str | None = None
     cluster: Cluster | None = None
 
     def __post_init__(self) -> None:
@@ -308,6 +313,14 @@ class RunConfig:
             _checks.positive_int(getattr(self, field), field)
         if self.train_distribute is not None:
             _checks.one_of(self.train_distribute, DISTRIBUTE_STRATEGIES, "train_distribute")
+        if self.eval_distribute is not None:
+            _checks.one_of(self.eval_distribute, ("mirrored",), "eval_distribute")
+            if self.train_distribute not in (None, "mirrored"):
+                raise DslError("eval_distribute", "None when train_distribute="
+                               f"{self.train_distribute!r} (evaluation reads the model's "
+                               "variables, which belong to the training strategy; 'mirrored' "
+                               "only with train_distribute None or 'mirrored')",
+                               self.eval_distribute)
         if self.cluster is not None and not isinstance(self.cluster, Cluster):
             raise DslError("cluster", "a Cluster declaration or None", self.cluster)
         self._check_strategy_fits_cluster()

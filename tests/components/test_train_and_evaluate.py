@@ -152,10 +152,12 @@ def test_run_config_checkpoint_cadence_fields():
         save_checkpoints_secs=30).save_checkpoints_steps is None
     with pytest.raises(ValueError, match="steps_per_loop"):
         RunConfig(steps_per_loop=0)
-    declared = ef.RunConfig(save_checkpoints_steps=7, steps_per_loop=3, tf_random_seed=1)
+    declared = ef.RunConfig(save_checkpoints_steps=7, steps_per_loop=3, tf_random_seed=1,
+                            eval_distribute="mirrored")
     engine = RunConfig.from_dsl(declared)
     assert (engine.save_checkpoints_steps, engine.save_checkpoints_secs,
-            engine.steps_per_loop, engine.tf_random_seed) == (7, None, 3, 1)
+            engine.steps_per_loop, engine.tf_random_seed,
+            engine.eval_distribute) == (7, None, 3, 1, "mirrored")
     assert engine.is_chief and engine.task_type == "worker" and engine.num_ps_replicas == 0
 
 

@@ -44,6 +44,11 @@ from estflow.pipelines.examples import taxi
          "a module-level function", "<lambda>"),
         (lambda: ef.CustomModel(model_fn="no_colon"), "model_fn",
          "'package.module:function'", "'no_colon'"),
+        (lambda: ef.RunConfig(eval_distribute="tpu"), "eval_distribute", "one of ['mirrored']",
+         "'tpu'"),
+        (lambda: ef.RunConfig(train_distribute="multi_worker_mirrored",
+                              eval_distribute="mirrored"), "eval_distribute",
+         "None when train_distribute='multi_worker_mirrored'", "'mirrored'"),
     ],
 )
 def test_invalid_declaration_names_field_expected_and_received(make, field, expected, received):

@@ -43,6 +43,7 @@ EXAMPLES = [
                ps_resources=ef.Resources(cpu_request="2"),
                evaluator_resources=ef.Resources(memory_request="4Gi")),
     ef.RunConfig(train_distribute="parameter_server", cluster=ef.Cluster(2, parameter_servers=1)),
+    ef.RunConfig(train_distribute="mirrored", eval_distribute="mirrored"),
     ef.PushTarget("models", "taxi", keep_versions=3),
     ef.Accelerator("tpu-v5-lite-podslice", count=4, tpu_topology="2x2"),
     ef.Toleration("dedicated", operator="Equal", value="ml"),
