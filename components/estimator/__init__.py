@@ -8,6 +8,14 @@ from estflow.components.estimator import early_stopping
 from estflow.components.estimator import feature_column
 from estflow.components.estimator import heads
 from estflow.components.estimator import hooks
+from estflow.components.estimator.canned import BaselineClassifier
+from estflow.components.estimator.canned import BaselineRegressor
+from estflow.components.estimator.canned import DNNClassifier
+from estflow.components.estimator.canned import DNNLinearCombinedClassifier
+from estflow.components.estimator.canned import DNNLinearCombinedRegressor
+from estflow.components.estimator.canned import DNNRegressor
+from estflow.components.estimator.canned import LinearClassifier
+from estflow.components.estimator.canned import LinearRegressor
 from estflow.components.estimator.early_stopping import stop_if_higher_hook
 from estflow.components.estimator.early_stopping import stop_if_lower_hook
 from estflow.components.estimator.early_stopping import stop_if_no_decrease_hook
@@ -107,4 +115,13 @@ __all__ = [
     "stop_if_no_decrease_hook",
     "stop_if_no_increase_hook",
     "train_and_evaluate",
+    # premade Estimators (tf.estimator signatures)
+    "BaselineClassifier",
+    "BaselineRegressor",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
+    "LinearClassifier",
+    "LinearRegressor",
 ]

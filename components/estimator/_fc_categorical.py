@@ -33,6 +33,12 @@ class CategoricalColumn:
     def sparse_ids(self, features) -> IdWeightPair:
         raise NotImplementedError
 
+    def dense_ids(self, features) -> tf.Tensor | None:
+        """Ids as a dense ``[batch, n]`` tensor (-1: none) when the column can give them
+        cheaply (a fast path for indicator columns); None otherwise."""
+        del features
+        return None
+
 
 def _checked_dtype(value, want: tf.DType, column: str, key: str) -> None:
     ok = value.dtype == tf.string if want == tf.string else value.dtype.is_integer
@@ -69,6 +75,18 @@ class _LookupColumn(CategoricalColumn):
         value = as_sparse(raw_feature(features, self.key, self.name), self.key)
         _checked_dtype(value, self.dtype, self.name, self.key)
         return IdWeightPair(_map_values(value, self.lookup), None)
+
+    def dense_ids(self, features) -> tf.Tensor | None:
+        """``[batch, n]`` ids of a dense ``[batch]``/``[batch, n]`` input, -1 where the input
+        is missing (``""``/``-1``); None for sparse or ragged inputs."""
+        value = raw_feature(features, self.key, self.name)
+        if isinstance(value, tf.SparseTensor) or value.shape.rank not in (1, 2):
+            return None
+        _checked_dtype(value, self.dtype, self.name, self.key)
+        if value.shape.rank == 1:
+            value = value[:, tf.newaxis]
+        marker = tf.constant("" if value.dtype == tf.string else -1, value.dtype)
+        return tf.where(tf.equal(value, marker), tf.constant(-1, tf.int64), self.lookup(value))
 
 
 @dataclasses.dataclass(frozen=True)

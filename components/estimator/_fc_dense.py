@@ -160,6 +160,11 @@ class IndicatorColumn(DenseColumn):
         return self.categorical_column.parse_example_spec
 
     def dense_tensor(self, features, state=None) -> tf.Tensor:
+        ids = self.categorical_column.dense_ids(features)
+        if ids is not None:  # dense input: a one-hot per value (-1 and others: all zeros)
+            hot = tf.one_hot(ids, self.width, dtype=tf.float32)
+            counts = hot[:, 0] if ids.shape[1] == 1 else tf.reduce_sum(hot, axis=1)
+            return tf.ensure_shape(counts, [None, self.width])
         pair = self.categorical_column.sparse_ids(features)
         rows, ids, weights = _rows_and_ids(pair, self.width)
         shape = tf.stack([pair.id_tensor.dense_shape[0], self.width])

@@ -32,30 +32,39 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _COMBINERS = ("sum", "mean", "sqrtn")
 
 
-def normalize_columns(columns, kinds: tuple[type, ...], what: str, owner: str) -> tuple:
-    """Columns as a name-sorted tuple; a clear error for wrong kinds or duplicate names."""
+def normalize_columns(columns, kinds: tuple[type, ...], what: str, owner: str,
+                      field: str = "feature_columns") -> tuple:
+    """Columns as a name-sorted tuple; a clear error (naming ``field`` of ``owner``) for wrong
+    kinds or duplicate names."""
     if isinstance(columns, (DenseColumn, CategoricalColumn)):
         columns = [columns]
-    if isinstance(columns, dict) or not isinstance(columns, Iterable):
-        raise ValueError(f"Received an invalid value for `feature_columns` of {owner}, "
+    if isinstance(columns, (dict, str)) or not isinstance(columns, Iterable):
+        raise ValueError(f"Received an invalid value for `{field}` of {owner}, "
                          f"expected a list of {what}. Received: {columns!r}")
     columns = list(columns)
     if not columns:
-        raise ValueError(f"Received an invalid value for `feature_columns` of {owner}, "
+        raise ValueError(f"Received an invalid value for `{field}` of {owner}, "
                          "expected at least one column. Received: []")
     names: dict[str, object] = {}
     for i, col in enumerate(columns):
         if not isinstance(col, kinds):
-            hint = (" (wrap a categorical column in embedding_column or indicator_column)"
-                    if isinstance(col, CategoricalColumn) else "")
-            raise ValueError(f"Received an invalid value for `feature_columns[{i}]` of "
-                             f"{owner}, expected one of {what}{hint}. Received: {col!r}")
+            raise ValueError(f"Received an invalid value for `{field}[{i}]` of "
+                             f"{owner}, expected one of {what}{_hint(col)}. Received: {col!r}")
         if col.name in names and names[col.name] != col:
-            raise ValueError(f"Received an invalid value for `feature_columns` of {owner}, "
+            raise ValueError(f"Received an invalid value for `{field}` of {owner}, "
                              f"expected distinct column names. Received two columns named "
                              f"{col.name!r}")
         names[col.name] = col
     return tuple(sorted(names.values(), key=lambda c: c.name))
+
+
+def _hint(col) -> str:
+    if isinstance(col, CategoricalColumn):
+        return " (wrap a categorical column in embedding_column or indicator_column)"
+    if type(col).__module__.startswith(("tensorflow.", "keras.", "tf_keras.")):
+        return (" (a tf.feature_column column: build columns with "
+                "estflow.components.estimator.feature_column instead)")
+    return ""
 
 
 def _create_state(columns, trainable: bool) -> dict[str, tf.Variable]:
