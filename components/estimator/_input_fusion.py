@@ -100,6 +100,7 @@ def _rebuild(chain: _Chain) -> tf.data.Dataset:
     else:
         batches = tf.data.Dataset.range((total + size - 1) // size)
 
+    @tf.autograph.experimental.do_not_convert  # plain ops: no conversion, no temp files
     def gather(k):
         start = k * size
         if chain.drop:
