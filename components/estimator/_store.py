@@ -170,6 +170,9 @@ class VariableStore(tf.Module):
     # -- creation (called by _Trace) --------------------------------------------------------
     def _new(self, next_creator, kwargs: dict) -> tf.Variable:
         kwargs = _lift_initial_value(kwargs)  # in the trace's graph, before leaving it
+        # Created eagerly and initialised now: nothing for an enclosing tf.function to lift,
+        # so it need not trace itself a second time "because variables were created".
+        kwargs["experimental_enable_variable_lifting"] = False
         with tf.init_scope():
             return next_creator(**kwargs)
 

@@ -64,6 +64,11 @@ def _pairs(optimizer) -> list[tuple]:
     return [(opt, [_as_tf_variable(v) for v in variables]) for opt, variables in optimizer]
 
 
+def _unlifted(next_creator, **kwargs):
+    kwargs["experimental_enable_variable_lifting"] = False
+    return next_creator(**kwargs)
+
+
 def _batch_size(features) -> tf.Tensor:
     first = tf.nest.flatten(features)[0]
     if isinstance(first, tf.SparseTensor):
@@ -168,7 +173,9 @@ class Trainer:
             at += len(variables)
             pairs_gv = [(g, v) for g, v in zip(part, variables, strict=True) if g is not None]
             if not getattr(opt, "built", True):
-                with tf.init_scope():  # slots are created eagerly, once, outside the trace
+                # Slots are created eagerly, once, outside the trace (nothing to lift: the
+                # loop's tf.function need not retrace for them).
+                with tf.init_scope(), tf.variable_creator_scope(_unlifted):
                     opt.build(variables)
             opt.apply_gradients(pairs_gv)
 

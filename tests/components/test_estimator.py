@@ -359,3 +359,26 @@ def test_a_second_estimator_on_the_same_model_dir_sees_newer_checkpoints(tmp_pat
     assert reader.evaluate(eval_input_fn)["global_step"] == 30  # back to the latest
     reader.train(input_fn, max_steps=40)  # resumes from 30, not from its stale 10
     assert reader.global_step == 40 and writer.get_variable_value("global_step") == 40
+
+
+def test_the_training_loop_is_traced_once(tmp_path):
+    """Variables the model_fn and the optimizer create are made eagerly by the store, so the
+    loop's tf.function need not trace a second time to lift them (a full model_fn trace)."""
+    est = Estimator(keras_model_fn, str(tmp_path), CONFIG, params={"learning_rate": 0.1},
+                    progress=lambda m: None)
+    est.train(input_fn, max_steps=20)
+    assert est._trainer.loop.experimental_get_tracing_count() == 1
+    est.train(input_fn, max_steps=40)  # a new input, same element spec: no retrace
+    assert est._trainer.loop.experimental_get_tracing_count() == 1
+
+
+def test_the_training_loop_is_traced_once_with_engine_applied_optimizer_slots(tmp_path):
+    from estflow.components.estimator import DNNClassifier
+    from estflow.components.estimator import feature_column as fc
+
+    est = DNNClassifier([4], [fc.numeric_column("x", shape=(2,))], model_dir=str(tmp_path),
+                        config=RunConfig(steps_per_loop=5, save_checkpoints_steps=None,
+                                         save_checkpoints_secs=None), progress=lambda m: None)
+    est.train(input_fn, max_steps=10)
+    assert est._trainer.loop.experimental_get_tracing_count() == 1
+    assert est.get_variable_value("global_step") == 10
