@@ -49,7 +49,7 @@ ARTIFACT_TYPES: dict[str, type] = {
 }
 
 # Pipeline parameters a step's argv may use (string-typed, in this order in each signature).
-PARAMETERS = ("spec", "source_root")
+PARAMETERS = ("spec", "source_root", "beam_options")
 
 # Step name -> (return annotation, lines run after ``main`` succeeded). One unnamed return
 # value, so KFP names the output "Output": kfp.local 2.17 evaluates a condition only on

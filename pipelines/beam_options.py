@@ -22,9 +22,11 @@ Example:
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Mapping
 from collections.abc import Sequence
 
-__all__ = ["BeamOptionsError", "RUNNERS", "build_options", "parse_options"]
+__all__ = ["BeamOptionsError", "RUNNERS", "build_options", "parse_options", "check_parameter"]
 
 _LOCAL = ("local", "direct", "directrunner", "fnapirunner")
 RUNNERS: dict[str, tuple[str, ...]] = {
@@ -95,6 +97,23 @@ def build_options(runner: str | None, args: Sequence[str]) -> list[str]:
                                + "; ".join(problems))
     normalised = [f"--{k}" if v is None else f"--{k}={v}" for k, v in options.items()]
     return ([f"--runner={beam_runner}"] if beam_runner else []) + normalised
+
+
+def check_parameter(params: Mapping[str, object] | None) -> None:
+    """Check a run's ``beam_options`` pipeline parameter, if given, as ``estflow compile``
+    checks its default (``estflow submit/schedule --param beam_options="--runner=..."``).
+
+    Raises:
+        BeamOptionsError: naming the parameter, the problem and the value received.
+    """
+    value = (params or {}).get("beam_options")
+    if not value:
+        return
+    try:
+        build_options(None, shlex.split(str(value)))
+    except (BeamOptionsError, ValueError) as err:
+        raise BeamOptionsError(f"Received an invalid value for the `beam_options` parameter: "
+                               f"{err}. Received: beam_options={value!r}") from None
 
 
 def _resolve(runner: str | None) -> str | None:

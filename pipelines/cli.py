@@ -111,6 +111,15 @@ def _add_compile(commands) -> None:
                      "module:pkg.mod); default: the pipeline module's directory")
     cmd.add_argument("--no-cache", action="store_true",
                      help="disable KFP caching for every task")
+    cmd.add_argument("--beam-runner", default=None, metavar="RUNNER",
+                     help="Beam runner of the ingest and transform tasks: local (default: "
+                     "in-memory in the task's pod), dataflow, flink, spark or portable")
+    cmd.add_argument("--beam-options", default="", metavar='"--name=value ..."',
+                     help="further Beam options as one string, written with '=' (e.g. "
+                     "--beam-options=\"--project=p --region=r --temp_location=gs://b/tmp\"); "
+                     "checked for the runner, and the default of "
+                     "the beam_options pipeline parameter (override per run with "
+                     "estflow submit --param beam_options=...)")
     cmd.set_defaults(handler=_compile)
 
 
@@ -125,7 +134,8 @@ def _compile(args: argparse.Namespace) -> int:
     try:
         compiled = kfp_compiler.compile_pipeline(
             loaded, args.output, image=args.image, source_root=args.source_root,
-            caching=caching)
+            caching=caching, beam_runner=args.beam_runner,
+            beam_options=shlex.split(args.beam_options))
     except kfp_compiler.CompileError as err:
         raise UsageError(str(err)) from None
     print(f"Compiled pipeline {loaded.pipeline.name!r} to {compiled.path}: "

@@ -17,7 +17,11 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
 * an exit handler wraps the steps: the ``report`` task runs however they ended and logs the
   run's final state (:mod:`estflow.pipelines._kfp_tasks`);
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
-  ``source_root`` (where the ingest step resolves relative data paths), and for each step with
+  ``source_root`` (where the ingest step resolves relative data paths), ``beam_options`` (the
+  Beam pipeline options of the ingest and transform tasks, one string such as
+  ``"--runner=DataflowRunner --project=p --region=r --temp_location=gs://b/tmp"``; empty: the
+  in-memory FnApiRunner inside the task's pod; its default is checked for the runner at
+  compile time, see :mod:`estflow.pipelines.beam_options`), and for each step with
   ``Resources(placement_parameters=True)`` its ``<step>_accelerator_type``,
   ``<step>_accelerator_count``, ``<step>_tpu_topology`` and ``<step>_node_pool``;
 * per-task settings are small functions in :data:`TASK_SETTINGS`, one per concern (display
@@ -44,8 +48,10 @@ import dataclasses
 import inspect
 import json
 import os
+import shlex
 from collections.abc import Callable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 
 from kfp import compiler
@@ -57,6 +63,7 @@ from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.pipelines import _kfp_components
 from estflow.pipelines import _kfp_tasks
+from estflow.pipelines import beam_options as beam
 from estflow.pipelines._kfp_settings import TASK_SETTINGS
 from estflow.pipelines._kfp_settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
@@ -98,7 +105,9 @@ class CompiledPipeline:
 def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      output_path: str | os.PathLike, *, image: str = DEFAULT_IMAGE,
                      source_root: str | None = None,
-                     caching: Mapping[str, bool] | None = None) -> CompiledPipeline:
+                     caching: Mapping[str, bool] | None = None,
+                     beam_runner: str | None = None,
+                     beam_options: Sequence[str] = ()) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
@@ -112,37 +121,50 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             for a bare Pipeline.
         caching: step name -> whether KFP may reuse the step's cached result; overrides the
             steps' declared ``Resources(caching=...)`` and :data:`DEFAULT_CACHING`.
+        beam_runner: the Beam runner of the ingest and transform tasks (``dataflow``,
+            ``flink``, ``spark``, ``portable``, or None/``local``: in-memory in the pod).
+        beam_options: further Beam options (``["--project=p", "--region=r", ...]``); with the
+            runner, checked now and made the default of the ``beam_options`` parameter.
 
     Returns:
         The written path and the step task names (the ``report`` and placement tasks aside).
 
     Raises:
-        CompileError: the image, output path or caching option is invalid.
+        CompileError: the image, output path, caching or Beam options are invalid.
     """
+    try:
+        beam_default = shlex.join(beam.build_options(beam_runner, beam_options))
+    except beam.BeamOptionsError as err:
+        raise CompileError(f"Received invalid Beam options for the ingest and transform "
+                           f"tasks: {err}") from None
     pipeline, root = _unpack(loaded_or_pipeline, source_root)
     path = _check_output_path(output_path)
     _check_image(image)
     _check_caching(caching or {})
-    plan = build_plan(pipeline, source_root=_kfp_components.param_placeholder("source_root"))
+    plan = build_plan(pipeline, source_root=_kfp_components.param_placeholder("source_root"),
+                      beam_options=_kfp_components.param_placeholder("beam_options"))
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, source_root=root,
-                           caching={**DEFAULT_CACHING, **declared, **(caching or {})})
+                           caching={**DEFAULT_CACHING, **declared, **(caching or {})},
+                           beam_options=beam_default)
     _write(graph, path)
     return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps))
 
 
 def build_pipeline(plan: Plan, *, image: str, source_root: str,
-                   caching: Mapping[str, bool]) -> graph_component.GraphComponent:
+                   caching: Mapping[str, bool],
+                   beam_options: str = "") -> graph_component.GraphComponent:
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
-    ``source_root`` parameter placeholder (see :func:`compile_pipeline`)."""
+    ``source_root`` and ``beam_options`` parameter placeholders (see
+    :func:`compile_pipeline`)."""
     components = {s.name: _kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
                                                           image) for s in plan.steps}
     report = _kfp_tasks.build_report_component(plan.pipeline.name, image)
     placements = {step: _kfp_tasks.build_placement_component(step, image)
                   for step, r in plan.pipeline.resources.items() if r.placement_parameters}
     defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
-                "source_root": (str, source_root)}
+                "source_root": (str, source_root), "beam_options": (str, beam_options)}
     for step, resources in plan.pipeline.resources.items():
         defaults.update({p.name: (p.type, p.default)
                          for p in _kfp_tasks.placement_parameters(step, resources)})

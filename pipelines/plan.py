@@ -12,7 +12,10 @@ import dataclasses
 from estflow.dsl.contracts import steps_for
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["PlannedStep", "Plan", "build_plan"]
+__all__ = ["PlannedStep", "Plan", "build_plan", "BEAM_STEPS"]
+
+BEAM_STEPS = ("ingest", "transform")
+"""The steps that run Beam jobs and take ``--beam-options``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,18 +50,23 @@ class Plan:
         return next(s for s in self.steps if s.name == name)
 
 
-def build_plan(pipeline: Pipeline, *, source_root: str) -> Plan:
+def build_plan(pipeline: Pipeline, *, source_root: str,
+               beam_options: str | None = None) -> Plan:
     """Plan the steps of ``pipeline``.
 
     Args:
         pipeline: a validated Pipeline.
         source_root: where relative data paths resolve: a directory, or ``module:pkg.mod``
             (the directory of an installed module, used in containers).
+        beam_options: Beam pipeline options, one string, for the :data:`BEAM_STEPS`
+            (``--beam-options``); None: they run on the in-memory FnApiRunner.
     """
     producers: dict[str, str] = {}
     planned = []
     for step in steps_for(pipeline.push is not None):
         options = (("source-root", source_root),) if step.name == "ingest" else ()
+        if beam_options is not None and step.name in BEAM_STEPS:
+            options += (("beam-options", beam_options),)
         planned.append(PlannedStep(
             name=step.name,
             module=step.module,

@@ -53,6 +53,7 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from estflow.pipelines import beam_options
 from estflow.pipelines.cron import to_kfp_cron
 
 __all__ = ["DEFAULT_EXPERIMENT", "SubmitError", "ApiUnreachableError", "ApiHttpError",
@@ -136,10 +137,12 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
         The run's id and UI address.
 
     Raises:
-        ValueError: bad ``host`` or package; FileNotFoundError: no such package.
+        ValueError: bad ``host``, package or ``beam_options`` parameter; FileNotFoundError:
+            no such package.
         SubmitError: the API was unreachable or answered with an error.
     """
     _check_host(host)
+    beam_options.check_parameter(params)
     with _package(source, compile_fn) as package:
         pipeline_name = _pipeline_name(package)
         run_name = run_name or f"{pipeline_name} {_timestamp()}"
@@ -177,6 +180,7 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
     """
     kfp_cron = to_kfp_cron(cron)
     _check_host(host)
+    beam_options.check_parameter(params)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) \
             or max_concurrency < 1:
         raise ValueError("Received an invalid value for `max_concurrency`, expected a positive "

@@ -129,6 +129,8 @@ def test_declaration_and_target_errors(tmp_path, capsys, name, body, expected):
      "expected a file in an existing directory"),
     (["compile", "estflow.pipelines.examples.taxi", "-o", "{tmp}/x.yaml", "--image", "a b"],
      "Received: image='a b'"),
+    (["compile", "estflow.pipelines.examples.taxi", "-o", "{tmp}/x.yaml", "--beam-runner",
+      "flink"], "FlinkRunner cannot run with these options: missing --flink_master"),
 ])
 def test_usage_errors_exit_2(tmp_path, capsys, args, expected):
     assert cli.main([a.format(tmp=tmp_path) for a in args]) == 2
@@ -146,6 +148,16 @@ def test_a_file_that_is_not_importable_gets_a_note_about_source_root(tmp_path, c
     assert cli.main(["compile", str(path), "-o", str(tmp_path / "y.yaml"),
                      "--source-root", "/data"]) == 0
     assert "note" not in capsys.readouterr().err
+
+
+def test_beam_runner_and_options_set_the_beam_options_parameter(tmp_path):
+    out = tmp_path / "x.yaml"
+    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out),
+                     "--beam-runner", "spark",
+                     "--beam-options=--spark_master_url=spark://10.0.0.2:7077"]) == 0
+    spec = next(yaml.safe_load_all(out.read_text()))
+    default = spec["root"]["inputDefinitions"]["parameters"]["beam_options"]["defaultValue"]
+    assert default == "--runner=SparkRunner --spark_master_url=spark://10.0.0.2:7077"
 
 
 def test_no_cache_disables_caching_everywhere(tmp_path):

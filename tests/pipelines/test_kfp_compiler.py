@@ -115,7 +115,7 @@ def test_loads_back_with_kfp(compiled, taxi):
     component = kfp.components.load_component_from_file(str(compiled[0]))
     assert component.name == "chicago-taxi"
     inputs = component.component_spec.inputs
-    assert set(inputs) == {"spec", "source_root"}
+    assert set(inputs) == {"spec", "source_root", "beam_options"}
     assert ef.Pipeline.from_json(inputs["spec"].default) == taxi.pipeline
     assert inputs["source_root"].default == f"module:{TAXI}"
     assert component.platform_spec.platforms["kubernetes"]
@@ -168,11 +168,11 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
     exit_codes = iter([0, 3])
     function = _task_function(ir, step_name, monkeypatch,
                               lambda argv: calls.append(argv) or next(exit_codes))
-    step = build_plan(taxi.pipeline, source_root="ROOT").step(step_name)
+    step = build_plan(taxi.pipeline, source_root="ROOT", beam_options="BEAM").step(step_name)
     paths = {a: str(tmp_path / a) for a in [a for a, _ in step.inputs] + list(step.outputs)}
     if step_name == "evaluate":  # its task returns the blessing the step wrote
         _write_blessing(Path(paths["evaluation"]), True)
-    kwargs = {"spec": "SPEC", "source_root": "ROOT"}
+    kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM"}
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
     function(**kwargs)
@@ -291,18 +291,37 @@ def test_artifact_types(spec):
     assert seen == expected
 
 
-def test_spec_and_source_root_are_pipeline_parameters(ir, taxi):
+def test_spec_source_root_and_beam_options_are_pipeline_parameters(ir, taxi):
     parameters = ir.spec.root.input_definitions.parameters
-    assert set(parameters) == {"spec", "source_root"}
+    assert set(parameters) == {"spec", "source_root", "beam_options"}
     assert ef.Pipeline.from_json(parameters["spec"].default_value.string_value) == taxi.pipeline
     assert parameters["source_root"].default_value.string_value == f"module:{TAXI}"
+    assert parameters["beam_options"].default_value.string_value == ""  # in-memory in the pod
     for name in STEP_NAMES:
         task = ir.task(name)
         wired = {k: ir.parameter_source(name, k) for k in task.inputs.parameters}
         expected = {"spec": ("pipeline", "spec")}
         if name == "ingest":
             expected["source_root"] = ("pipeline", "source_root")
+        if name in ("ingest", "transform"):  # the Beam steps
+            expected["beam_options"] = ("pipeline", "beam_options")
         assert wired == expected
+
+
+def test_beam_runner_and_options_are_checked_and_become_the_parameters_default(taxi, tmp_path):
+    ir = _compile(taxi, tmp_path / "dataflow.yaml", beam_runner="dataflow",
+                  beam_options=["--project=my-project", "--region", "europe-west4",
+                                "--temp_location=gs://bucket/tmp"])
+    default = ir.spec.root.input_definitions.parameters["beam_options"].default_value
+    assert default.string_value == ("--runner=DataflowRunner --project=my-project "
+                                    "--region=europe-west4 --temp_location=gs://bucket/tmp")
+    with pytest.raises(kfp_compiler.CompileError,
+                       match=r"Beam options.*DataflowRunner.*missing --region, --temp_location"):
+        kfp_compiler.compile_pipeline(taxi, tmp_path / "bad.yaml", beam_runner="dataflow",
+                                      beam_options=["--project=my-project"])
+    with pytest.raises(kfp_compiler.CompileError, match="unknown runner 'yarn'"):
+        kfp_compiler.compile_pipeline(taxi, tmp_path / "bad.yaml", beam_runner="yarn")
+    assert not (tmp_path / "bad.yaml").exists()
 
 
 def test_caching_is_set_per_task_at_compile_time(ir, taxi, tmp_path):

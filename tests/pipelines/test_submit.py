@@ -158,6 +158,22 @@ def test_bad_sources_fail_before_any_request(api, tmp_path):
     assert api.requests == []
 
 
+def test_a_beam_options_parameter_is_checked_before_any_request(api, package):
+    """The compiled pipeline's beam_options parameter, set per run, is checked as compile
+    checks its default: a Dataflow run without its region fails here, not in the pod."""
+    bad = {"beam_options": "--runner=DataflowRunner --project=my-project "
+                           "--temp_location=gs://b/tmp"}
+    with pytest.raises(ValueError, match=r"`beam_options` parameter: .*missing --region"):
+        submit(package, host=api.url, params=bad)
+    with pytest.raises(ValueError, match=r"`beam_options` parameter"):
+        schedule(package, host=api.url, cron="0 3 * * *", params=bad)
+    assert api.requests == []
+    good = {"beam_options": bad["beam_options"] + " --region=europe-west4"}
+    run = submit(package, host=api.url, params=good)
+    assert api.runs[run.run_id]["runtime_config"]["parameters"]["beam_options"] == \
+        good["beam_options"]
+
+
 # --- schedules ---------------------------------------------------------------------------------
 
 def test_schedule_sends_a_six_field_cron_and_its_options(api, package):
