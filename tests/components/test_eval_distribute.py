@@ -27,19 +27,9 @@ from estflow.components.estimator import SessionRunHook
 from estflow.components.estimator import distribute
 from estflow.components.estimator.distribute import DistributeError
 from estflow.components.estimator.run_config import RunConfig
+from tests.components._devices import configure_two_cpus
 
-
-def _configure_two_cpus() -> bool:
-    try:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    except RuntimeError:  # the runtime already started: keep what it has
-        pass
-    return len(tf.config.list_logical_devices("CPU")) >= 2
-
-
-TWO_CPUS = _configure_two_cpus()
+TWO_CPUS = configure_two_cpus()
 _CHILD = "ESTFLOW_EVAL_DISTRIBUTE_CHILD"
 
 R = np.random.RandomState(7)
