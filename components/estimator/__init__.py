@@ -5,6 +5,7 @@ Importing this package imports TensorFlow and Keras.
 """
 
 from estflow.components.estimator import early_stopping
+from estflow.components.estimator import export
 from estflow.components.estimator import feature_column
 from estflow.components.estimator import heads
 from estflow.components.estimator import hooks
@@ -23,6 +24,9 @@ from estflow.components.estimator.early_stopping import stop_if_no_increase_hook
 from estflow.components.estimator.estimator import Estimator
 from estflow.components.estimator.estimator import NanLossError
 from estflow.components.estimator.estimator import TrainHook
+from estflow.components.estimator.export import ClassificationOutput
+from estflow.components.estimator.export import PredictOutput
+from estflow.components.estimator.export import RegressionOutput
 from estflow.components.estimator.export import ServingInputReceiver
 from estflow.components.estimator.export import parsing_serving_input_receiver_fn
 from estflow.components.estimator.exporters import BestExporter
@@ -82,6 +86,10 @@ __all__ = [
     "PoissonRegressionHead",
     "RegressionHead",
     "ServingInputReceiver",
+    "ClassificationOutput",
+    "PredictOutput",
+    "RegressionOutput",
+    "export",
     "TrainHook",
     "feature_column",
     "heads",

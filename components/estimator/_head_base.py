@@ -17,6 +17,7 @@ import keras
 import tensorflow as tf
 
 from estflow.components.estimator._fc_lookup import VocabularyLookup
+from estflow.components.estimator.export import PredictOutput
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
 
@@ -210,6 +211,22 @@ class Head:
             return total
         return total / tf.cast(tf.size(unweighted), tf.float32)
 
+    def export_outputs(self, logits, predictions) -> dict[str, Any]:
+        """The export's signatures, as tf.estimator's heads declare them: ``serving_default``
+        and the head's own (``classification``/``regression``, :meth:`_serving_output`),
+        plus ``predict`` (the spec's predictions)."""
+        predict = PredictOutput(predictions)
+        own = self._serving_output(logits)
+        if own is None:
+            return {"serving_default": predict, "predict": predict}
+        name, output = own
+        return {"serving_default": output, name: output, "predict": predict}
+
+    def _serving_output(self, logits):
+        """``(signature name, output)`` of a classification/regression head, or None."""
+        del logits
+        return None
+
     def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
         """The training loss: weighted per-example losses reduced by ``loss_reduction``, plus
         ``regularization_losses`` (a list of scalars) when given."""
@@ -254,7 +271,8 @@ class Head:
         logits = tf.convert_to_tensor(logits)
         predictions = self.predictions(logits, prediction_keys)
         if mode == ModeKeys.PREDICT:
-            return EstimatorSpec(mode, predictions=predictions)
+            return EstimatorSpec(mode, predictions=predictions,
+                                 export_outputs=self.export_outputs(logits, predictions))
         loss = self.loss(labels, logits, features, mode, regularization_losses)
         if mode == ModeKeys.EVAL:
             metrics = self.update_metrics(self.metrics(regularization_losses), features,

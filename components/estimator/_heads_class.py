@@ -17,6 +17,7 @@ from estflow.components.estimator._head_base import label_ids
 from estflow.components.estimator._head_base import mean_metric
 from estflow.components.estimator._head_base import select_predictions
 from estflow.components.estimator._head_base import update_mean
+from estflow.components.estimator.export import ClassificationOutput
 
 __all__ = ["BinaryClassHead", "MultiClassHead", "MultiLabelHead"]
 
@@ -55,6 +56,12 @@ class _ClassHead(Head):
 
     def _ids(self, labels: tf.Tensor) -> tf.Tensor:
         return label_ids(labels, self.label_vocabulary, self._lookup)
+
+    def _serving_output(self, logits):
+        """Classification: every class's probability and name (TF Serving's Classify)."""
+        full = self.predictions(logits)
+        return "classification", ClassificationOutput(
+            scores=full["probabilities"], classes=full.get("all_classes", full.get("classes")))
 
 
 class BinaryClassHead(_ClassHead):

@@ -13,6 +13,7 @@ from estflow.components.estimator._head_base import dense_labels
 from estflow.components.estimator._head_base import mean_metric
 from estflow.components.estimator._head_base import select_predictions
 from estflow.components.estimator._head_base import update_mean
+from estflow.components.estimator.export import RegressionOutput
 
 __all__ = ["RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead"]
 
@@ -61,6 +62,12 @@ class RegressionHead(Head):
 
     def _loss(self, labels, logits):
         return tf.square(logits - labels)
+
+    def _serving_output(self, logits):
+        """Regression (TF Serving's Regress) for one output; none for several."""
+        if self.logits_dimension != 1:
+            return None
+        return "regression", RegressionOutput(self.predictions(logits)["predictions"])
 
     def predictions(self, logits, keys=None):
         """``predictions`` (and ``logits`` with an inverse link), or those in ``keys``."""

@@ -72,6 +72,7 @@ from estflow.components.estimator.warm_starting import WarmStartSettings
 from estflow.components.estimator.warm_starting import as_settings
 from estflow.components.estimator.warm_starting import warm_start
 from estflow.dsl import specs as dsl_specs
+from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
 
 __all__ = ["Estimator", "TrainHook", "NanLossError"]
@@ -240,13 +241,18 @@ class Estimator:
         Call it inside a ``tf.function`` (an export signature, a custom loop); the first call
         ever defines the model's variables.
         """
+        return self.predict_spec(features).predictions
+
+    def predict_spec(self, features) -> EstimatorSpec:
+        """The model_fn's PREDICT ``EstimatorSpec`` for ``features`` (inside a
+        ``tf.function``; see :meth:`predictions`): its ``export_outputs`` feed the export."""
         establish = not self._store.established
         if establish and self.config.tf_random_seed is not None:
             keras.utils.set_random_seed(self.config.tf_random_seed)
         with self._store.scope(ModeKeys.PREDICT, establish=establish):
             spec = self._model_fn(features, None, ModeKeys.PREDICT)
         self._prediction_hooks = spec.prediction_hooks  # hooks: the latest PREDICT trace's
-        return spec.predictions
+        return spec
 
     def _establish(self, element_spec) -> None:
         if not self._store.established:
@@ -389,10 +395,13 @@ class Estimator:
     def export_saved_model(self, export_dir_base: str | os.PathLike,
                            serving_input_receiver_fn: Callable[[], Any],
                            checkpoint_path: str | None = None) -> str:
-        """Export a SavedModel with a ``serving_default`` signature (receiver inputs ->
-        predictions) to a new timestamped directory under ``export_dir_base``; returns it."""
+        """Export a SavedModel to a new timestamped directory under ``export_dir_base``;
+        returns it. Signatures: the model_fn's PREDICT ``export_outputs`` (heads and premade
+        Estimators: ``serving_default``/``classification`` or ``regression``, and
+        ``predict``), else ``serving_default`` returning all predictions (see
+        :mod:`.export`)."""
         return export_lib.export_saved_model(self, export_dir_base, serving_input_receiver_fn,
-                                             checkpoint_path)
+                                             checkpoint_path, progress=self._progress)
 
     def weights(self, checkpoint_path: str | None = None):
         """Context manager: the in-memory variables hold ``checkpoint_path``'s (default: the

@@ -11,6 +11,16 @@ variables (no optimizer slots) and the trackables. TF 2's ``tf.saved_model.save`
 signature with the predict method name; :func:`save` rewrites the method names given to it
 (e.g. ``tensorflow/serving/classify``) in ``saved_model.pb`` so TF Serving's Classify and
 Regress APIs accept them.
+
+``EstimatorSpec.export_outputs`` (PREDICT mode) names the signatures, as in tf.estimator:
+``{"serving_default": ClassificationOutput(scores, classes), "classification": ...,
+"predict": PredictOutput(outputs)}`` (the heads, hence the premade Estimators, set exactly
+that; regression heads a ``RegressionOutput``). A ``PredictOutput`` signature takes the
+receiver's inputs; a classification or regression signature takes one string tensor
+``inputs`` (serialized ``tf.Example``s, TF Serving's Classify/Regress request) and so needs a
+receiver with exactly one string input; with another receiver it is left out, and a
+``serving_default`` left out that way falls back to ``predict``. Without ``export_outputs``,
+``serving_default`` returns all predictions.
 """
 
 from __future__ import annotations
@@ -29,7 +39,54 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 __all__ = ["ServingInputReceiver", "parsing_serving_input_receiver_fn", "export_module",
-           "save", "export_saved_model", "as_outputs", "signature_function"]
+           "save", "export_saved_model", "as_outputs", "signature_function",
+           "ClassificationOutput", "RegressionOutput", "PredictOutput", "CLASSIFY", "REGRESS"]
+
+CLASSIFY = "tensorflow/serving/classify"
+REGRESS = "tensorflow/serving/regress"
+_SERVING_INPUTS = "inputs"  # the input name of TF Serving's Classify and Regress signatures
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationOutput:
+    """A classification signature (tf.estimator.export.ClassificationOutput): ``scores``
+    (float ``[batch, n]``) and/or ``classes`` (string ``[batch, n]``)."""
+
+    scores: Any = None
+    classes: Any = None
+
+    def __post_init__(self) -> None:
+        if self.scores is None and self.classes is None:
+            raise ValueError("ClassificationOutput needs scores, classes or both; received "
+                             "neither")
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v for k, v in (("scores", self.scores), ("classes", self.classes))
+                if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class RegressionOutput:
+    """A regression signature (tf.estimator.export.RegressionOutput): ``value``, float
+    ``[batch]`` or ``[batch, 1]``, returned as ``outputs``."""
+
+    value: Any
+
+    def outputs(self) -> dict[str, Any]:
+        return {"outputs": self.value}
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictOutput:
+    """A predict signature (tf.estimator.export.PredictOutput): a tensor or a dict of them."""
+
+    value: Any
+
+    def outputs(self) -> dict[str, Any]:
+        return as_outputs(self.value)
+
+
+_METHODS = {ClassificationOutput: CLASSIFY, RegressionOutput: REGRESS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,20 +188,76 @@ def save(module: tf.Module, estimator, export_dir: str | os.PathLike,
     return target
 
 
+def _string_input(receiver: ServingInputReceiver) -> str | None:
+    """The receiver's one string input (what Classify/Regress signatures feed), if it has
+    exactly one input and it is a string."""
+    specs = dict(receiver.receiver_specs)
+    if len(specs) == 1:
+        (name, spec), = specs.items()
+        if spec.dtype == tf.string:
+            return name
+    return None
+
+
+def _export_signatures(estimator, receiver: ServingInputReceiver,
+                       progress: Callable[[str], None]) -> tuple[dict, dict]:
+    """(signatures, method names) for the PREDICT spec's ``export_outputs`` (module
+    docstring)."""
+    kinds: dict[str, type] = {}
+
+    def everything(inputs):
+        spec = estimator.predict_spec(receiver.features_fn(inputs))
+        kinds.update({k: type(v) for k, v in (spec.export_outputs or {}).items()})
+        return as_outputs(spec.predictions)
+
+    predict_all = signature_function(everything, receiver.receiver_specs)
+    if not kinds:
+        return {"serving_default": predict_all}, {}
+    unknown = {k: t.__name__ for k, t in kinds.items()
+               if t not in (ClassificationOutput, RegressionOutput, PredictOutput)}
+    if unknown:
+        raise TypeError(f"Expected export_outputs values to be ClassificationOutput, "
+                        f"RegressionOutput or PredictOutput (estflow.components.estimator); "
+                        f"received {unknown}")
+    string_input = _string_input(receiver)
+    signatures, methods = {}, {}
+    for key, kind in sorted(kinds.items()):
+        if kind is PredictOutput:
+            signatures[key] = signature_function(
+                lambda inputs, key=key: estimator.predict_spec(
+                    receiver.features_fn(inputs)).export_outputs[key].outputs(),
+                receiver.receiver_specs)
+            continue
+        if string_input is None:
+            progress(f"export: left out signature {key!r} ({kind.__name__}): it takes one "
+                     "string tensor of serialized tf.Examples, and the receiver's inputs are "
+                     f"{sorted(receiver.receiver_specs)}")
+            continue
+        signatures[key] = signature_function(
+            lambda inputs, key=key: estimator.predict_spec(receiver.features_fn(
+                {string_input: inputs[_SERVING_INPUTS]})).export_outputs[key].outputs(),
+            {_SERVING_INPUTS: tf.TensorSpec([None], tf.string, name=_SERVING_INPUTS)})
+        methods[key] = _METHODS[kind]
+    if "serving_default" not in signatures:
+        signatures["serving_default"] = signatures.get("predict", predict_all)
+        methods.pop("serving_default", None)
+    return signatures, methods
+
+
 def export_saved_model(estimator, export_dir_base: str | os.PathLike,
                        serving_input_receiver_fn: Callable[[], ServingInputReceiver],
-                       checkpoint_path: str | None = None) -> str:
-    """``serving_default`` (receiver inputs -> predictions) under
+                       checkpoint_path: str | None = None,
+                       progress: Callable[[str], None] | None = None) -> str:
+    """The model's signatures (its PREDICT spec's ``export_outputs``, else
+    ``serving_default`` returning all predictions; see the module docstring) under
     ``export_dir_base/<unix timestamp>``, like tf.estimator's export layout."""
     receiver = serving_input_receiver_fn()
     module = export_module(estimator, receiver.trackables)
-
-    serve = signature_function(lambda inputs: as_outputs(
-        estimator.predictions(receiver.features_fn(inputs))), receiver.receiver_specs)
-    module.serve = serve
+    signatures, methods = _export_signatures(estimator, receiver, progress or (lambda m: None))
+    module.serve = signatures["serving_default"]
     base = Path(export_dir_base)
     stamp = int(time.time())
     while (base / str(stamp)).exists():
         stamp += 1
-    return str(save(module, estimator, base / str(stamp), {"serving_default": serve},
+    return str(save(module, estimator, base / str(stamp), signatures, method_names=methods,
                     checkpoint_path=checkpoint_path))

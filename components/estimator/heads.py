@@ -19,8 +19,10 @@ checkpoints and resets them before each evaluation, then adds ``loss`` and ``glo
 Differences from tf.estimator 2.15: optimizers are Keras 3 optimizers the engine applies (or
 ``train_op_fn``); ``MultiHead`` prediction keys are ``"head/key"`` strings; with a
 ``label_vocabulary`` integer labels are accepted as already-mapped ids (what the transform
-step feeds); no ``classes_for_class_based_metrics``; no export_outputs (the export builds
-its signatures from the predictions).
+step feeds); no ``classes_for_class_based_metrics``. In PREDICT mode the spec's
+``export_outputs`` are tf.estimator's: ``serving_default`` and ``classification``
+(``ClassificationOutput(scores=probabilities, classes=all class names)``) or ``regression``
+(one output), plus ``predict``; ``MultiHead`` exports ``predict`` only.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 learns on small synthetic data, restores from its checkpoint, exports; defaults (optimizers,
 learning rates) are tf.estimator 2.15's; bad arguments fail at construction, naming them."""
 
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -167,7 +169,11 @@ def test_dnn_classifier_port_exports_a_saved_model_with_equal_outputs(tmp_path):
     path = est.export_saved_model(
         str(tmp_path / "export"),
         estimator.parsing_serving_input_receiver_fn(fc.make_parse_example_spec(DNN_COLUMNS)))
-    served = tf.saved_model.load(path).signatures["serving_default"](examples=_serialized(16))
+    loaded = tf.saved_model.load(path)
+    # tf.estimator's signatures: serving_default = classification (TF Serving's Classify, on
+    # serialized examples as "inputs"), classification, and predict (every prediction).
+    assert set(loaded.signatures) == {"serving_default", "classification", "predict"}
+    served = loaded.signatures["predict"](examples=_serialized(16))
     predicted = list(est.predict(_predict_fn(16), yield_single_examples=False))
     expected = {k: np.concatenate([p[k] for p in predicted]) for k in predicted[0]}
     assert set(served) == set(expected)
@@ -176,7 +182,60 @@ def test_dnn_classifier_port_exports_a_saved_model_with_equal_outputs(tmp_path):
             np.testing.assert_allclose(served[key].numpy(), value, rtol=1e-5, atol=1e-6)
         else:
             np.testing.assert_array_equal(served[key].numpy(), value)
+    for name in ("serving_default", "classification"):
+        classified = loaded.signatures[name](inputs=_serialized(16))
+        np.testing.assert_allclose(classified["scores"].numpy(), expected["probabilities"],
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(classified["classes"].numpy(), expected["all_classes"])
+    methods = _signature_methods(path)
+    assert methods == {"serving_default": "tensorflow/serving/classify",
+                       "classification": "tensorflow/serving/classify",
+                       "predict": "tensorflow/serving/predict"}
 
+
+def _signature_methods(path) -> dict[str, str]:
+    """The SignatureDefs' method names, as TF Serving reads them from saved_model.pb."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((Path(path) / "saved_model.pb").read_bytes())
+    return {k: v.method_name for k, v in proto.meta_graphs[0].signature_def.items()
+            if not k.startswith("__")}
+
+
+def test_regressor_exports_tf_servings_regression_signature(tmp_path):
+    est = estimator.DNNRegressor(hidden_units=[8], feature_columns=DNN_COLUMNS,
+                                 model_dir=str(tmp_path / "model"), progress=_quiet)
+    est.train(_train_fn(LABELS["regression"]), steps=5)
+    path = est.export_saved_model(
+        str(tmp_path / "export"),
+        estimator.parsing_serving_input_receiver_fn(fc.make_parse_example_spec(DNN_COLUMNS)))
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) == {"serving_default", "regression", "predict"}
+    predicted = np.concatenate([p["predictions"] for p in est.predict(
+        _predict_fn(16), yield_single_examples=False)])
+    regressed = loaded.signatures["regression"](inputs=_serialized(16))["outputs"].numpy()
+    np.testing.assert_allclose(regressed, predicted, rtol=1e-5, atol=1e-6)
+    assert _signature_methods(path)["serving_default"] == "tensorflow/serving/regress"
+
+
+def test_a_receiver_without_one_string_input_keeps_predict_as_serving_default(tmp_path):
+    """Classify takes serialized examples: with a raw-tensor receiver that signature is left
+    out (with a note) and serving_default is the predict signature."""
+    est = estimator.LinearClassifier(feature_columns=[fc.numeric_column("x0")],
+                                     model_dir=str(tmp_path / "model"), progress=_quiet)
+    est.train(_train_fn(LABELS["binary"]), steps=3)
+    notes = []
+    est._progress = notes.append
+    receiver = lambda: estimator.ServingInputReceiver(  # noqa: E731
+        features_fn=lambda inputs: {"x0": inputs["x0"]},
+        receiver_specs={"x0": tf.TensorSpec([None, 1], tf.float32)})
+    path = est.export_saved_model(str(tmp_path / "export"), receiver)
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) == {"serving_default", "predict"}
+    out = loaded.signatures["serving_default"](x0=tf.constant([[0.5], [-2.0]]))
+    assert out["probabilities"].shape == (2, 2)
+    assert any("left out signature 'classification'" in n for n in notes)
 
 def _train_spec(est):
     """The EstimatorSpec the model_fn returns in TRAIN mode (called eagerly)."""

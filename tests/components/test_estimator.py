@@ -382,3 +382,48 @@ def test_the_training_loop_is_traced_once_with_engine_applied_optimizer_slots(tm
     est.train(input_fn, max_steps=10)
     assert est._trainer.loop.experimental_get_tracing_count() == 1
     assert est.get_variable_value("global_step") == 10
+
+
+def _export_outputs_model_fn(features, labels, mode, params):
+    """tf.estimator style: the PREDICT spec names its export signatures."""
+    from estflow.components.estimator import export
+
+    logits = keras.layers.Dense(1)(features["x"])
+    probability = tf.sigmoid(logits)
+    if mode == ModeKeys.PREDICT:
+        kind = params["kind"]
+        outputs = ({"serving_default": export.PredictOutput({"p": probability}),
+                    "logits": export.PredictOutput(logits)} if kind == "predict"
+                   else {"serving_default": "not an output"})
+        return EstimatorSpec(mode, predictions={"probability": probability, "logits": logits},
+                             export_outputs=outputs)
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+    return EstimatorSpec(mode, loss=loss, optimizer=keras.optimizers.SGD(0.1))
+
+
+def test_export_outputs_of_a_custom_model_fn_name_the_signatures(tmp_path):
+    est = Estimator(_export_outputs_model_fn, str(tmp_path / "m"), CONFIG,
+                    params={"kind": "predict"}, progress=lambda m: None)
+    est.train(input_fn, max_steps=5)
+    path = est.export_saved_model(str(tmp_path / "export"), fx_receiver_fn)
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) == {"serving_default", "logits"}
+    examples = _examples(X[:4])
+    served = loaded.signatures["serving_default"](examples=examples)
+    assert set(served) == {"p"}  # only what the PredictOutput names
+    logits = loaded.signatures["logits"](examples=examples)["predictions"].numpy()
+    np.testing.assert_allclose(served["p"].numpy(), 1 / (1 + np.exp(-logits)), rtol=1e-5)
+    bad = Estimator(_export_outputs_model_fn, str(tmp_path / "m"), CONFIG,
+                    params={"kind": "bad"}, progress=lambda m: None)
+    with pytest.raises(TypeError, match=r"export_outputs values.*'serving_default': 'str'"):
+        bad.export_saved_model(str(tmp_path / "bad"), fx_receiver_fn)
+
+
+def fx_receiver_fn():
+    return parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([2], tf.float32)})()
+
+
+def _examples(rows):
+    return tf.constant([tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=list(map(float, r))))}))
+        .SerializeToString() for r in rows])
