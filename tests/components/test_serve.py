@@ -443,3 +443,45 @@ def test_command_line_prints_a_ready_line_and_serves(base):
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+
+
+def test_a_premade_estimators_export_answers_classify_and_predict(tmp_path):
+    """What a ported tf.estimator program exports (DNNClassifier.export_saved_model) is served
+    as TF Serving serves it: :classify on serving_default, :predict on "predict"."""
+    import estflow.components.estimator as estimator
+
+    fc = estimator.feature_column
+    cols = [fc.numeric_column("x"), fc.indicator_column(
+        fc.categorical_column_with_vocabulary_list("c", ["a", "b"]))]
+    r = np.random.RandomState(0)
+    x = r.randn(128, 1).astype("float32")
+    c = r.choice([b"a", b"b"], (128, 1))
+    est = estimator.DNNClassifier([4], cols, model_dir=str(tmp_path / "m"),
+                                  label_vocabulary=["no", "yes"], progress=lambda m: None)
+    est.train(lambda: tf.data.Dataset.from_tensor_slices((
+        {"x": x, "c": c}, np.where(x > 0, b"yes", b"no"))).repeat().batch(32), steps=5)
+    exported = est.export_saved_model(str(tmp_path / "export"),
+                                      estimator.parsing_serving_input_receiver_fn(
+                                          fc.make_parse_example_spec(cols)))
+    shutil.copytree(exported, tmp_path / "serving" / "clf" / "1")
+    reference = tf.saved_model.load(exported).signatures["predict"]
+    rows = [{"x": 1.5, "c": "b"}, {"x": -2.0, "c": "a"}]
+    examples = tf.constant([tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[row["x"]])),
+        "c": tf.train.Feature(bytes_list=tf.train.BytesList(value=[row["c"].encode()]))}))
+        .SerializeToString() for row in rows])
+    expected = reference(examples=examples)
+    with serve.serve(tmp_path / "serving", poll_seconds=0) as running:
+        status, payload = request(running, "POST", "/v1/models/clf:classify",
+                                  {"examples": rows})
+        assert status == 200, payload
+        for i, result in enumerate(payload["results"]):
+            assert [label for label, _ in result] == ["no", "yes"]
+            np.testing.assert_allclose([score for _, score in result],
+                                       expected["probabilities"].numpy()[i], rtol=1e-5)
+        status, payload = request(running, "POST", "/v1/models/clf:predict", {
+            "signature_name": "predict",
+            "instances": [{"examples": b64(e)} for e in examples.numpy()]})
+        assert status == 200, payload
+        np.testing.assert_allclose([p["logistic"] for p in payload["predictions"]],
+                                   expected["logistic"].numpy(), rtol=1e-5)
