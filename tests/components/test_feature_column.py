@@ -307,7 +307,8 @@ def test_model_fn_with_feature_columns_trains_with_estimator_and_exports(tmp_pat
     assert metrics["accuracy"] > max(y.mean(), 1 - y.mean()) + 0.1, metrics
     receiver = parsing_serving_input_receiver_fn(fc.make_parse_example_spec(COLUMNS[:3]))
     export_dir = est.export_saved_model(str(tmp_path / "export"), receiver)
-    served = tf.saved_model.load(export_dir).signatures["serving_default"]
+    loaded = tf.saved_model.load(export_dir)
+    served = loaded.signatures["predict"]  # the head's signatures: serving_default classifies
     examples = tf.constant([_example(x=[float(x)], color=[str(c)])
                             for x, c in zip(features["x"][:5], features["color"][:5],
                                             strict=True)])
@@ -317,3 +318,5 @@ def test_model_fn_with_feature_columns_trains_with_estimator_and_exports(tmp_pat
         yield_single_examples=False))
     np.testing.assert_allclose(served(examples=examples)["logistic"], predicted["logistic"],
                                rtol=1e-5)
+    scores = loaded.signatures["serving_default"](inputs=examples)["scores"]
+    np.testing.assert_allclose(scores, predicted["probabilities"], rtol=1e-5)
