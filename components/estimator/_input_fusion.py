@@ -18,6 +18,7 @@ components, a count that is not a constant) leaves the dataset as it is. Turn it
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -40,18 +41,17 @@ def _constant(value: Any) -> int | bool | None:
     return None if known is None else known.item()
 
 
+@dataclasses.dataclass(frozen=True)
 class _Chain:
     """The parsed pipeline: rows (a flat list of tensors), batch size, counts, prefetch."""
 
-    def __init__(self, tensors, structure, batch: int, drop: bool, inner: int, outer: int,
-                 prefetch) -> None:
-        self.tensors = tensors
-        self.structure = structure
-        self.batch = batch
-        self.drop = drop
-        self.inner = inner  # passes over the rows before batching (-1: forever)
-        self.outer = outer  # passes over the batches (1: no outer repeat)
-        self.prefetch = prefetch
+    tensors: list
+    structure: Any
+    batch: int
+    drop: bool
+    inner: int  # passes over the rows before batching (-1: forever)
+    outer: int  # passes over the batches (1: no outer repeat)
+    prefetch: int | None
 
 
 def _parse(dataset: tf.data.Dataset) -> _Chain | None:
@@ -85,11 +85,7 @@ def _parse(dataset: tf.data.Dataset) -> _Chain | None:
 
 
 def _rebuild(chain: _Chain) -> tf.data.Dataset:
-    rows = int(chain.tensors[0].shape[0]) if chain.tensors[0].shape[0] is not None else None
-    if rows is None:
-        rows_t = tf.shape(chain.tensors[0], out_type=tf.int64)[0]
-    else:
-        rows_t = tf.constant(rows, tf.int64)
+    rows_t = tf.shape(chain.tensors[0], out_type=tf.int64)[0]
     tensors, structure, size = chain.tensors, chain.structure, chain.batch
     forever = chain.inner == _INFINITE
     total = None if forever else rows_t * chain.inner  # rows in one pass over the batches
@@ -125,9 +121,9 @@ def batch_first(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, bool]:
     pipeline (see the module docstring), or ``dataset`` itself when it is not one."""
     options = None
     node = dataset
-    if _op(node) == "_OptionsDataset":
-        options, node = dataset.options(), node._input_dataset
     try:
+        if _op(node) == "_OptionsDataset":
+            options, node = dataset.options(), node._input_dataset
         chain = _parse(node)
     except AttributeError:  # a TensorFlow whose private dataset fields differ: keep the input
         return dataset, False

@@ -28,6 +28,7 @@ from estflow.components.estimator.distribute import ClusterSpec
 from estflow.components.estimator.distribute import DistributeError
 from estflow.components.estimator.distribute import TaskInfo
 from tests.components._devices import configure_two_cpus
+from tests.components._models import logistic_model_fn as model_fn
 
 TWO_CPUS = configure_two_cpus()
 
@@ -41,18 +42,6 @@ Y = (X[:, :1] + 0.5 * X[:, 1:] > 0).astype("float32")
 def whole_batch_input_fn():
     """Every step sees all 256 rows (128 per replica): a step is a pure function of state."""
     return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(len(X)).repeat()
-
-
-def model_fn(features, labels, mode, params):
-    """estflow style: the engine applies the returned optimizer (and averages replicas)."""
-    w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
-    b = tf.Variable(lambda: tf.zeros([1]), name="b")
-    logits = tf.matmul(features["x"], w) + b
-    if mode == ModeKeys.PREDICT:
-        return EstimatorSpec(mode, predictions={"logits": logits})
-    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
-    return EstimatorSpec(mode, loss=loss, optimizer=keras.optimizers.Adagrad(0.5)
-                         if mode == ModeKeys.TRAIN else None)
 
 
 def make_train_op_model_fn():

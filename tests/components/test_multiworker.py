@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.components._models import logistic_model_fn as model_fn
+
 ROOT = Path(__file__).resolve().parents[2]
 MAX_STEPS = 20
 STRATEGY_CLASSES = {"multi_worker_mirrored": "MultiWorkerMirroredStrategy",
@@ -32,23 +34,6 @@ Y = (X[:, :1] + 0.5 * X[:, 1:] > 0).astype("float32")
 
 
 # -- what each process runs ---------------------------------------------------------------------
-def model_fn(features, labels, mode, params):
-    import keras
-    import tensorflow as tf
-
-    from estflow.components.estimator import EstimatorSpec
-    from estflow.components.estimator import ModeKeys
-
-    w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
-    b = tf.Variable(lambda: tf.zeros([1]), name="b")
-    logits = tf.matmul(features["x"], w) + b
-    if mode == ModeKeys.PREDICT:
-        return EstimatorSpec(mode, predictions={"logits": logits})
-    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
-    return EstimatorSpec(mode, loss=loss, optimizer=keras.optimizers.Adagrad(0.5)
-                         if mode == ModeKeys.TRAIN else None)
-
-
 def whole_batch_input_fn():
     """The global batch is all 256 rows: under MWMS each of 2 workers trains on 128 of them."""
     import tensorflow as tf
