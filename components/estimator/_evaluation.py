@@ -28,7 +28,7 @@ from estflow.components.estimator._driver import HookRunner
 from estflow.components.estimator._driver import HookSession
 from estflow.components.estimator._driver import as_hooks
 from estflow.components.estimator._store import VariableStore
-from estflow.components.estimator._training import _batch_size
+from estflow.components.estimator._training import examples_in
 from estflow.components.estimator.distribute import DistributeError
 from estflow.components.estimator.distribute import Distribution
 from estflow.dsl.model_fn import ModeKeys
@@ -134,7 +134,7 @@ class Evaluator:
         (the mean of nothing is NaN)."""
         features, labels = split_element(element)
         loss = self._call(features, labels)
-        examples = tf.cast(_batch_size(features), tf.float32)
+        examples = tf.cast(examples_in(features), tf.float32)
         return tf.where(examples > 0, loss * examples, 0.0), examples
 
     def evaluate(self, dataset: tf.data.Dataset, hooks: tuple = (),

@@ -24,12 +24,13 @@ import tensorflow as tf
 
 from estflow.components.estimator._calls import ModelFn
 from estflow.components.estimator._calls import split_element
+from estflow.components.estimator._fc_inputs import batch_size
 from estflow.components.estimator._store import VariableStore
 from estflow.components.estimator.distribute import Distribution
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
 
-__all__ = ["Optimizers", "Trainer"]
+__all__ = ["Optimizers", "Trainer", "examples_in"]
 
 
 class Optimizers(tf.Module):
@@ -69,11 +70,9 @@ def _unlifted(next_creator, **kwargs):
     return next_creator(**kwargs)
 
 
-def _batch_size(features) -> tf.Tensor:
-    first = tf.nest.flatten(features)[0]
-    if isinstance(first, tf.SparseTensor):
-        return first.dense_shape[0]
-    return tf.shape(first, out_type=tf.int64)[0]
+def examples_in(features) -> tf.Tensor:
+    """The batch size of ``features``: the first dimension of its first tensor (int64)."""
+    return batch_size(tf.nest.flatten(features)[0])
 
 
 class Trainer:
@@ -158,7 +157,7 @@ class Trainer:
                 if self._distribution.num_replicas > 1 else loss
         if spec.optimizer is not None:
             self._apply(spec, scaled, tape)
-        return tf.identity(loss), _batch_size(features)
+        return tf.identity(loss), examples_in(features)
 
     def _apply(self, spec: EstimatorSpec, loss: tf.Tensor, tape: tf.GradientTape) -> None:
         pairs = _pairs(spec.optimizer)
