@@ -1,34 +1,68 @@
-"""The shared vocabulary of steps and artifacts: where components and pipelines meet.
+"""The one table of steps and artifacts: where components and pipelines meet.
 
-Each step reads and writes *artifact directories* with a fixed layout. The local runner and the
-KFP compiler (``estflow.pipelines``) wire them; the components (``estflow.components``) fill them.
-Neither imports the other; both import this module.
+Every step is written here once: its name, the component module that runs it, the artifact
+directories it reads and writes, and the options its entry point takes. The local runner and the
+KFP compiler (``estflow.pipelines``) build each step's argv from a :class:`Step`; each component
+(``estflow.components.<step>``) builds its argument parser from the same :class:`Step`, so the
+two sides cannot disagree about a flag. Neither side imports the other; both import this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Step", "STEPS", "steps_for", "Files"]
+__all__ = ["Option", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "step_named",
+           "steps_for", "Files"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One ``--flag`` of a step's entry point besides ``--spec`` and its artifacts.
+
+    ``type`` is ``"str"``, ``"int"`` or ``"float"``; ``default`` None with ``required`` False
+    means the option may be left out. ``choices`` bounds an int option (inclusive range).
+    """
+
+    flag: str
+    help: str
+    type: str = "str"
+    default: str | int | float | None = None
+    required: bool = False
+    choices: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """A pipeline step: its name, the component module that runs it, its input artifacts (by the
-    producing step's output name) and its outputs."""
+    """A step: its name, the component module that runs it, its input artifacts (by the
+    producing step's output name), its outputs, its options, and whether it runs a Beam job
+    (Beam steps take Beam pipeline options: ``--beam-options`` and pass-through ``--x=y``)."""
 
     name: str
     module: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     description: str
+    options: tuple[Option, ...] = ()
+    beam: bool = False
 
+
+_SOURCE_ROOT = Option("source-root", "directory (or module:pkg.mod) relative source paths "
+                      "resolve to")
+_BEAM_OPTIONS = (
+    Option("gzip-level", "GZIP level of the written TFRecords: 1 fastest (default), 9 smallest",
+           type="int", default=1, choices=(1, 9)),
+    Option("num-shards", "shards per split (default 0: the runner decides)", type="int",
+           default=0),
+    Option("beam-options", "Beam pipeline options as one string (also accepted as extra "
+           "arguments), e.g. \"--runner=DataflowRunner --project=P ...\""),
+)
 
 STEPS = (
     Step("ingest", "estflow.components.ingest", (), ("examples",),
-         "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples"),
+         "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples",
+         options=(_SOURCE_ROOT, *_BEAM_OPTIONS), beam=True),
     Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
-         "analyze + transform with Beam and tf.Transform"),
+         "analyze + transform with Beam and tf.Transform", options=_BEAM_OPTIONS, beam=True),
     Step("train", "estflow.components.train", ("transformed",), ("model",),
          "train the Estimator, checkpoint, export the serving SavedModel"),
     Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
@@ -36,6 +70,34 @@ STEPS = (
     Step("push", "estflow.components.push", ("model", "evaluation"), ("pushed",),
          "copy the export to <base>/<model_name>/<version>/ atomically"),
 )
+
+PREPROCESS = Step(
+    "preprocess", "estflow.components.preprocess", (), ("examples", "transformed"),
+    "ingest + transform in one Beam job", options=(_SOURCE_ROOT, *_BEAM_OPTIONS), beam=True)
+"""``estflow preprocess``: the ingest and transform steps fused into one Beam job."""
+
+TFJOB = Step(
+    "train", "estflow.components.tfjob", ("transformed",), ("model",),
+    "train on a Kubeflow TFJob: submit it, follow it, copy the model out",
+    options=(
+        Option("image", "image of the replicas (estflow's)", required=True),
+        Option("namespace", "default: this pod's namespace"),
+        Option("name", "TFJob name (default: generated)"),
+        Option("poll-seconds", "seconds between status reads", type="float", default=10.0),
+        Option("timeout-seconds", "give up after this long (default: never)", type="float"),
+    ))
+"""The train step of a pipeline declaring a multi-process cluster, on Kubeflow."""
+
+SERVE_MODULE = "estflow.components.serve"
+"""``estflow serve``: the TF-Serving-compatible REST server over pushed models."""
+
+
+def step_named(name: str) -> Step:
+    """The pipeline step called ``name`` (one of :data:`STEPS`)."""
+    for step in STEPS:
+        if step.name == name:
+            return step
+    raise KeyError(f"no step {name!r}; the steps are {[s.name for s in STEPS]}")
 
 
 def steps_for(has_push: bool) -> tuple[Step, ...]:
@@ -49,6 +111,7 @@ class Files:
     # ingest -> examples/
     TRAIN_EXAMPLES = "train"            # directory of TFRecord shards of raw tf.Examples
     EVAL_EXAMPLES = "eval"
+    SHARD_PREFIX = "part"               # <split>/part-NNNNN-of-MMMMM.gz
     REJECTED = "rejected.jsonl"         # one JSON object per rejected row: file, line, row, reason
     INGEST_STATS = "ingest.json"
     # transform -> transformed/
