@@ -13,7 +13,7 @@ Outputs, in the evaluation directory:
   metrics}}}``; each slice's metrics include its ``examples`` count (small slices are noisy);
   an absent raw value is the slice ``"<missing>"``; undefined metrics (AUC of a single class)
   are ``null``.
-* ``blessing.json``: see :mod:`estflow.components._blessing`.
+* ``blessing.json``: see :mod:`estflow.components._evaluate.blessing`.
 * ``report.html``: a self-contained report with inline SVG plots.
 * ``kfp_metrics.json`` and ``kfp_classification.json``, which :func:`log_to_kfp` logs to KFP
   ``Metrics`` / ``ClassificationMetrics`` artifacts.
@@ -23,7 +23,6 @@ Outputs, in the evaluation directory:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -33,12 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from estflow.components import _blessing
-from estflow.components import _destinations
-from estflow.components import _report
-from estflow.components import _runtime
-from estflow.components import metrics as metrics_lib
+from estflow.components._evaluate import blessing as _blessing
+from estflow.components._evaluate import metrics as metrics_lib
+from estflow.components._evaluate import report as _report
+from estflow.components._io import model_repo
+from estflow.components._io.jsonfile import write_json
+from estflow.components._io.raw_features import TF_DTYPES
+from estflow.components._runtime import entry as _runtime
 from estflow.dsl.contracts import Files
+from estflow.dsl.contracts import step_named
 from estflow.dsl.models import head_of
 from estflow.dsl.pipeline import Pipeline
 
@@ -50,7 +52,6 @@ MISSING = "<missing>"
 MAX_SLICE_VALUES = 100
 """Per slice column, metrics for at most this many values (the most frequent)."""
 ROC_POINTS = 200
-_TF_DTYPES = {"float": "float32", "int": "int64", "string": "string"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +116,6 @@ def score_examples(export_dir: str, eval_files: list[str], *, label: str, head: 
 
 
 def _tensorflow():
-    _runtime.quiet_tensorflow()
     import tensorflow as tf
 
     return tf
@@ -162,7 +162,7 @@ def _slice_values(tf, batch, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
     the first value of a multi-valued feature)."""
     if not dtypes:
         return {}
-    spec = {c: tf.io.VarLenFeature(getattr(tf, _TF_DTYPES[d])) for c, d in dtypes.items()}
+    spec = {c: tf.io.VarLenFeature(TF_DTYPES[d]) for c, d in dtypes.items()}
     parsed = tf.io.parse_example(batch, spec)
     out = {}
     for column, sparse in parsed.items():
@@ -184,7 +184,7 @@ def _as_text(value: Any) -> str:
 
 def evaluate_saved_model(export_dir: str, eval_files: list[str], *, label: str, head: str,
                          batch_size: int = 512, max_batches: int | None = None) -> dict:
-    """The head's metrics (see :mod:`estflow.components.metrics`) of a SavedModel on
+    """The head's metrics (see :mod:`estflow.components._evaluate.metrics`) of a SavedModel on
     ``eval_files``."""
     scores = score_examples(export_dir, eval_files, label=label, head=head,
                             batch_size=batch_size, max_batches=max_batches)
@@ -255,9 +255,9 @@ def _find_baseline(pipeline: Pipeline) -> tuple[int, str] | None:
     """(version, path) of the model served at the push target, or None."""
     if pipeline.push is None:
         return None
-    destination = _destinations.destination_for(pipeline.push.base_path,
+    destination = model_repo.destination_for(pipeline.push.base_path,
                                                 pipeline.push.model_name)
-    version = _destinations.latest_servable(destination)
+    version = model_repo.latest_servable(destination)
     return None if version is None else (version, f"{destination.model_base}/{version}")
 
 
@@ -309,17 +309,17 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
 
 def _write(folder: Path, result: dict, blessing: _blessing.Blessing, plots: dict,
            title: str) -> None:
-    _runtime.write_json(folder / Files.METRICS, result)
-    _runtime.write_json(folder / Files.KFP_METRICS, {
+    write_json(folder / Files.METRICS, result)
+    write_json(folder / Files.KFP_METRICS, {
         k: v for k, v in result["metrics"].items()
         if isinstance(v, (int, float)) and not isinstance(v, bool)})
-    _runtime.write_json(folder / Files.KFP_CLASSIFICATION, {
+    write_json(folder / Files.KFP_CLASSIFICATION, {
         k: plots[k] for k in ("roc", "confusion_matrix") if k in plots})
     html = _report.render(title=title, evaluation=result, blessing=blessing.to_json(),
                           plots=plots, main_metric=metrics_lib.MAIN_METRIC[result["head"]])
     (folder / Files.REPORT).write_text(html)
     # Last: the push step (and the KFP condition) act on blessing.json alone.
-    _runtime.write_json(folder / Files.BLESSING, blessing.to_json())
+    write_json(folder / Files.BLESSING, blessing.to_json())
 
 
 def _show(result: dict, blessing: _blessing.Blessing, folder: Path,
@@ -376,11 +376,7 @@ def log_to_kfp(evaluation_dir: str, metrics_artifact: Any = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="estflow.components.evaluate", description=__doc__)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file or JSON text")
-    parser.add_argument("--examples", required=True, help="ingest output (raw eval split)")
-    parser.add_argument("--model", required=True, help="train output (export/)")
-    parser.add_argument("--evaluation", required=True, help="output directory")
+    parser = _runtime.step_parser(step_named("evaluate"), __doc__)
     args = parser.parse_args(argv)
     run(_runtime.load_pipeline(args.spec), args.examples, args.model, args.evaluation)
     return 0

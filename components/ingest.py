@@ -24,23 +24,19 @@ either written to a split or listed in ``rejected.jsonl`` with its reason.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from estflow.components import _runtime
-from estflow.components._ingest_report import IngestError
+from estflow.components._ingest.job import Ingest
+from estflow.components._ingest.job import finish
+from estflow.components._ingest.job import prepare
+from estflow.components._ingest.report import IngestError
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.dsl.contracts import step_named
+from estflow.dsl.pipeline import Pipeline
 
-# Quiet TensorFlow's C++ start-up logs before tfx-bsl (imported below) can load it.
-_runtime.quiet_tensorflow()
-from estflow.components import _beam  # noqa: E402
-from estflow.components._ingest_job import SHARD_PREFIX  # noqa: E402
-from estflow.components._ingest_job import Ingest  # noqa: E402
-from estflow.components._ingest_job import finish  # noqa: E402
-from estflow.components._ingest_job import prepare  # noqa: E402
-from estflow.components._tfrecords import DEFAULT_GZIP_LEVEL  # noqa: E402
-from estflow.dsl.pipeline import Pipeline  # noqa: E402
-
-__all__ = ["IngestError", "SHARD_PREFIX", "run", "main"]
+__all__ = ["IngestError", "run", "main"]
 
 
 def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None,
@@ -66,7 +62,7 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
             data rows, more than ``source.max_rejected_fraction`` of the rows are rejected, or
             the source's schema check fails.
     """
-    progress = _runtime.Progress("ingest")
+    progress = entry.Progress("ingest")
     out = str(examples_dir)
     files = prepare(pipeline, out, source_root, progress)
     beam_pipeline = _beam.new_pipeline(beam_options)
@@ -79,15 +75,11 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m estflow.components.ingest --spec S --examples DIR``."""
-    parser = argparse.ArgumentParser(prog="estflow.components.ingest", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
-    parser.add_argument("--examples", required=True, help="output examples directory")
-    _beam.add_step_arguments(parser, DEFAULT_GZIP_LEVEL, reads_source=True)
+    parser = entry.step_parser(step_named("ingest"), __doc__)
     args, extra = parser.parse_known_args(argv)
-    pipeline = _runtime.load_pipeline(args.spec)
+    pipeline = entry.load_pipeline(args.spec)
     _beam.freeze_imports()
-    root = _runtime.resolve_source_root(args.source_root)
+    root = entry.resolve_source_root(args.source_root)
     try:
         run(pipeline, args.examples, source_root=str(root),
             beam_options=_beam.split_options(extra, args.beam_options),

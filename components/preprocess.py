@@ -18,27 +18,24 @@ data that did not pass) and the step fails, pointing to the rejected rows.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from estflow.components import _runtime
-from estflow.components._ingest_report import IngestError
-
-_runtime.quiet_tensorflow()  # before tf.Transform imports TensorFlow
-from estflow.components import _beam  # noqa: E402
-from estflow.components._ingest_job import Ingest  # noqa: E402
-from estflow.components._ingest_job import finish as finish_ingest  # noqa: E402
-from estflow.components._ingest_job import prepare  # noqa: E402
-from estflow.components._rows import arrow_schema  # noqa: E402
-from estflow.components._split import split_names  # noqa: E402
-from estflow.components._tfrecords import DEFAULT_GZIP_LEVEL  # noqa: E402
-from estflow.components._transform_job import TransformSplits  # noqa: E402
-from estflow.components._transform_job import adapter_config  # noqa: E402
-from estflow.components._transform_job import clear_outputs  # noqa: E402
-from estflow.components._transform_job import finish as finish_transform  # noqa: E402
-from estflow.components._transform_job import tft_context  # noqa: E402
-from estflow.components._transform_report import TransformError  # noqa: E402
-from estflow.dsl.pipeline import Pipeline  # noqa: E402
+from estflow.components._ingest.job import Ingest
+from estflow.components._ingest.job import finish as finish_ingest
+from estflow.components._ingest.job import prepare
+from estflow.components._ingest.report import IngestError
+from estflow.components._ingest.rows import arrow_schema
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.components._transform.job import TransformSplits
+from estflow.components._transform.job import adapter_config
+from estflow.components._transform.job import clear_outputs
+from estflow.components._transform.job import finish as finish_transform
+from estflow.components._transform.job import tft_context
+from estflow.components._transform.report import TransformError
+from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["IngestError", "TransformError", "run", "main"]
 
@@ -58,9 +55,9 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
         IngestError: as the ingest step (then no transform output is left behind).
     """
     examples, out = str(examples_dir), str(transformed_dir)
-    progress = _runtime.Progress("preprocess")
+    progress = entry.Progress("preprocess")
     files = prepare(pipeline, examples, source_root, progress)
-    clear_outputs(out, split_names(pipeline.split))
+    clear_outputs(out, pipeline.split.names())
     beam_pipeline = _beam.new_pipeline(beam_options)
     options = {"gzip_level": gzip_level, "num_shards": num_shards}
     raw = beam_pipeline | "Ingest" >> Ingest(pipeline, files, examples, **options)
@@ -72,23 +69,18 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
     try:
         ingested = finish_ingest(pipeline, examples, files, progress)
     except IngestError:
-        clear_outputs(out, split_names(pipeline.split))
+        clear_outputs(out, pipeline.split.names())
         raise
     return ingested, finish_transform(pipeline, out, progress)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="estflow.components.preprocess", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
-    parser.add_argument("--examples", required=True, help="output: raw examples directory")
-    parser.add_argument("--transformed", required=True, help="output: transformed directory")
-    _beam.add_step_arguments(parser, DEFAULT_GZIP_LEVEL, reads_source=True)
+    parser = entry.step_parser(PREPROCESS, __doc__)
     args, extra = parser.parse_known_args(argv)
-    pipeline = _runtime.load_pipeline(args.spec)
+    pipeline = entry.load_pipeline(args.spec)
     _beam.freeze_imports()
-    root = _runtime.resolve_source_root(args.source_root)
+    root = entry.resolve_source_root(args.source_root)
     try:
         run(pipeline, args.examples, args.transformed, source_root=str(root),
             beam_options=_beam.split_options(extra, args.beam_options),

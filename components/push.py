@@ -4,7 +4,7 @@ The layout is TF Serving's (and KServe's tensorflow runtime): a server watching 
 path loads the highest integer version. The step first reads the evaluate step's
 ``blessing.json``: a model that is not blessed is not pushed, and the step still succeeds,
 writing ``push.json`` = ``{"pushed": false, "reasons": [...]}`` (a rejection is a result). A
-blessed model is published through a :class:`~estflow.components._destinations.PushDestination`
+blessed model is published through a :class:`~estflow.components._io.model_repo.PushDestination`
 (local directory: atomic rename; ``gs://``/``s3://``: staged copy, verified, then renamed with
 ``saved_model.pb`` last), never overwriting a version; then the oldest versions beyond
 ``keep_versions`` are deleted, and staging directories left by killed pushes (unchanged for an
@@ -16,7 +16,6 @@ hour) are removed. With ``PushTarget.kserve_manifest`` it also writes a KServe
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
@@ -24,12 +23,15 @@ import sys
 import time
 from pathlib import Path
 
-from estflow.components import _runtime
-from estflow.components._destinations import STALE_STAGING_SECONDS
-from estflow.components._destinations import LocalDestination
-from estflow.components._destinations import PushDestination
-from estflow.components._destinations import destination_for
+from estflow.components._io.jsonfile import read_json
+from estflow.components._io.jsonfile import write_json
+from estflow.components._io.model_repo import STALE_STAGING_SECONDS
+from estflow.components._io.model_repo import LocalDestination
+from estflow.components._io.model_repo import PushDestination
+from estflow.components._io.model_repo import destination_for
+from estflow.components._runtime import entry
 from estflow.dsl.contracts import Files
+from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.specs import PushTarget
 
@@ -138,7 +140,7 @@ def read_blessing(evaluation_dir: Path) -> dict:
         raise FileNotFoundError(f"expected the evaluate step's {Files.BLESSING} in "
                                 f"{evaluation_dir}; it is missing, so the model cannot be "
                                 "known to be blessed and is not pushed")
-    blessing = _runtime.read_json(path)
+    blessing = read_json(path)
     if not isinstance(blessing.get("blessed"), bool):
         raise ValueError(f"{path}: expected 'blessed' to be true or false. Received: "
                          f"{blessing.get('blessed')!r}")
@@ -146,19 +148,19 @@ def read_blessing(evaluation_dir: Path) -> dict:
 
 
 def _not_pushed(target: PushTarget, blessing: dict, pushed_dir: str,
-                progress: _runtime.Progress) -> dict:
+                progress: entry.Progress) -> dict:
     failed = [c["reason"] for c in blessing.get("checks", []) if not c.get("passed", True)]
     reasons = failed or list(blessing.get("reasons", [])) or ["not blessed"]
     result = {"pushed": False, "model_name": target.model_name, "reasons": reasons}
-    _runtime.write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
     progress("not pushed: the model is not blessed: " + "; ".join(reasons))
     return result
 
 
 def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str,
-        progress: _runtime.Progress | None = None) -> dict:
+        progress: entry.Progress | None = None) -> dict:
     """Push the trained model's export to the pipeline's push target if it is blessed."""
-    progress = progress or _runtime.Progress("push")
+    progress = progress or entry.Progress("push")
     target = pipeline.push
     if target is None:
         raise ValueError("the pipeline declares no push target (Pipeline.push is None)")
@@ -170,7 +172,7 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
         progress(f"removed stale staging directory {stale} (a push killed over an hour ago)")
     published = push_to(destination, Path(model_dir) / Files.EXPORT,
                         keep_versions=target.keep_versions)
-    metrics = _runtime.read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
+    metrics = read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
     result = {"pushed": True, "model_name": target.model_name, "version": published.version,
               "path": published.path, "model_base": destination.model_base,
               "base_path": destination.model_base.rsplit("/", 1)[0],
@@ -184,20 +186,16 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
             progress(f"warning: the manifest's storageUri {destination.model_base} is a local "
                      "path; KServe reads gs://, s3://, pvc:// or https:// storage")
         progress(f"KServe manifest: {manifest} (kubectl apply -f {manifest})")
-    _runtime.write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
     progress(f"pushed version {published.version} to {published.path}" +
              (f"; removed old versions {list(published.removed)}" if published.removed else ""))
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="estflow.components.push", description=__doc__)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file or JSON text")
-    parser.add_argument("--model", required=True, help="train output (export/)")
-    parser.add_argument("--evaluation", required=True, help="evaluate output (blessing.json)")
-    parser.add_argument("--pushed", required=True, help="output directory (push.json)")
+    parser = entry.step_parser(step_named("push"), __doc__)
     args = parser.parse_args(argv)
-    run(_runtime.load_pipeline(args.spec), args.model, args.evaluation, args.pushed)
+    run(entry.load_pipeline(args.spec), args.model, args.evaluation, args.pushed)
     return 0
 
 

@@ -10,8 +10,8 @@ a background poll loads newer versions as they are pushed and swaps them in with
 (latest) version answers ``/versions/N``; other versions are 404, as with TF Serving's default
 version policy.
 
-The API is TF Serving's (see :mod:`estflow.components._serving_http` for the routes and
-:mod:`estflow.components._serving_codec` for the JSON mapping), so the same client code works
+The API is TF Serving's (see :mod:`estflow.components._serve.http` for the routes and
+:mod:`estflow.components._serve.codec` for the JSON mapping), so the same client code works
 against TF Serving or a KServe InferenceService whose ``storageUri`` is the model base path::
 
     GET  /v1/models/taxi                   {"model_version_status": [{"version": "2", ...}]}
@@ -34,9 +34,9 @@ import sys
 import threading
 from pathlib import Path
 
-from estflow.components._serving_http import RestServer
-from estflow.components._serving_models import ModelRegistry
-from estflow.components._serving_models import ServedModel
+from estflow.components._serve.http import RestServer
+from estflow.components._serve.models import ModelRegistry
+from estflow.components._serve.models import ServedModel
 
 __all__ = ["Server", "serve", "main", "DEFAULT_MAX_BODY_BYTES"]
 

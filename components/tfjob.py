@@ -27,7 +27,6 @@ point: in-cluster credentials, else the kubeconfig (``KUBECONFIG``, ``~/.kube/co
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -44,7 +43,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from estflow.components import _runtime
+from estflow.components._runtime import entry as _runtime
+from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.placement import Placement
@@ -321,16 +321,7 @@ def _stop_on_sigterm(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="estflow.components.tfjob", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
-    parser.add_argument("--transformed", required=True, help="transform output directory")
-    parser.add_argument("--model", required=True, help="output model directory")
-    parser.add_argument("--image", required=True, help="image of the replicas (estflow's)")
-    parser.add_argument("--namespace", default=None, help="default: this pod's namespace")
-    parser.add_argument("--name", default=None, help="TFJob name (default: generated)")
-    parser.add_argument("--poll-seconds", type=float, default=10.0)
-    parser.add_argument("--timeout-seconds", type=float, default=None)
+    parser = _runtime.step_parser(TFJOB, __doc__)
     args = parser.parse_args(argv)
     pipeline = _runtime.load_pipeline(args.spec)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)

@@ -37,7 +37,6 @@ SavedModel signatures (all take serialized *raw* ``tf.Example``s, string ``[None
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import shutil
@@ -48,22 +47,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from estflow.components import _runtime
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from estflow.components._io.jsonfile import read_json
+from estflow.components._io.jsonfile import write_json
+from estflow.components._io.raw_features import raw_feature_spec
+from estflow.components._runtime import entry
+from estflow.components.estimator import Estimator
+from estflow.components.estimator import NanLossError
+from estflow.components.estimator import TrainHook
+from estflow.components.estimator import distribute
+from estflow.components.estimator import export as export_lib
+from estflow.components.estimator import model_fn_for
+from estflow.components.estimator.run_config import RunConfig
 from estflow.dsl import models as m
 from estflow.dsl.contracts import Files
+from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
-
-_runtime.quiet_tensorflow()
-import tensorflow as tf  # noqa: E402
-import tensorflow_transform as tft  # noqa: E402
-
-from estflow.components.estimator import Estimator  # noqa: E402
-from estflow.components.estimator import NanLossError  # noqa: E402
-from estflow.components.estimator import TrainHook  # noqa: E402
-from estflow.components.estimator import distribute  # noqa: E402
-from estflow.components.estimator import export as export_lib  # noqa: E402
-from estflow.components.estimator import model_fn_for  # noqa: E402
-from estflow.components.estimator.run_config import RunConfig  # noqa: E402
 
 __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model",
            "evaluate_checkpoints", "TrainStepError"]
@@ -79,7 +80,7 @@ class TrainStepError(RuntimeError):
 def model_fn_of(model, cardinalities: dict[str, int]) -> tuple[Callable, dict]:
     """(model_fn, params): a premade declaration's model_fn, or a CustomModel's resolved one."""
     if isinstance(model, m.CustomModel):
-        return _runtime.resolve(model.model_fn), dict(model.params)
+        return entry.resolve(model.model_fn), dict(model.params)
     return model_fn_for(model, cardinalities), {}
 
 
@@ -138,7 +139,7 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
     Returns:
         The summary also written to ``OUT_DIR/train.json`` (by the chief).
     """
-    progress = progress or _runtime.Progress("train")
+    progress = progress or entry.Progress("train")
     transformed, out = Path(transformed_dir), Path(model_dir)
     tft_output, cardinalities = _read_transform(transformed)
     model_fn, params = model_fn_of(pipeline.model, cardinalities)
@@ -183,7 +184,7 @@ def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Pat
               "checkpoint_dir": str(out / Files.CHECKPOINTS),
               "tensorboard_dir": str(out / Files.CHECKPOINTS),
               "export_dir": str(export_dir), "model": type(pipeline.model).__name__}
-    _runtime.write_json(out / Files.TRAIN_RESULT, result)
+    write_json(out / Files.TRAIN_RESULT, result)
     return result
 
 
@@ -192,7 +193,7 @@ def _read_transform(transformed: Path):
     if not stats_path.exists() or not (transformed / Files.TRANSFORM_FN).is_dir():
         raise TrainStepError(f"{transformed} is not a transform output: it needs "
                              f"{Files.TRANSFORM_FN}/ and {Files.TRANSFORM_STATS}")
-    cardinalities = _runtime.read_json(stats_path).get("cardinalities", {})
+    cardinalities = read_json(stats_path).get("cardinalities", {})
     return tft.TFTransformOutput(str(transformed / Files.TRANSFORM_FN)), cardinalities
 
 
@@ -203,9 +204,7 @@ def _raw_spec(tft_output, pipeline: Pipeline) -> dict:
     try:
         return dict(tft_output.raw_feature_spec())
     except OSError:
-        from estflow.components import _preprocessing
-
-        return dict(_preprocessing.raw_feature_spec(pipeline))
+        return dict(raw_feature_spec(pipeline))
 
 
 def _training_only(pipeline: Pipeline) -> set[str]:
@@ -315,13 +314,9 @@ def _replace_dir(target: str | os.PathLike, write: Callable[[Path], Path]) -> Pa
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m estflow.components.train --spec S --transformed IN --model
     OUT``."""
-    parser = argparse.ArgumentParser(prog="estflow.components.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
-    parser.add_argument("--transformed", required=True, help="transform output directory")
-    parser.add_argument("--model", required=True, help="output model directory")
+    parser = entry.step_parser(step_named("train"), __doc__)
     args = parser.parse_args(argv)
-    pipeline = _runtime.load_pipeline(args.spec)
+    pipeline = entry.load_pipeline(args.spec)
     try:
         # distribution: the environment is read here, once: which task of which cluster this
         # process is (TF_CONFIG, as a TFJob or `estflow run --workers N` sets it).
@@ -335,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         else:  # the strategy first: it must configure the TF runtime before any op runs
             strategy = distribute.strategy_for(name, cluster)
             run(pipeline, args.transformed, args.model,
-                progress=_runtime.Progress(_task_label(cluster)), cluster=cluster,
+                progress=entry.Progress(_task_label(cluster)), cluster=cluster,
                 strategy=strategy)
     except (TrainStepError, NanLossError, distribute.DistributeError) as err:
         print(f"[train] error: {err}", file=sys.stderr, flush=True)
@@ -361,7 +356,7 @@ def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
     Raises:
         TrainStepError: no new checkpoint came for ``timeout_secs``.
     """
-    progress = progress or _runtime.Progress("train evaluator")
+    progress = progress or entry.Progress("train evaluator")
     transformed = Path(transformed_dir)
     tft_output, cardinalities = _read_transform(transformed)
     model_fn, params = model_fn_of(pipeline.model, cardinalities)

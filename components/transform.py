@@ -21,29 +21,24 @@ out.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from estflow.components import _runtime
-from estflow.components._transform_report import TransformError
+from apache_beam.io.filesystems import FileSystems
 
-# Quiet TensorFlow's C++ start-up logs before tf.Transform imports it.
-_runtime.quiet_tensorflow()
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.components._transform.job import ReadRawExamples
+from estflow.components._transform.job import TransformSplits
+from estflow.components._transform.job import adapter_config
+from estflow.components._transform.job import clear_outputs
+from estflow.components._transform.job import finish
+from estflow.components._transform.job import tft_context
+from estflow.components._transform.report import TransformError
+from estflow.dsl.contracts import step_named
+from estflow.dsl.pipeline import Pipeline
 
-from estflow.components import _beam  # noqa: E402
-from estflow.components._ingest_job import SHARD_PREFIX  # noqa: E402
-from estflow.components._split import split_names  # noqa: E402
-from estflow.components._tfrecords import DEFAULT_GZIP_LEVEL  # noqa: E402
-from estflow.components._transform_job import ReadRawExamples  # noqa: E402
-from estflow.components._transform_job import TransformSplits  # noqa: E402
-from estflow.components._transform_job import adapter_config  # noqa: E402
-from estflow.components._transform_job import clear_outputs  # noqa: E402
-from estflow.components._transform_job import finish  # noqa: E402
-from estflow.components._transform_job import tft_context  # noqa: E402
-from estflow.dsl.pipeline import Pipeline  # noqa: E402
-
-__all__ = ["TransformError", "SHARD_PREFIX", "run", "main"]
+__all__ = ["TransformError", "run", "main"]
 
 
 def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
@@ -67,9 +62,9 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
         TransformError: a split directory of ``examples_dir`` has no shards.
         ValueError: the derive fn or the declarations cannot build the transform graph.
     """
-    progress = _runtime.Progress("transform")
+    progress = entry.Progress("transform")
     examples, out = str(examples_dir), str(transformed_dir)
-    names = split_names(pipeline.split)
+    names = pipeline.split.names()
     sources = {name: ReadRawExamples(pipeline, _input_dir(examples, name)) for name in names}
     clear_outputs(out, names)
     progress("building the Beam pipeline (analyze train, transform " + ", ".join(names) + ")")
@@ -96,14 +91,9 @@ def _input_dir(examples: str, split: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m estflow.components.transform --spec S --examples IN
     --transformed OUT [BEAM_OPTION ...]``."""
-    parser = argparse.ArgumentParser(prog="estflow.components.transform", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
-    parser.add_argument("--examples", required=True, help="ingest output directory")
-    parser.add_argument("--transformed", required=True, help="output directory")
-    _beam.add_step_arguments(parser, DEFAULT_GZIP_LEVEL, reads_source=False)
+    parser = entry.step_parser(step_named("transform"), __doc__)
     args, extra = parser.parse_known_args(argv)
-    pipeline = _runtime.load_pipeline(args.spec)
+    pipeline = entry.load_pipeline(args.spec)
     _beam.freeze_imports()
     try:
         run(pipeline, args.examples, args.transformed,

@@ -1,17 +1,31 @@
-"""The one error type of declarations: it names the field, what was expected and what was received."""
+"""The errors of declarations: each names the field, what was expected and what was received."""
 
 from __future__ import annotations
 
-__all__ = ["DslError"]
+__all__ = ["DslError", "DslErrors"]
 
 
 class DslError(ValueError):
-    """A declaration is invalid.
+    """A declaration is invalid. Raised by the declaration's constructor; a ``ValueError``.
 
-    Attributes:
+    Each argument is kept as an attribute of the same name.
+
+    Args:
         path: dotted path of the offending field, e.g. ``features[2].boundaries``.
         expected: what a valid value looks like.
         received: the value (or a description of it) that was given.
+        note: an optional hint appended to the message.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> try:
+        ...     ef.Numeric("fare", normalize="zscore")
+        ... except ef.DslError as err:
+        ...     caught = err
+        >>> caught.path, caught.received
+        ('normalize', 'zscore')
+        >>> print(caught)
+        Received an invalid value for `normalize`, expected one of [None, 'z_score', 'min_max', 'log']. Received: normalize='zscore'
     """
 
     def __init__(self, path: str, expected: str, received: object, *, note: str = "") -> None:
@@ -33,7 +47,27 @@ class DslError(ValueError):
 
 
 class DslErrors(ValueError):
-    """Several declaration errors found at once by a cross-object validation."""
+    """Several declaration errors found at once by a cross-object validation (``Pipeline``
+    checks every cross-reference and reports all that fail); a ``ValueError``.
+
+    Args:
+        errors: the :class:`DslError` of each failed check (kept as ``errors``), with paths
+            from the pipeline's root.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> try:
+        ...     ef.Pipeline(name="demo", source=ef.CsvSource("data.csv"),
+        ...                 features=(ef.Numeric("fare", default=0.0),),
+        ...                 label=ef.Label("tipped"),
+        ...                 model=ef.LinearClassifier(feature_columns=("fare", "miles")),
+        ...                 train=ef.TrainSpec(max_steps=100),
+        ...                 eval=ef.EvalSpec(slices=("company",)))
+        ... except ef.DslErrors as err:
+        ...     caught = err
+        >>> [e.path for e in caught.errors]
+        ['eval.slices[0]', 'model.feature_columns[1]']
+    """
 
     def __init__(self, errors: list[DslError]) -> None:
         self.errors = list(errors)

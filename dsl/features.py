@@ -76,10 +76,17 @@ class _Sourced:
 class Column:
     """A raw input column that no feature reads directly (e.g. ``tips``, used to derive the label).
 
+    Declared in ``Pipeline.columns`` (raw columns) or ``Derive.outputs`` (derived columns).
+
     Args:
         name: the column name in the data.
         dtype: ``"float"``, ``"int"`` or ``"string"``.
         default: value used when the column is missing in a row; None makes it required.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Column("tips", "float", default=0.0)
+        Column(name='tips', dtype='float', default=0.0)
     """
 
     name: str
@@ -104,6 +111,12 @@ class Numeric(_Sourced):
         normalize: None, ``"z_score"``, ``"min_max"`` (to [0, 1]) or ``"log"`` (log1p of
             values clipped at 0).
         source: raw column to read, when it differs from ``name``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> distance = ef.Numeric("distance", source="trip_miles", default=0.0, normalize="log")
+        >>> distance.column
+        'trip_miles'
     """
 
     name: str
@@ -121,7 +134,25 @@ class Numeric(_Sourced):
 @dataclasses.dataclass(frozen=True)
 class Bucketized(_Sourced):
     """A numeric column cut into buckets: by explicit ``boundaries`` or by ``num_buckets``
-    quantiles computed from the training data. The model sees a bucket id (a categorical)."""
+    quantiles computed from the training data. The model sees a bucket id (a categorical).
+
+    Args:
+        name: feature name (and raw column name unless ``source`` is given).
+        boundaries: strictly increasing cut points: bucket 0 holds values below
+            ``boundaries[0]``, bucket ``i`` values in ``[boundaries[i-1], boundaries[i])``
+            (``len(boundaries) + 1`` buckets).
+        num_buckets: instead of ``boundaries``, this many quantile buckets (at least 2),
+            computed by the transform step from the training split.
+        dtype: ``"float"`` or ``"int"`` raw type.
+        default: fill value for missing cells; None makes the column required.
+        source: raw column to read, when it differs from ``name``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> fare_band = ef.Bucketized("fare_band", source="fare", boundaries=(5, 10, 20))
+        >>> fare_band.boundaries, fare_band.cardinality
+        ((5.0, 10.0, 20.0), 4)
+    """
 
     name: str
     boundaries: tuple[float, ...] = ()
@@ -145,6 +176,7 @@ class Bucketized(_Sourced):
 
     @property
     def cardinality(self) -> int:
+        """The number of bucket ids."""
         return len(self.boundaries) + 1 if self.boundaries else int(self.num_buckets)
 
 
@@ -154,9 +186,19 @@ class CategoricalVocab(_Sourced):
     """A categorical column whose vocabulary is computed from the training data.
 
     Args:
+        name: feature name (and raw column name unless ``source`` is given).
+        dtype: ``"string"`` or ``"int"`` raw type.
+        default: fill value for missing cells; None makes the column required.
         top_k: keep only the most frequent values (None: all).
         frequency_threshold: drop values seen fewer times than this.
         num_oov_buckets: ids for values not in the vocabulary (hashed); at least 1.
+        source: raw column to read, when it differs from ``name``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> company = ef.CategoricalVocab("company", default="", top_k=50)
+        >>> company.cardinality is None  # known once the transform step has seen the data
+        True
     """
 
     name: str
@@ -182,7 +224,21 @@ class CategoricalVocab(_Sourced):
 @serializable
 @dataclasses.dataclass(frozen=True)
 class CategoricalHash(_Sourced):
-    """A categorical column hashed into ``hash_buckets`` ids (no vocabulary needed)."""
+    """A categorical column hashed into ``hash_buckets`` ids (no vocabulary needed).
+
+    Args:
+        name: feature name (and raw column name unless ``source`` is given).
+        hash_buckets: how many ids the values are hashed into (at least 2; required).
+        dtype: ``"string"`` or ``"int"`` raw type.
+        default: fill value for missing cells; None makes the column required.
+        source: raw column to read, when it differs from ``name``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> tract = ef.CategoricalHash("pickup_census_tract", hash_buckets=1000, default="")
+        >>> tract.cardinality
+        1000
+    """
 
     name: str
     hash_buckets: int = 0
@@ -196,6 +252,7 @@ class CategoricalHash(_Sourced):
 
     @property
     def cardinality(self) -> int:
+        """The number of ids, ``hash_buckets``."""
         return self.hash_buckets
 
 
@@ -203,7 +260,21 @@ class CategoricalHash(_Sourced):
 @dataclasses.dataclass(frozen=True)
 class CategoricalIdentity(_Sourced):
     """An integer column that already is an id in ``[0, num_buckets)``. Values outside that
-    range (and negative ones) go to one extra bucket, id ``num_buckets``."""
+    range (and negative ones) go to one extra bucket, id ``num_buckets``.
+
+    Args:
+        name: feature name (and raw column name unless ``source`` is given).
+        num_buckets: the number of valid ids (required).
+        default: fill value for missing cells; None makes the column required.
+        source: raw column to read, when it differs from ``name``.
+        dtype: always ``"int"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> hour = ef.CategoricalIdentity("trip_start_hour", num_buckets=24, default=0)
+        >>> hour.cardinality  # 24 hours + 1 bucket for out-of-range values
+        25
+    """
 
     name: str
     num_buckets: int = 0
@@ -217,13 +288,28 @@ class CategoricalIdentity(_Sourced):
 
     @property
     def cardinality(self) -> int:
+        """The number of ids: ``num_buckets`` plus the out-of-range bucket."""
         return self.num_buckets + 1
 
 
 @serializable
 @dataclasses.dataclass(frozen=True)
 class Crossed:
-    """The cross of two or more categorical/bucketized features, hashed into ``hash_buckets``."""
+    """The cross of two or more categorical/bucketized features, hashed into ``hash_buckets``.
+
+    Args:
+        name: feature name (a cross reads no raw column).
+        keys: names of two or more categorical, bucketized or crossed features declared before
+            this one in ``Pipeline.features``.
+        hash_buckets: how many ids the combinations are hashed into (at least 2; required).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> cross = ef.Crossed("payment_x_hour", keys=["payment_type", "trip_start_hour"],
+        ...                    hash_buckets=100)
+        >>> cross.keys  # lists become tuples: declarations are immutable
+        ('payment_type', 'trip_start_hour')
+    """
 
     name: str
     keys: tuple[str, ...] = ()
@@ -237,6 +323,7 @@ class Crossed:
 
     @property
     def cardinality(self) -> int:
+        """The number of ids, ``hash_buckets``."""
         return self.hash_buckets
 
 
@@ -246,9 +333,19 @@ class Label(_Sourced):
     """The training label: a raw column, or a column produced by the pipeline's ``derive`` hook.
 
     Args:
+        name: the label name (and raw column name unless ``source`` is given); it may name a
+            column that ``Pipeline.derive`` computes.
         dtype: ``"int"`` (class ids), ``"float"`` (regression) or ``"string"`` (class names,
             mapped through ``vocabulary``).
         vocabulary: class names in id order, for string labels.
+        source: raw column to read, when it differs from ``name``.
+        default: always None: a row without a label is rejected, never filled in.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> label = ef.Label("payment", dtype="string", vocabulary=("Cash", "Credit Card"))
+        >>> label.column, label.vocabulary
+        ('payment', ('Cash', 'Credit Card'))
     """
 
     name: str

@@ -29,7 +29,19 @@ __all__ = ["ModeKeys", "EstimatorSpec"]
 
 
 class ModeKeys:
-    """The three modes a model_fn is called in (the values tf.estimator.ModeKeys used)."""
+    """The three modes a model_fn is called in (the values tf.estimator.ModeKeys used).
+
+    Attributes:
+        TRAIN: training: the model_fn returns ``loss`` and ``train_op`` or ``optimizer``.
+        EVAL: evaluation: it returns ``loss`` (and optionally ``eval_metric_ops``).
+        PREDICT: prediction and export: it returns ``predictions`` (``labels`` is None).
+        ALL: the three modes.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.ModeKeys.PREDICT, ef.ModeKeys.PREDICT in ef.ModeKeys.ALL
+        ('infer', True)
+    """
 
     TRAIN = "train"
     EVAL = "eval"
@@ -132,12 +144,27 @@ class EstimatorSpec:
         training_hooks: hooks run by ``train`` on every worker (TRAIN).
         evaluation_hooks: hooks run by ``evaluate`` (EVAL).
         prediction_hooks: hooks run by ``predict`` (PREDICT).
-            Hooks are ``SessionRunHook`` objects (estflow.components.estimator.hooks); the
-            engine takes them from the model_fn's latest trace in that mode.
+
+    Hooks are ``SessionRunHook`` objects (``estflow.components.estimator.hooks``); the engine
+    takes them from the model_fn's latest trace in that mode. Tensors are recognised by their
+    ``dtype`` and ``shape``, so a NumPy value passes the checks too (handy in unit tests of a
+    model_fn's contract).
 
     Raises:
         DslError: a field the mode needs is missing or has the wrong kind of value; the message
             names the field and the mode.
+
+    Example:
+        >>> import numpy as np
+        >>> import estflow.dsl as ef
+        >>> spec = ef.EstimatorSpec(mode=ef.ModeKeys.EVAL, loss=np.float32(0.25))
+        >>> spec.mode
+        'eval'
+        >>> try:
+        ...     ef.EstimatorSpec(mode=ef.ModeKeys.TRAIN, loss=np.float32(0.25))
+        ... except ef.DslError as err:
+        ...     print(err.path)
+        train_op
     """
 
     mode: str

@@ -49,17 +49,59 @@ __all__ = [
     "OPTIMIZERS",
     "LOSS_REDUCTIONS",
     "head_of",
+    "HEADS",
+    "HEAD_OUTPUTS",
+    "EVALUATED_OUTPUT",
 ]
 
 OPTIMIZERS = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
 ACTIVATIONS = ("relu", "elu", "selu", "tanh", "sigmoid", "gelu", "swish")
 LOSS_REDUCTIONS = ("sum_over_batch_size", "sum")
+HEADS = ("binary", "multi_class", "regression")
+
+HEAD_OUTPUTS: dict[str, dict[str, str]] = {
+    "binary": {
+        "logits": "float [batch, 1]",
+        "logistic": "float [batch, 1]: P(class 1), the sigmoid of the logit",
+        "probabilities": "float [batch, 2]: P(class 0), P(class 1)",
+        "class_ids": "int64 [batch, 1]: the predicted class id",
+    },
+    "multi_class": {
+        "logits": "float [batch, n_classes]",
+        "probabilities": "float [batch, n_classes]: the softmax of the logits",
+        "class_ids": "int64 [batch, 1]: the predicted class id",
+    },
+    "regression": {
+        "predictions": "float [batch, label_dimension]: the predicted values",
+    },
+}
+"""The prediction keys (with dtype, shape and meaning) a model exports for each head, in the
+order the premade models export them; a premade classifier with a ``label_vocabulary`` adds the
+string ``classes``. A :class:`CustomModel`'s PREDICT ``predictions`` should hold the same."""
+
+EVALUATED_OUTPUT: dict[str, str] = {"binary": "logistic", "multi_class": "probabilities",
+                                    "regression": "predictions"}
+"""The prediction key the evaluate step scores for each head: a model that does not export it
+fails the evaluate step."""
 
 
 @serializable
 @dataclasses.dataclass(frozen=True)
 class Embedding:
-    """A categorical feature as a dense, learned embedding of ``dimension`` floats."""
+    """A categorical feature as a dense, learned embedding of ``dimension`` floats (in a DNN's
+    feature columns).
+
+    Args:
+        feature: the name of a categorical, bucketized or crossed feature.
+        dimension: the embedding width.
+        combiner: how the embeddings of a multi-valued cell combine: ``"mean"``, ``"sum"`` or
+            ``"sqrtn"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Embedding("company", dimension=16)
+        Embedding(feature='company', dimension=16, combiner='mean')
+    """
 
     feature: str
     dimension: int = 8
@@ -74,7 +116,17 @@ class Embedding:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class Indicator:
-    """A categorical feature as a one-hot (multi-hot) vector."""
+    """A categorical feature as a one-hot (multi-hot) vector (in a DNN's feature columns).
+
+    Args:
+        feature: the name of a categorical, bucketized or crossed feature.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> payment = ef.Indicator("payment_type")
+        >>> payment
+        Indicator(feature='payment_type')
+    """
 
     feature: str
 
@@ -150,7 +202,35 @@ def _thresholds(obj) -> None:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class DNNClassifier:
-    """A feed-forward network classifier (tf.estimator.DNNClassifier)."""
+    """A feed-forward network classifier (tf.estimator.DNNClassifier).
+
+    Args:
+        hidden_units: widths of the hidden layers, input side first, e.g. ``(64, 32)``.
+        feature_columns: what the network reads: numeric features by name, categorical
+            features wrapped in :class:`Indicator` (one-hot) or :class:`Embedding`.
+        n_classes: number of label classes: 2 is a binary head, more a multi-class head.
+        optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        learning_rate: the optimizer's learning rate (None: 0.05, tf.estimator's DNN default).
+        activation: hidden layers' activation: ``"relu"``, ``"elu"``, ``"selu"``,
+            ``"tanh"``, ``"sigmoid"``, ``"gelu"`` or ``"swish"``.
+        dropout: the fraction of hidden units dropped while training (at most 0.99;
+            None: no dropout).
+        batch_norm: batch normalization after each hidden layer.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        label_vocabulary: the ``n_classes`` class names in id order; predictions then also
+            carry the string ``classes`` (() : integer class ids only).
+        thresholds: binary heads only: probabilities in (0, 1) at which accuracy, precision
+            and recall are also reported.
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.DNNClassifier(hidden_units=(64, 32), dropout=0.1, feature_columns=(
+        ...     "fare", ef.Indicator("payment_type"), ef.Embedding("company", dimension=8)))
+        >>> model.optimizer, model.learning_rate
+        ('Adagrad', 0.05)
+    """
 
     hidden_units: tuple[int, ...]
     feature_columns: tuple[DnnColumn, ...]
@@ -175,7 +255,31 @@ class DNNClassifier:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class DNNRegressor:
-    """A feed-forward network regressor (tf.estimator.DNNRegressor)."""
+    """A feed-forward network regressor (tf.estimator.DNNRegressor).
+
+    Args:
+        hidden_units: widths of the hidden layers, input side first, e.g. ``(64, 32)``.
+        feature_columns: what the network reads: numeric features by name, categorical
+            features wrapped in :class:`Indicator` (one-hot) or :class:`Embedding`.
+        label_dimension: number of regression targets per example.
+        optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        learning_rate: the optimizer's learning rate (None: 0.05, tf.estimator's DNN default).
+        activation: hidden layers' activation: ``"relu"``, ``"elu"``, ``"selu"``,
+            ``"tanh"``, ``"sigmoid"``, ``"gelu"`` or ``"swish"``.
+        dropout: the fraction of hidden units dropped while training (at most 0.99;
+            None: no dropout).
+        batch_norm: batch normalization after each hidden layer.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.DNNRegressor(hidden_units=(32,), feature_columns=("trip_miles",),
+        ...                         optimizer="Adam", learning_rate=0.001)
+        >>> model.label_dimension
+        1
+    """
 
     hidden_units: tuple[int, ...]
     feature_columns: tuple[DnnColumn, ...]
@@ -199,7 +303,30 @@ class DNNRegressor:
 @dataclasses.dataclass(frozen=True)
 class LinearClassifier:
     """A linear classifier (tf.estimator.LinearClassifier); learning_rate None means the
-    original default min(0.2, 1/sqrt(number of feature columns))."""
+    original default min(0.2, 1/sqrt(number of feature columns)).
+
+    Args:
+        feature_columns: names of the features the linear model reads (numeric features
+            get one weight, categorical ones one weight per id).
+        n_classes: number of label classes: 2 is a binary head, more a multi-class head.
+        optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        learning_rate: the optimizer's learning rate; None: tf.estimator's default
+            ``min(0.2, 1/sqrt(number of feature columns))``.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        label_vocabulary: the ``n_classes`` class names in id order; predictions then also
+            carry the string ``classes`` (() : integer class ids only).
+        thresholds: binary heads only: probabilities in (0, 1) at which accuracy, precision
+            and recall are also reported.
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.LinearClassifier(feature_columns=("fare", "payment_type"),
+        ...                             thresholds=(0.3, 0.7))
+        >>> model.learning_rate is None  # min(0.2, 1/sqrt(2)) when training
+        True
+    """
 
     feature_columns: tuple[str, ...]
     n_classes: int = 2
@@ -221,7 +348,25 @@ class LinearClassifier:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class LinearRegressor:
-    """A linear regressor (tf.estimator.LinearRegressor)."""
+    """A linear regressor (tf.estimator.LinearRegressor).
+
+    Args:
+        feature_columns: names of the features the linear model reads (numeric features
+            get one weight, categorical ones one weight per id).
+        label_dimension: number of regression targets per example.
+        optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        learning_rate: the optimizer's learning rate; None: tf.estimator's default
+            ``min(0.2, 1/sqrt(number of feature columns))``.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.LinearRegressor(feature_columns=("trip_miles", "trip_start_hour"))
+        >>> model.optimizer
+        'Ftrl'
+    """
 
     feature_columns: tuple[str, ...]
     label_dimension: int = 1
@@ -242,7 +387,43 @@ class LinearRegressor:
 @dataclasses.dataclass(frozen=True)
 class DNNLinearCombinedClassifier:
     """Wide & deep (tf.estimator.DNNLinearCombinedClassifier): a linear model over
-    ``linear_feature_columns`` plus a DNN over ``dnn_feature_columns``, logits summed."""
+    ``linear_feature_columns`` plus a DNN over ``dnn_feature_columns``, logits summed; each part
+    has its own optimizer.
+
+    Args:
+        linear_feature_columns: names of the features the linear model reads (numeric features
+            get one weight, categorical ones one weight per id).
+        dnn_feature_columns: what the network reads: numeric features by name, categorical
+            features wrapped in :class:`Indicator` (one-hot) or :class:`Embedding`.
+        dnn_hidden_units: widths of the hidden layers, input side first, e.g. ``(64, 32)``.
+        n_classes: number of label classes: 2 is a binary head, more a multi-class head.
+        linear_optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        linear_learning_rate: the optimizer's learning rate; None: tf.estimator's default
+            ``min(0.2, 1/sqrt(number of feature columns))``.
+        dnn_optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        dnn_learning_rate: the optimizer's learning rate (None: 0.05, tf.estimator's DNN default).
+        dnn_activation: hidden layers' activation: ``"relu"``, ``"elu"``, ``"selu"``,
+            ``"tanh"``, ``"sigmoid"``, ``"gelu"`` or ``"swish"``.
+        dnn_dropout: the fraction of hidden units dropped while training (at most 0.99;
+            None: no dropout).
+        batch_norm: batch normalization after each hidden layer.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        label_vocabulary: the ``n_classes`` class names in id order; predictions then also
+            carry the string ``classes`` (() : integer class ids only).
+        thresholds: binary heads only: probabilities in (0, 1) at which accuracy, precision
+            and recall are also reported.
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.DNNLinearCombinedClassifier(
+        ...     linear_feature_columns=("payment_type", "payment_x_hour"),
+        ...     dnn_feature_columns=("fare", ef.Embedding("company", dimension=8)),
+        ...     dnn_hidden_units=(32, 16))
+        >>> model.linear_optimizer, model.dnn_optimizer
+        ('Ftrl', 'Adagrad')
+    """
 
     linear_feature_columns: tuple[str, ...]
     dnn_feature_columns: tuple[DnnColumn, ...]
@@ -274,7 +455,37 @@ class DNNLinearCombinedClassifier:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class DNNLinearCombinedRegressor:
-    """Wide & deep regressor (tf.estimator.DNNLinearCombinedRegressor)."""
+    """Wide & deep regressor (tf.estimator.DNNLinearCombinedRegressor).
+
+    Args:
+        linear_feature_columns: names of the features the linear model reads (numeric features
+            get one weight, categorical ones one weight per id).
+        dnn_feature_columns: what the network reads: numeric features by name, categorical
+            features wrapped in :class:`Indicator` (one-hot) or :class:`Embedding`.
+        dnn_hidden_units: widths of the hidden layers, input side first, e.g. ``(64, 32)``.
+        label_dimension: number of regression targets per example.
+        linear_optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        linear_learning_rate: the optimizer's learning rate; None: tf.estimator's default
+            ``min(0.2, 1/sqrt(number of feature columns))``.
+        dnn_optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        dnn_learning_rate: the optimizer's learning rate (None: 0.05, tf.estimator's DNN default).
+        dnn_activation: hidden layers' activation: ``"relu"``, ``"elu"``, ``"selu"``,
+            ``"tanh"``, ``"sigmoid"``, ``"gelu"`` or ``"swish"``.
+        dnn_dropout: the fraction of hidden units dropped while training (at most 0.99;
+            None: no dropout).
+        batch_norm: batch normalization after each hidden layer.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.DNNLinearCombinedRegressor(
+        ...     linear_feature_columns=("trip_start_hour",), dnn_feature_columns=("trip_miles",),
+        ...     dnn_hidden_units=(16,), dnn_dropout=0.2)
+        >>> model.dnn_hidden_units
+        (16,)
+    """
 
     linear_feature_columns: tuple[str, ...]
     dnn_feature_columns: tuple[DnnColumn, ...]
@@ -308,10 +519,23 @@ class BaselineClassifier:
     learns the class prior; a floor a real model must beat. ``learning_rate`` None means the
     original 0.3 (with FTRL).
 
+    Args:
+        n_classes: number of label classes: 2 is a binary head, more a multi-class head.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        label_vocabulary: the ``n_classes`` class names in id order; predictions then also
+            carry the string ``classes`` (() : integer class ids only).
+        optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        learning_rate: the optimizer's learning rate (None: 0.3).
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+        thresholds: binary heads only: probabilities in (0, 1) at which accuracy, precision
+            and recall are also reported.
+
     Example:
         >>> import estflow.dsl as ef
-        >>> ef.BaselineClassifier(n_classes=3, label_vocabulary=("a", "b", "c")).n_classes
-        3
+        >>> model = ef.BaselineClassifier(n_classes=3, label_vocabulary=("a", "b", "c"))
+        >>> model.learning_rate is None  # FTRL at 0.3 when training
+        True
     """
 
     n_classes: int = 2
@@ -334,9 +558,18 @@ class BaselineClassifier:
 class BaselineRegressor:
     """Bias-only regressor (tf.estimator.BaselineRegressor): learns the label mean.
 
+    Args:
+        label_dimension: number of regression targets per example.
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        optimizer: ``"Adagrad"``, ``"Adam"``, ``"Ftrl"``, ``"RMSProp"`` or ``"SGD"``.
+        learning_rate: the optimizer's learning rate (None: 0.3).
+        loss_reduction: ``"sum_over_batch_size"`` (the mean over the batch) or ``"sum"``.
+
     Example:
         >>> import estflow.dsl as ef
-        >>> ef.BaselineRegressor(label_dimension=2).optimizer
+        >>> model = ef.BaselineRegressor(label_dimension=2)
+        >>> model.optimizer
         'Ftrl'
     """
 
@@ -360,14 +593,31 @@ class CustomModel:
 
     ``model_fn`` is a module-level function or a ``"package.module:function"`` string; it is
     imported by the train step, so a pipeline module can declare it without importing
-    TensorFlow at module level (import it inside the function body).
+    TensorFlow at module level (import it inside the function body). It receives the
+    transformed features, the label (``None`` when predicting), a :class:`ModeKeys` value and
+    ``params``, and returns an :class:`EstimatorSpec` for that mode.
+
+    Head output contract: in ``ModeKeys.PREDICT`` the ``predictions`` should be a dict with
+    the keys of :data:`HEAD_OUTPUTS` for ``head``, as the premade models export them. One of
+    them is required: the evaluate step scores the exported model by
+    :data:`EVALUATED_OUTPUT` (``logistic`` for binary, ``probabilities`` for multi-class,
+    ``predictions`` for regression) and fails without it. ``probabilities`` (classifiers) or
+    a one-column ``predictions`` (regression) also give the export its ``classify`` or
+    ``regress`` serving signature.
 
     Args:
         model_fn: the function, or where to import it from.
         params: JSON-serialisable hyperparameters passed as ``params``.
         head: ``"binary"``, ``"multi_class"`` or ``"regression"``: what the evaluate step
-            computes from the exported model's outputs (``probabilities``/``logistic`` or
-            ``predictions``).
+            computes from the exported model's outputs (``logistic``, ``probabilities`` or
+            ``predictions``; see :data:`EVALUATED_OUTPUT`).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.CustomModel("my_models.wide:model_fn", params={"units": [16, 8]},
+        ...                        head="multi_class")
+        >>> str(model.model_fn), model.params
+        ('my_models.wide:model_fn', {'units': (16, 8)})
     """
 
     model_fn: Any
@@ -379,10 +629,11 @@ class CustomModel:
         if not isinstance(self.params, dict):
             raise DslError("params", "a dict of JSON-serialisable values", self.params)
         _checks.freeze(self, "params", _frozen(self.params))
-        _checks.one_of(self.head, ("binary", "multi_class", "regression"), "head")
+        _checks.one_of(self.head, HEADS, "head")
 
     @property
     def model_fn_ref(self) -> CallableRef:
+        """Where the train step imports ``model_fn`` from (``model_fn`` itself, resolved)."""
         return self.model_fn
 
 

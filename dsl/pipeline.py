@@ -57,10 +57,32 @@ class Pipeline:
         resources: step name -> :class:`Resources` (cpu/memory, accelerator, node pool,
             secrets, volumes, retries, timeout, caching) of that step's Kubeflow task; steps
             not named get the cluster's defaults. Local runs ignore it.
+        schema_version: the spec format version; leave it at its default (a spec written by
+            another estflow version is refused rather than misread).
 
     Raises:
+        DslError: a field has the wrong type or value (its path names it).
         DslErrors: listing every invalid cross-reference at once (unknown feature names,
             conflicting column declarations, a categorical used as a number, ...).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> pipeline = ef.Pipeline(
+        ...     name="taxi-tips",
+        ...     source=ef.CsvSource("data/trips.csv"),
+        ...     features=(ef.Numeric("fare", default=0.0, normalize="z_score"),
+        ...               ef.CategoricalVocab("company", default="", top_k=50)),
+        ...     label=ef.Label("tipped"),
+        ...     model=ef.DNNClassifier(hidden_units=(32, 16), feature_columns=(
+        ...         "fare", ef.Embedding("company", dimension=4))),
+        ...     train=ef.TrainSpec(max_steps=1000),
+        ...     eval=ef.EvalSpec(thresholds=(ef.Threshold("auc", lower_bound=0.6),)),
+        ...     push=ef.PushTarget("serving_models", "taxi"),
+        ...     resources={"train": ef.Resources(cpu_request="4", memory_request="8Gi")})
+        >>> [c.name for c in pipeline.raw_columns()]
+        ['fare', 'company', 'tipped']
+        >>> ef.Pipeline.from_json(pipeline.to_json()) == pipeline
+        True
     """
 
     name: str
@@ -111,19 +133,23 @@ class Pipeline:
         return _raw_columns(self)[0]
 
     def derived_names(self) -> tuple[str, ...]:
+        """The names of the columns ``derive`` computes (empty without it)."""
         return tuple(c.name for c in self.derive.outputs) if self.derive else ()
 
     def feature(self, name: str) -> Feature:
+        """The feature declared as ``name`` (KeyError if none is)."""
         for f in self.features:
             if f.name == name:
                 return f
         raise KeyError(name)
 
     def to_json(self) -> str:
+        """The spec as deterministic JSON (what ``estflow compile`` and every step read)."""
         return to_json(self)
 
     @staticmethod
     def from_json(text: str) -> Pipeline:
+        """Read a spec written by :meth:`to_json` back (validated again)."""
         value = from_json(text)
         if not isinstance(value, Pipeline):
             raise DslError("spec", "a Pipeline spec", type(value).__name__)

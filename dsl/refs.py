@@ -21,7 +21,24 @@ __all__ = ["CallableRef", "as_ref"]
 @dataclasses.dataclass(frozen=True)
 class CallableRef:
     """Where to find a function: ``module`` and ``name`` (a qualname), and optionally the
-    ``file`` the module was loaded from when it is not importable by name (a user script)."""
+    ``file`` the module was loaded from when it is not importable by name (a user script).
+
+    Declarations that take a function (``CustomModel.model_fn``, ``Derive.fn``) accept the
+    function itself, a ``"package.module:function"`` string or a ``CallableRef``, and store a
+    ``CallableRef``; nothing is imported until a step resolves it.
+
+    Args:
+        module: the module's import name.
+        name: the function's qualified name inside the module (a module-level function).
+        file: the ``.py`` file to load the module from, for a script that is not on the
+            import path (None: import ``module`` by name).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ref = ef.CallableRef.parse("my_models.wide:model_fn")
+        >>> ref, str(ref)
+        (CallableRef(module='my_models.wide', name='model_fn', file=None), 'my_models.wide:model_fn')
+    """
 
     module: str
     name: str

@@ -64,8 +64,10 @@ class Accelerator:
             (GKE schedules TPU pods by it), None for a GPU.
 
     Example:
-        >>> Accelerator("tpu-v5-lite-podslice", count=4, tpu_topology="2x2").resource_name
-        'google.com/tpu'
+        >>> import estflow.dsl as ef
+        >>> tpu = ef.Accelerator("tpu-v5-lite-podslice", count=4, tpu_topology="2x2")
+        >>> tpu.kind, tpu.resource_name
+        ('tpu', 'google.com/tpu')
     """
 
     type: str
@@ -121,6 +123,12 @@ class Toleration:
         value: the taint value, for ``"Equal"`` only.
         effect: ``"NoSchedule"``, ``"PreferNoSchedule"``, ``"NoExecute"`` or None (all).
         toleration_seconds: how long a ``NoExecute`` taint is tolerated (None: forever).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> toleration = ef.Toleration("dedicated", operator="Equal", value="ml")
+        >>> toleration.to_k8s()
+        {'key': 'dedicated', 'operator': 'Equal', 'value': 'ml', 'effect': 'NoSchedule'}
     """
 
     key: str | None
@@ -165,6 +173,12 @@ class SecretEnv:
         key_to_env: Secret data key -> environment variable name,
             e.g. ``{"token": "SERVING_TOKEN"}``.
         optional: start the pod even when the Secret or a key is missing.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> env = ef.SecretEnv("serving-credentials", {"token": "SERVING_TOKEN"})
+        >>> env.key_to_env
+        {'token': 'SERVING_TOKEN'}
     """
 
     secret: str
@@ -190,7 +204,19 @@ class SecretEnv:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class SecretVolume:
-    """A Kubernetes Secret mounted as files (one per data key) at ``mount_path``."""
+    """A Kubernetes Secret mounted as files (one per data key) at ``mount_path``.
+
+    Args:
+        secret: the Secret's name.
+        mount_path: an absolute directory in the container (not ``/``, no ``..``).
+        optional: start the pod even when the Secret is missing.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> volume = ef.SecretVolume("gcp-sa-key", mount_path="/var/secrets/google")
+        >>> volume.optional
+        False
+    """
 
     secret: str
     mount_path: str
@@ -205,8 +231,18 @@ class SecretVolume:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class PvcMount:
-    """An existing PersistentVolumeClaim mounted at ``mount_path`` (``sub_path``: a directory
-    inside the volume; ``""`` mounts its root)."""
+    """An existing PersistentVolumeClaim mounted at ``mount_path``.
+
+    Args:
+        pvc_name: the PersistentVolumeClaim's name (in the pipeline run's namespace).
+        mount_path: an absolute directory in the container (not ``/``, no ``..``).
+        sub_path: a relative directory inside the volume to mount (``""``: its root).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.PvcMount("shared-data", mount_path="/mnt/shared", sub_path="estflow")
+        PvcMount(pvc_name='shared-data', mount_path='/mnt/shared', sub_path='estflow')
+    """
 
     pvc_name: str
     mount_path: str
@@ -227,13 +263,18 @@ class Resources:
     """What one step's pod asks for and where it runs (Kubeflow only: local runs ignore it).
 
     Args:
-        cpu_request / cpu_limit: cores, ``"2"``, ``"0.5"`` or millicores ``"500m"``.
-        memory_request / memory_limit: bytes with an optional suffix: ``"8Gi"``, ``"512Mi"``,
-            ``"2G"`` (Ki Mi Gi Ti Pi Ei, M G T P E).
+        cpu_request: the cores the pod is guaranteed: ``"2"``, ``"0.5"`` or millicores
+            ``"500m"``.
+        cpu_limit: the most cores the pod may use (same forms; at least ``cpu_request``).
+        memory_request: the memory the pod is guaranteed: bytes with an optional suffix,
+            ``"8Gi"``, ``"512Mi"``, ``"2G"`` (Ki Mi Gi Ti Pi Ei, M G T P E).
+        memory_limit: the most memory the pod may use (same forms; at least
+            ``memory_request``).
         accelerator: GPUs or TPUs (adds the node selectors and the toleration GKE needs).
         node_pool: a GKE node pool name (node label ``cloud.google.com/gke-nodepool``).
         tolerations: extra taints the pod tolerates.
-        secrets_as_env / secrets_as_volume: Kubernetes Secrets as env variables or files.
+        secrets_as_env: Kubernetes Secrets whose keys become environment variables.
+        secrets_as_volume: Kubernetes Secrets mounted as files.
         pvcs: PersistentVolumeClaims to mount.
         retries: how many times KFP retries a failed attempt (0: none).
         retry_backoff: wait before the first retry (``"30s"``, ``"5m"``, ``"1h"``).
@@ -246,6 +287,22 @@ class Resources:
             ``<step>_accelerator_type``, ``<step>_accelerator_count``, ``<step>_tpu_topology``
             and ``<step>_node_pool`` (defaults: the declared values), so one compiled pipeline
             runs the step on a GPU, a TPU or CPUs as a run chooses.
+
+    The node selectors and tolerations an accelerator and a node pool imply are derived (in
+    :mod:`estflow.dsl.placement`), not declared: ``nvidia-*`` selects
+    ``cloud.google.com/gke-accelerator``, ``tpu-*`` ``cloud.google.com/gke-tpu-accelerator``
+    and ``cloud.google.com/gke-tpu-topology``, a node pool ``cloud.google.com/gke-nodepool``;
+    the pod tolerates the accelerator's ``NoSchedule`` taint.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> train = ef.Resources(
+        ...     cpu_request="4", memory_request="16Gi", memory_limit="32Gi",
+        ...     accelerator=ef.Accelerator("nvidia-l4", count=2), node_pool="gpu-pool",
+        ...     pvcs=(ef.PvcMount("shared-data", mount_path="/mnt/shared"),),
+        ...     retries=2, timeout_seconds=6 * 3600)
+        >>> train.accelerator.resource_name, train.retry_backoff
+        ('nvidia.com/gpu', '30s')
     """
 
     cpu_request: str | None = None

@@ -43,6 +43,12 @@ class SchemaCheck:
             of the declared dtype (such rows are rejected either way; a high rate means the
             declaration does not match the data).
         allow_unseen_columns: whether the data may hold columns that no declaration reads.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> check = ef.SchemaCheck(max_missing_fraction=0.5, allow_unseen_columns=False)
+        >>> ef.CsvSource("data/trips.csv", schema_check=check).schema_check.max_missing_fraction
+        0.5
     """
 
     max_missing_fraction: float = 1.0
@@ -80,6 +86,11 @@ class CsvSource:
         max_rejected_fraction: the ingest step fails when more than this fraction of rows is
             rejected (each rejected row is written with its reason to ``rejected.jsonl``).
         schema_check: an optional check of the data as a whole (see :class:`SchemaCheck`).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.CsvSource("data/*.csv", delimiter=";", max_rejected_fraction=0.0)
+        CsvSource(path='data/*.csv', delimiter=';', max_rejected_fraction=0.0, schema_check=None)
     """
 
     path: str
@@ -107,6 +118,12 @@ class TFRecordSource:
         max_rejected_fraction: see :class:`CsvSource`; a record that is not an Example, or a
             feature with several values or the wrong kind, rejects its row.
         schema_check: see :class:`SchemaCheck`.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> source = ef.TFRecordSource("gs://bucket/examples/part-*.tfrecord.gz")
+        >>> source.compression  # "auto": GZIP, by the .gz suffix
+        'auto'
     """
 
     path: str
@@ -129,6 +146,12 @@ class ParquetSource:
         path: a file path or glob, local or ``gs://`` / ``s3://``.
         max_rejected_fraction: see :class:`CsvSource`.
         schema_check: see :class:`SchemaCheck`.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> source = ef.ParquetSource("s3://bucket/trips/*.parquet", max_rejected_fraction=0.05)
+        >>> source.schema_check is None
+        True
     """
 
     path: str
@@ -152,6 +175,13 @@ class BigQuerySource:
         project: the project billed for the read (default: the credentials' project).
         max_rejected_fraction: see :class:`CsvSource`.
         schema_check: see :class:`SchemaCheck`.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> source = ef.BigQuerySource(table="bigquery-public-data.chicago_taxi_trips.taxi_trips",
+        ...                            project="my-billing-project")
+        >>> source.query is None
+        True
     """
 
     query: str | None = None

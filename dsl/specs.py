@@ -1,4 +1,5 @@
-"""Step declarations: data source, split, derive hook, train/eval specs, run config, push target."""
+"""Step declarations: split, derive hook, train/eval specs and thresholds, run config and cluster,
+push target. (Data sources are in :mod:`estflow.dsl.sources`.)"""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from estflow.dsl.features import Column
 from estflow.dsl.refs import as_ref
 from estflow.dsl.resources import Resources
 from estflow.dsl.serialization import serializable
-from estflow.dsl.sources import CsvSource
 
-__all__ = ["CsvSource", "Split", "Derive", "TrainSpec", "Threshold", "EvalSpec", "RunConfig",
-           "Cluster", "DISTRIBUTE_STRATEGIES", "PushTarget"]
+__all__ = ["Split", "Derive", "TrainSpec", "Threshold", "EvalSpec", "RunConfig", "Cluster",
+           "DISTRIBUTE_STRATEGIES", "PushTarget"]
 
 
 @serializable
@@ -35,8 +35,12 @@ class Split:
             the eval share.
 
     Example:
-        >>> Split(ratios={"train": 8, "eval": 1, "test": 1}).eval_fraction
+        >>> import estflow.dsl as ef
+        >>> split = ef.Split(ratios={"train": 8, "eval": 1, "test": 1})
+        >>> split.eval_fraction
         0.1
+        >>> ef.Split(eval_fraction=0.25, key="taxi_id").fractions()
+        (('train', 0.75), ('eval', 0.25))
     """
 
     eval_fraction: float = 0.2
@@ -66,6 +70,11 @@ class Split:
         names = ["train", "eval"] + sorted(set(self.ratios) - {"train", "eval"})
         return tuple((name, self.ratios[name] / total) for name in names)
 
+    def names(self) -> tuple[str, ...]:
+        """The split names in their fixed order (train, eval, then the others by name): the
+        directories of the examples and transformed artifacts."""
+        return tuple(name for name, _ in self.fractions())
+
 
 _RESERVED_SPLITS = ("transform_fn",)  # directory names the artifact layout already uses
 
@@ -93,6 +102,18 @@ class Derive:
     columns declared in ``outputs``; features and the label may read them as sources. It runs
     inside the transform graph, so serving computes derived features identically. Import
     TensorFlow inside the function body, so declaring the pipeline stays light.
+
+    Args:
+        fn: the function: a module-level function or a ``"package.module:function"`` string
+            (stored as a :class:`CallableRef`).
+        outputs: one :class:`Column` (name and dtype, no default) per column ``fn`` returns.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> derive = ef.Derive("my_pipeline.columns:big_tipper",
+        ...                    outputs=(ef.Column("big_tipper", "int"),))
+        >>> str(derive.fn), [c.name for c in derive.outputs]
+        ('my_pipeline.columns:big_tipper', ['big_tipper'])
     """
 
     fn: Any
@@ -112,7 +133,19 @@ class Derive:
 @serializable
 @dataclasses.dataclass(frozen=True)
 class TrainSpec:
-    """How long and on what batches to train (tf.estimator.TrainSpec + input options)."""
+    """How long and on what batches to train (tf.estimator.TrainSpec + input options).
+
+    Args:
+        max_steps: train until the global step reaches this.
+        batch_size: examples per training step; under a distribution strategy the global batch,
+            split over the replicas.
+        shuffle_buffer: examples held in the shuffle buffer of the training input.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.TrainSpec(max_steps=2000, batch_size=512)
+        TrainSpec(max_steps=2000, batch_size=512, shuffle_buffer=10000)
+    """
 
     max_steps: int
     batch_size: int = 256
@@ -130,7 +163,10 @@ class Threshold:
     """A condition a model must meet to be blessed (and pushed).
 
     Args:
-        metric: an eval metric name, e.g. ``"auc"``, ``"accuracy"``, ``"loss"``.
+        metric: an eval metric name of the model's head: binary ``loss``, ``accuracy``,
+            ``auc``, ``auc_pr``, ``precision``, ``recall``, ``label/mean``,
+            ``prediction/mean``; multi-class ``loss``, ``accuracy``; regression ``loss``,
+            ``rmse``, ``mae``, ``label/mean``, ``prediction/mean``.
         lower_bound: the metric must be >= this.
         upper_bound: the metric must be <= this.
         max_regression: compared with the baseline (the model currently served at the push
@@ -139,7 +175,8 @@ class Threshold:
         higher_is_better: direction of the metric (False for losses and errors).
 
     Example:
-        >>> Threshold("auc", lower_bound=0.85, max_regression=0.01)
+        >>> import estflow.dsl as ef
+        >>> ef.Threshold("auc", lower_bound=0.85, max_regression=0.01)
         Threshold(metric='auc', lower_bound=0.85, upper_bound=None, max_regression=0.01, higher_is_better=True)
     """
 
@@ -168,8 +205,22 @@ class EvalSpec:
     """Evaluation (tf.estimator.EvalSpec): ``steps`` batches, or the whole eval split if None.
 
     Args:
+        steps: eval batches per evaluation (None: the whole eval split).
+        name: the evaluation's name, recorded with its metrics.
+        batch_size: examples per eval batch.
+        start_delay_secs: as tf.estimator.EvalSpec's (no evaluation during training before this
+            many seconds); the pipeline's steps do not read it.
+        throttle_secs: the evaluator task of a distributed run (``Cluster(evaluator=True)``)
+            evaluates a new checkpoint at most this often.
         thresholds: conditions for the blessing; a model that fails one is not pushed.
         slices: raw column names; metrics are also computed per value of each.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> spec = ef.EvalSpec(thresholds=(ef.Threshold("auc", lower_bound=0.7),),
+        ...                    slices=("payment_type",))
+        >>> spec.steps is None, spec.thresholds[0].metric
+        (True, 'auc')
     """
 
     steps: int | None = None
@@ -222,8 +273,10 @@ class Cluster:
         evaluator_resources: the evaluator pod's (None: the train step's resources).
 
     Example:
-        >>> Cluster(workers=2, shared_dir="gs://bucket/estflow").replicas()
-        {'Worker': 2}
+        >>> import estflow.dsl as ef
+        >>> cluster = ef.Cluster(workers=2, shared_dir="gs://bucket/estflow")
+        >>> cluster.replicas(), cluster.distributed
+        ({'Worker': 2}, True)
     """
 
     workers: int = 1
@@ -294,6 +347,13 @@ class RunConfig:
             strategy) or None (one device). Evaluation reads the model's variables, which
             belong to the training strategy: with another ``train_distribute`` it must be None.
         cluster: the processes to train with (None: one process).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> config = ef.RunConfig(train_distribute="multi_worker_mirrored",
+        ...                       cluster=ef.Cluster(workers=4, evaluator=True))
+        >>> config.cluster.replicas()
+        {'Worker': 4, 'Evaluator': 1}
     """
 
     tf_random_seed: int | None = 42
@@ -359,8 +419,9 @@ class PushTarget:
             Serving image tag, e.g. ``"2.6.2"``; None: KServe's default).
 
     Example:
-        >>> target = PushTarget("gs://bucket/models", "taxi", keep_versions=5,
-        ...                     kserve_manifest=True, kserve_namespace="ml")
+        >>> import estflow.dsl as ef
+        >>> target = ef.PushTarget("gs://bucket/models", "taxi", keep_versions=5,
+        ...                        kserve_manifest=True, kserve_namespace="ml")
         >>> target.kserve_runtime_version is None
         True
     """

@@ -5,7 +5,7 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
 
 * one KFP task per planned step (ingest -> transform -> train -> evaluate -> push), named and
   displayed as the step, running a lightweight Python component generated from the step
-  (:mod:`estflow.pipelines._kfp_components`) in the configured image;
+  (:mod:`estflow.pipelines._kfp.components`) in the configured image;
 * artifacts flow between tasks under their contract names (``examples``, ``transformed``,
   ``model``, ``evaluation``, ``pushed``); the data dependencies are the DAG's edges;
 * evaluation gates push: evaluate returns whether the model is blessed, and push runs inside
@@ -15,7 +15,7 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   get the train step's compute resources (the task keeps only its storage, secrets, retries and
   timeout) and follows it; ``cluster.shared_dir`` is required;
 * an exit handler wraps the steps: the ``report`` task runs however they ended and logs the
-  run's final state (:mod:`estflow.pipelines._kfp_tasks`);
+  run's final state (:mod:`estflow.pipelines._kfp.tasks`);
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
   ``source_root`` (where the ingest step resolves relative data paths), ``beam_options`` (the
   Beam pipeline options of the ingest and transform tasks, one string such as
@@ -26,7 +26,7 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   ``<step>_accelerator_count``, ``<step>_tpu_topology`` and ``<step>_node_pool``;
 * per-task settings are small functions in :data:`TASK_SETTINGS`, one per concern (display
   name, caching, pod labels, cpu/memory, accelerator, node selectors, tolerations, secrets,
-  PVCs, retries, timeout; :mod:`estflow.pipelines._kfp_settings`), from the pipeline's
+  PVCs, retries, timeout; :mod:`estflow.pipelines._kfp.settings`), from the pipeline's
   ``resources``. The YAML has two documents: the PipelineSpec, then the kubernetes PlatformSpec.
   Resources are compile-time: a run that overrides ``spec`` changes what the steps do, not
   their pods; the placement parameters are the run-time part.
@@ -59,13 +59,14 @@ from kfp import dsl
 from kfp.dsl import graph_component
 from kfp.dsl import pipeline_task
 
+from estflow.dsl.contracts import TFJOB
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
-from estflow.pipelines import _kfp_components
-from estflow.pipelines import _kfp_tasks
 from estflow.pipelines import beam_options as beam
-from estflow.pipelines._kfp_settings import TASK_SETTINGS
-from estflow.pipelines._kfp_settings import TaskContext
+from estflow.pipelines._kfp import components as kfp_components
+from estflow.pipelines._kfp import tasks as kfp_tasks
+from estflow.pipelines._kfp.settings import TASK_SETTINGS
+from estflow.pipelines._kfp.settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
@@ -141,8 +142,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     path = _check_output_path(output_path)
     _check_image(image)
     _check_caching(caching or {})
-    plan = build_plan(pipeline, source_root=_kfp_components.param_placeholder("source_root"),
-                      beam_options=_kfp_components.param_placeholder("beam_options"))
+    plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
+                      beam_options=kfp_components.param_placeholder("beam_options"))
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, source_root=root,
@@ -158,20 +159,20 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
     ``source_root`` and ``beam_options`` parameter placeholders (see
     :func:`compile_pipeline`)."""
-    components = {s.name: _kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
+    components = {s.name: kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
                                                           image) for s in plan.steps}
-    report = _kfp_tasks.build_report_component(plan.pipeline.name, image)
-    placements = {step: _kfp_tasks.build_placement_component(step, image)
+    report = kfp_tasks.build_report_component(plan.pipeline.name, image)
+    placements = {step: kfp_tasks.build_placement_component(step, image)
                   for step, r in plan.pipeline.resources.items() if r.placement_parameters}
     defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
                 "source_root": (str, source_root), "beam_options": (str, beam_options)}
     for step, resources in plan.pipeline.resources.items():
         defaults.update({p.name: (p.type, p.default)
-                         for p in _kfp_tasks.placement_parameters(step, resources)})
+                         for p in kfp_tasks.placement_parameters(step, resources)})
 
     def body(arguments: dict) -> None:
         exit_task = report()
-        _apply_settings(exit_task, TaskContext(name=_kfp_tasks.REPORT, caching=False))
+        _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
             _add_steps(plan, components, placements, arguments, caching)
 
@@ -201,13 +202,10 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
         available.update({a: task.outputs[a] for a in step.outputs})
 
 
-# -- multi-worker training: the train task submits a TFJob (estflow.components.tfjob) ---------
-TFJOB_MODULE = "estflow.components.tfjob"
-
-
+# -- multi-worker training: the train task submits a TFJob (contracts.TFJOB) ------------------
 def _runs_tfjob(step_name: str, pipeline: Pipeline) -> bool:
     cluster = pipeline.run_config.cluster
-    return step_name == "train" and cluster is not None and cluster.distributed
+    return step_name == TFJOB.name and cluster is not None and cluster.distributed
 
 
 def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
@@ -224,8 +222,10 @@ def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
         raise CompileError("Received resources['train'].placement_parameters=True with a "
                            "multi-worker cluster, expected False: the TFJob's replicas take "
                            "the declared accelerator and node pool")
-    return dataclasses.replace(step, module=TFJOB_MODULE, options=(*step.options,
-                                                                   ("image", image)))
+    tfjob = PlannedStep.from_step(TFJOB, dict(step.inputs), {"image": image})
+    # The task is still the train step to whoever reads the compiled pipeline: its component's
+    # docstring keeps the planned step's description.
+    return dataclasses.replace(tfjob, description=step.description)
 
 
 def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
@@ -242,15 +242,15 @@ def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
 def _gate(step: str, tasks: dict) -> contextlib.AbstractContextManager:
     """The condition a step runs under: push only when evaluate blessed the model."""
     if step in _GATED and _GATED[step] in tasks:
-        blessed = tasks[_GATED[step]].outputs[_kfp_components.RESULT_OUTPUT]
+        blessed = tasks[_GATED[step]].outputs[kfp_components.RESULT_OUTPUT]
         return dsl.If(blessed == True, name="blessed")  # noqa: E712 (a KFP condition)
     return contextlib.nullcontext()
 
 
 def _add_placement(step: str, resources: Resources, component, arguments: dict):
-    parameters = _kfp_tasks.placement_parameters(step, resources)
+    parameters = kfp_tasks.placement_parameters(step, resources)
     task = component(**{p.input: arguments[p.name] for p in parameters})
-    _apply_settings(task, TaskContext(name=_kfp_tasks.placement_task_name(step), caching=True))
+    _apply_settings(task, TaskContext(name=kfp_tasks.placement_task_name(step), caching=True))
     return task
 
 

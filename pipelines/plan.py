@@ -2,20 +2,22 @@
 
 Both the local runner and the KFP compiler consume a :class:`Plan`, so a local run and a
 Kubeflow run execute the same steps, in the same order, through the same entry points
-(``python -m estflow.components.<step>``).
+(``python -m estflow.components.<step>``). Every planned step comes from a
+:class:`~estflow.dsl.contracts.Step` of the contract table: its module, artifacts and the
+options it may take are read there, never written again here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
+from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import steps_for
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["PlannedStep", "Plan", "build_plan", "BEAM_STEPS"]
-
-BEAM_STEPS = ("ingest", "transform")
-"""The steps that run Beam jobs and take ``--beam-options``."""
+__all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +30,36 @@ class PlannedStep:
     outputs: tuple[str, ...]
     options: tuple[tuple[str, str], ...]
     description: str
+
+    @classmethod
+    def from_step(cls, step: Step, producers: Mapping[str, str],
+                  options: Mapping[str, str]) -> PlannedStep:
+        """Plan the contract ``step``.
+
+        Args:
+            step: the step as the contract table declares it.
+            producers: artifact name -> the name of the earlier step that writes it; must hold
+                every one of ``step.inputs``.
+            options: option flag (without ``--``) -> value; every flag must be one of
+                ``step.options``. They are passed in the order the contract declares them.
+
+        Raises:
+            ValueError: an input no earlier step writes, or an option the step does not take.
+        """
+        missing = [a for a in step.inputs if a not in producers]
+        if missing:
+            raise ValueError(f"Received producers for {sorted(producers)}, expected the "
+                             f"inputs of step {step.name!r} too: {missing} (no earlier step "
+                             "writes them)")
+        declared = [o.flag for o in step.options]
+        unknown = sorted(set(options) - set(declared))
+        if unknown:
+            raise ValueError(f"Received options {unknown} for step {step.name!r}, expected "
+                             f"some of the options it declares: {declared}")
+        return cls(name=step.name, module=step.module,
+                   inputs=tuple((a, producers[a]) for a in step.inputs), outputs=step.outputs,
+                   options=tuple((f, options[f]) for f in declared if f in options),
+                   description=step.description)
 
     def argv(self, spec: str, paths: dict[str, str]) -> list[str]:
         """The entry point's arguments, given the spec (path or JSON) and artifact paths."""
@@ -57,23 +89,41 @@ def build_plan(pipeline: Pipeline, *, source_root: str,
     Args:
         pipeline: a validated Pipeline.
         source_root: where relative data paths resolve: a directory, or ``module:pkg.mod``
-            (the directory of an installed module, used in containers).
-        beam_options: Beam pipeline options, one string, for the :data:`BEAM_STEPS`
-            (``--beam-options``); None: they run on the in-memory FnApiRunner.
+            (the directory of an installed module, used in containers); passed to the steps
+            that declare ``--source-root``.
+        beam_options: Beam pipeline options, one string, for the Beam steps (``Step.beam``:
+            ``--beam-options``); None: they run on the in-memory FnApiRunner.
     """
+    return _plan(pipeline, steps_for(pipeline.push is not None),
+                 {"source-root": source_root}, beam_options)
+
+
+def build_preprocess_plan(pipeline: Pipeline, *, source_root: str, gzip_level: int = 1,
+                          num_shards: int = 0, beam_options: str | None = None) -> Plan:
+    """Plan ``estflow preprocess``: the one :data:`~estflow.dsl.contracts.PREPROCESS` step
+    (ingest and transform fused into one Beam job).
+
+    Args:
+        pipeline, source_root, beam_options: as :func:`build_plan`.
+        gzip_level: GZIP level of the written TFRecords (1-9).
+        num_shards: shards per split (0: the runner decides).
+    """
+    return _plan(pipeline, (PREPROCESS,),
+                 {"source-root": source_root, "gzip-level": str(gzip_level),
+                  "num-shards": str(num_shards)}, beam_options)
+
+
+def _plan(pipeline: Pipeline, steps: tuple[Step, ...], values: Mapping[str, str],
+          beam_options: str | None) -> Plan:
+    """Plan ``steps`` in order, each taking those of ``values`` it declares, and the Beam
+    steps ``beam_options`` when given."""
     producers: dict[str, str] = {}
     planned = []
-    for step in steps_for(pipeline.push is not None):
-        options = (("source-root", source_root),) if step.name == "ingest" else ()
-        if beam_options is not None and step.name in BEAM_STEPS:
-            options += (("beam-options", beam_options),)
-        planned.append(PlannedStep(
-            name=step.name,
-            module=step.module,
-            inputs=tuple((a, producers[a]) for a in step.inputs),
-            outputs=step.outputs,
-            options=options,
-            description=step.description,
-        ))
+    for step in steps:
+        declared = {o.flag for o in step.options}
+        options = {k: v for k, v in values.items() if k in declared}
+        if beam_options is not None and step.beam:
+            options["beam-options"] = beam_options
+        planned.append(PlannedStep.from_step(step, producers, options))
         producers.update({a: step.name for a in step.outputs})
     return Plan(pipeline=pipeline, steps=tuple(planned))

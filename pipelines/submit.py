@@ -16,8 +16,9 @@ would overwrite it on root-level tasks only.
 Failures are one-line errors: :class:`ApiUnreachableError` (connection refused, unknown host,
 ...) and :class:`ApiHttpError` (the API answered with an HTTP error: status and message), both
 :class:`SubmitError`; bad input (cron, ``k=v`` parameters, a missing package) is a
-``ValueError``/``FileNotFoundError``. :func:`add_commands` adds the matching ``estflow``
-subcommands (``submit``, ``schedule``, ``schedules``) to the CLI.
+``ValueError``/``FileNotFoundError``. This module is the client only: the ``estflow submit``,
+``schedule`` and ``schedules`` commands are defined with the rest of the CLI
+(:mod:`estflow.pipelines.cli`).
 
 Example:
     >>> run = submit("taxi.yaml", host="http://localhost:8080", params={"source_root": "/data"})
@@ -28,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import datetime
@@ -36,7 +36,6 @@ import io
 import json
 import logging
 import os
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -58,7 +57,7 @@ from estflow.pipelines.cron import to_kfp_cron
 
 __all__ = ["DEFAULT_EXPERIMENT", "SubmitError", "ApiUnreachableError", "ApiHttpError",
            "RunInfo", "ScheduleInfo", "submit", "schedule", "list_schedules", "pause", "resume",
-           "delete", "parse_params", "add_commands"]
+           "delete", "parse_params"]
 
 # The experiment kfp.Client itself falls back to when none is named.
 DEFAULT_EXPERIMENT = "Default"
@@ -399,124 +398,3 @@ def _pipeline_name(package: Path) -> str:
 
 def _timestamp() -> str:
     return datetime.datetime.now().strftime("%Y-%m-%d %H-%M-%S")
-
-
-# --- the estflow CLI: submit, schedule, schedules ----------------------------------------------
-
-def add_commands(subparsers: argparse._SubParsersAction, compile_fn: CompileFn) -> None:
-    """Register ``submit``, ``schedule`` and ``schedules`` on the ``estflow`` command.
-
-    Each parser's ``handler(args) -> int`` prints one line per result and returns the exit
-    status: 0, 2 for the user's mistakes (bad cron, ``--param``, host, package), 1 when the
-    KFP API is unreachable or answers an error; messages go to stderr.
-
-    Args:
-        subparsers: what ``ArgumentParser.add_subparsers()`` returned.
-        compile_fn: ``compile_fn(target, output_yaml)`` compiles a PIPELINE that is not a
-            ``.yaml`` already (a ``file.py[:attr]`` or ``package.module[:attr]`` target).
-    """
-    pipeline_help = ("a compiled .yaml, or a pipeline path/to/file.py[:attr] or "
-                     "package.module[:attr] (compiled first)")
-    cmd = subparsers.add_parser("submit", help="run a pipeline once on a Kubeflow Pipelines API",
-                                description="Run a pipeline once on a Kubeflow Pipelines API.")
-    cmd.add_argument("pipeline", metavar="PIPELINE", help=pipeline_help)
-    _add_api_options(cmd)
-    _add_run_options(cmd)
-    cmd.add_argument("--run-name", help="the run's name (default: pipeline name and time)")
-    cmd.set_defaults(handler=_handler(_cmd_submit, compile_fn))
-
-    cmd = subparsers.add_parser(
-        "schedule", help="run a pipeline on a cron schedule (a KFP recurring run)",
-        description="Create a KFP recurring run. CRON has 5 fields (minute hour day-of-month "
-        "month day-of-week), 6 (seconds first, as KFP wants) or is a macro such as @daily.")
-    cmd.add_argument("pipeline", metavar="PIPELINE", help=pipeline_help)
-    cmd.add_argument("--cron", required=True, help='e.g. "0 3 * * *" (03:00 every day)')
-    _add_api_options(cmd)
-    _add_run_options(cmd)
-    cmd.add_argument("--name", help="the schedule's name (default: the pipeline's name)")
-    cmd.add_argument("--max-concurrency", type=int, default=1, metavar="N",
-                     help="runs of this schedule allowed at once (default: %(default)s)")
-    cmd.add_argument("--catchup", action="store_true",
-                     help="after a pause, start one run per missed interval (default: only "
-                     "the latest)")
-    cmd.add_argument("--paused", action="store_true", help="create it disabled")
-    cmd.set_defaults(handler=_handler(_cmd_schedule, compile_fn))
-
-    cmd = subparsers.add_parser("schedules", help="list, pause, resume or delete schedules",
-                                description="Manage KFP recurring runs.")
-    actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
-    action = actions.add_parser("list", help="list schedules")
-    _add_api_options(action)
-    action.add_argument("--experiment", help="only this experiment's schedules")
-    action.set_defaults(handler=_handler(_cmd_list, None))
-    for name, verb in (("pause", "disable"), ("resume", "enable"), ("delete", "delete")):
-        action = actions.add_parser(name, help=f"{verb} a schedule")
-        action.add_argument("schedule_id", metavar="ID", help="the schedule's id")
-        _add_api_options(action)
-        action.set_defaults(handler=_handler(_cmd_change, None))
-
-
-def _add_api_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", required=True, metavar="URL",
-                        help="the KFP API endpoint, e.g. http://localhost:8080")
-    parser.add_argument("--namespace", help="Kubernetes namespace (multi-user KFP)")
-
-
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--experiment", help=f"experiment name (default: {DEFAULT_EXPERIMENT}; "
-                        "created if missing)")
-    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="a pipeline parameter; repeat for several")
-
-
-def _handler(command: Callable[[argparse.Namespace, CompileFn | None], str],
-             compile_fn: CompileFn | None) -> Callable[[argparse.Namespace], int]:
-    """Wrap ``command`` (which returns the text to print) with the exit-status convention."""
-    def handle(args: argparse.Namespace) -> int:
-        prog = " ".join(filter(None, ["estflow", getattr(args, "command", None),
-                                      getattr(args, "action", None)]))
-        try:
-            print(command(args, compile_fn))
-        except SubmitError as err:
-            print(f"{prog}: error: {err}", file=sys.stderr)
-            return 1
-        except (ValueError, FileNotFoundError) as err:
-            print(f"{prog}: error: {err}", file=sys.stderr)
-            return 2
-        return 0
-    return handle
-
-
-def _cmd_submit(args: argparse.Namespace, compile_fn: CompileFn | None) -> str:
-    run = submit(args.pipeline, host=args.host, experiment=args.experiment,
-                 params=parse_params(args.param), run_name=args.run_name,
-                 namespace=args.namespace, compile_fn=compile_fn)
-    return f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
-
-
-def _cmd_schedule(args: argparse.Namespace, compile_fn: CompileFn | None) -> str:
-    created = schedule(args.pipeline, host=args.host, cron=args.cron, name=args.name,
-                       experiment=args.experiment, params=parse_params(args.param),
-                       max_concurrency=args.max_concurrency, no_catchup=not args.catchup,
-                       enabled=not args.paused, namespace=args.namespace,
-                       compile_fn=compile_fn)
-    return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r}, "
-            f"{created.state}")
-
-
-def _cmd_list(args: argparse.Namespace, _compile_fn: CompileFn | None) -> str:
-    found = list_schedules(args.host, args.experiment, namespace=args.namespace)
-    if not found:
-        return "No schedules."
-    width = max(len(s.schedule_id) for s in found)
-    return "\n".join(f"{s.schedule_id:<{width}}  {s.state:<8}  {s.cron or '(periodic)':<16}  "
-                     f"{s.name}" for s in found)
-
-
-def _cmd_change(args: argparse.Namespace, _compile_fn: CompileFn | None) -> str:
-    if args.action == "delete":
-        delete(args.host, args.schedule_id, namespace=args.namespace)
-        return f"Deleted schedule {args.schedule_id}"
-    change = pause if args.action == "pause" else resume
-    result = change(args.host, args.schedule_id, namespace=args.namespace)
-    return f"Schedule {result.schedule_id} ({result.name!r}) is {result.state}"

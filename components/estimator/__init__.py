@@ -9,6 +9,10 @@ from estflow.components.estimator import export
 from estflow.components.estimator import feature_column
 from estflow.components.estimator import heads
 from estflow.components.estimator import hooks
+from estflow.components.estimator._premade.inputs import InputLayer
+from estflow.components.estimator._premade.inputs import LinearLayer
+from estflow.components.estimator._premade.model_fns import head_of
+from estflow.components.estimator._premade.model_fns import model_fn_for
 from estflow.components.estimator.canned import BaselineClassifier
 from estflow.components.estimator.canned import BaselineRegressor
 from estflow.components.estimator.canned import DNNClassifier
@@ -35,8 +39,6 @@ from estflow.components.estimator.exporters import FinalExporter
 from estflow.components.estimator.exporters import LatestExporter
 from estflow.components.estimator.feature_column import DenseFeatures
 from estflow.components.estimator.feature_column import LinearModel
-from estflow.components.estimator.feature_layers import InputLayer
-from estflow.components.estimator.feature_layers import LinearLayer
 from estflow.components.estimator.heads import BinaryClassHead
 from estflow.components.estimator.heads import Head
 from estflow.components.estimator.heads import LogisticRegressionHead
@@ -56,8 +58,6 @@ from estflow.components.estimator.hooks import SessionRunValues
 from estflow.components.estimator.hooks import StepCounterHook
 from estflow.components.estimator.hooks import StopAtStepHook
 from estflow.components.estimator.keras_estimator import model_to_estimator
-from estflow.components.estimator.premade import head_of
-from estflow.components.estimator.premade import model_fn_for
 from estflow.components.estimator.run_config import RunConfig
 from estflow.components.estimator.training import EvalSpec
 from estflow.components.estimator.training import TrainSpec

@@ -40,9 +40,19 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator._fc_dense import DenseColumn
-from estflow.components.estimator._fc_dense import NumericColumn
-from estflow.components.estimator._fc_layers import normalize_columns
+from estflow.components.estimator._fc.dense import DenseColumn
+from estflow.components.estimator._fc.dense import NumericColumn
+from estflow.components.estimator._fc.layers import normalize_columns
+from estflow.components.estimator._premade.model_fns import BASELINE_LEARNING_RATE
+from estflow.components.estimator._premade.model_fns import LINEAR_LEARNING_RATE
+from estflow.components.estimator._premade.model_fns import OPTIMIZERS
+from estflow.components.estimator._premade.model_fns import PartFn
+from estflow.components.estimator._premade.model_fns import baseline_part
+from estflow.components.estimator._premade.model_fns import dnn_part
+from estflow.components.estimator._premade.model_fns import linear_part
+from estflow.components.estimator._premade.model_fns import linear_rate
+from estflow.components.estimator._premade.model_fns import make_optimizer
+from estflow.components.estimator._premade.model_fns import premade_model_fn
 from estflow.components.estimator.estimator import Estimator
 from estflow.components.estimator.feature_column import CategoricalColumn
 from estflow.components.estimator.feature_column import DenseFeatures
@@ -50,16 +60,6 @@ from estflow.components.estimator.feature_column import LinearModel
 from estflow.components.estimator.heads import Head
 from estflow.components.estimator.heads import LossReduction
 from estflow.components.estimator.heads import head_for
-from estflow.components.estimator.premade import BASELINE_LEARNING_RATE
-from estflow.components.estimator.premade import LINEAR_LEARNING_RATE
-from estflow.components.estimator.premade import OPTIMIZERS
-from estflow.components.estimator.premade import PartFn
-from estflow.components.estimator.premade import baseline_part
-from estflow.components.estimator.premade import dnn_part
-from estflow.components.estimator.premade import linear_part
-from estflow.components.estimator.premade import linear_rate
-from estflow.components.estimator.premade import make_optimizer
-from estflow.components.estimator.premade import premade_model_fn
 
 __all__ = ["DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
            "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "BaselineClassifier",

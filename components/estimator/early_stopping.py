@@ -25,8 +25,8 @@ import os
 import time
 from collections.abc import Callable
 
-from estflow.components.estimator._reporting import read_scalars
-from estflow.components.estimator.session_run_hook import SessionRunHook
+from estflow.components.estimator._engine.reporting import read_scalars
+from estflow.components.estimator._engine.session_hooks import SessionRunHook
 
 __all__ = ["make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
            "stop_if_no_increase_hook", "stop_if_no_decrease_hook", "read_eval_metrics"]

@@ -32,26 +32,26 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator._fc_categorical import CategoricalColumn
-from estflow.components.estimator._fc_categorical import CrossedColumn
-from estflow.components.estimator._fc_categorical import HashedCategoricalColumn
-from estflow.components.estimator._fc_categorical import IdentityCategoricalColumn
-from estflow.components.estimator._fc_categorical import VocabularyFileColumn
-from estflow.components.estimator._fc_categorical import VocabularyListColumn
-from estflow.components.estimator._fc_categorical import WeightedCategoricalColumn
-from estflow.components.estimator._fc_dense import BucketizedColumn
-from estflow.components.estimator._fc_dense import DenseColumn
-from estflow.components.estimator._fc_dense import EmbeddingColumn
-from estflow.components.estimator._fc_dense import IndicatorColumn
-from estflow.components.estimator._fc_dense import NumericColumn
-from estflow.components.estimator._fc_dense import SharedEmbeddingColumn
-from estflow.components.estimator._fc_dense import SharedEmbeddingGroup
-from estflow.components.estimator._fc_layers import DenseFeatures
-from estflow.components.estimator._fc_layers import LinearModel
-from estflow.components.estimator._fc_layers import input_layer
-from estflow.components.estimator._fc_layers import linear_model
-from estflow.components.estimator._fc_layers import make_parse_example_spec
-from estflow.components.estimator._fc_lookup import vocabulary_dtype
+from estflow.components.estimator._fc.categorical import CategoricalColumn
+from estflow.components.estimator._fc.categorical import CrossedColumn
+from estflow.components.estimator._fc.categorical import HashedCategoricalColumn
+from estflow.components.estimator._fc.categorical import IdentityCategoricalColumn
+from estflow.components.estimator._fc.categorical import VocabularyFileColumn
+from estflow.components.estimator._fc.categorical import VocabularyListColumn
+from estflow.components.estimator._fc.categorical import WeightedCategoricalColumn
+from estflow.components.estimator._fc.dense import BucketizedColumn
+from estflow.components.estimator._fc.dense import DenseColumn
+from estflow.components.estimator._fc.dense import EmbeddingColumn
+from estflow.components.estimator._fc.dense import IndicatorColumn
+from estflow.components.estimator._fc.dense import NumericColumn
+from estflow.components.estimator._fc.dense import SharedEmbeddingColumn
+from estflow.components.estimator._fc.dense import SharedEmbeddingGroup
+from estflow.components.estimator._fc.layers import DenseFeatures
+from estflow.components.estimator._fc.layers import LinearModel
+from estflow.components.estimator._fc.layers import input_layer
+from estflow.components.estimator._fc.layers import linear_model
+from estflow.components.estimator._fc.layers import make_parse_example_spec
+from estflow.components.estimator._fc.lookup import vocabulary_dtype
 
 __all__ = [
     "numeric_column", "bucketized_column", "categorical_column_with_vocabulary_list",
@@ -187,7 +187,8 @@ def categorical_column_with_vocabulary_file(key: str, vocabulary_file: str,
     Example:
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
-        >>> _ = open(path, "w").write("red\\ngreen\\n")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write("red\\ngreen\\n")
         >>> categorical_column_with_vocabulary_file("c", path).num_buckets
         2
     """

@@ -27,15 +27,15 @@ step feeds); no ``classes_for_class_based_metrics``. In PREDICT mode the spec's
 
 from __future__ import annotations
 
-from estflow.components.estimator._head_base import Head
-from estflow.components.estimator._head_base import LossReduction
-from estflow.components.estimator._heads_class import BinaryClassHead
-from estflow.components.estimator._heads_class import MultiClassHead
-from estflow.components.estimator._heads_class import MultiLabelHead
-from estflow.components.estimator._heads_multi import MultiHead
-from estflow.components.estimator._heads_regression import LogisticRegressionHead
-from estflow.components.estimator._heads_regression import PoissonRegressionHead
-from estflow.components.estimator._heads_regression import RegressionHead
+from estflow.components.estimator._heads.base import Head
+from estflow.components.estimator._heads.base import LossReduction
+from estflow.components.estimator._heads.classification import BinaryClassHead
+from estflow.components.estimator._heads.classification import MultiClassHead
+from estflow.components.estimator._heads.classification import MultiLabelHead
+from estflow.components.estimator._heads.multi import MultiHead
+from estflow.components.estimator._heads.regression import LogisticRegressionHead
+from estflow.components.estimator._heads.regression import PoissonRegressionHead
+from estflow.components.estimator._heads.regression import RegressionHead
 
 __all__ = ["Head", "LossReduction", "BinaryClassHead", "MultiClassHead", "MultiLabelHead",
            "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead", "MultiHead",

@@ -53,14 +53,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator.session_run_hook import CheckpointSaverListener
-from estflow.components.estimator.session_run_hook import NanLossDuringTrainingError
-from estflow.components.estimator.session_run_hook import NanLossError
-from estflow.components.estimator.session_run_hook import SessionRunArgs
-from estflow.components.estimator.session_run_hook import SessionRunContext
-from estflow.components.estimator.session_run_hook import SessionRunHook
-from estflow.components.estimator.session_run_hook import SessionRunValues
-from estflow.components.estimator.session_run_hook import TrainHook
+from estflow.components.estimator._engine.session_hooks import CheckpointSaverListener
+from estflow.components.estimator._engine.session_hooks import NanLossDuringTrainingError
+from estflow.components.estimator._engine.session_hooks import NanLossError
+from estflow.components.estimator._engine.session_hooks import SessionRunArgs
+from estflow.components.estimator._engine.session_hooks import SessionRunContext
+from estflow.components.estimator._engine.session_hooks import SessionRunHook
+from estflow.components.estimator._engine.session_hooks import SessionRunValues
+from estflow.components.estimator._engine.session_hooks import TrainHook
 
 __all__ = ["NanLossError", "NanLossDuringTrainingError", "SessionRunArgs", "SessionRunValues",
            "SessionRunContext", "SessionRunHook", "CheckpointSaverListener", "TrainHook",

@@ -17,13 +17,9 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
-from estflow.components import _runtime
-
-_runtime.quiet_tensorflow()
-import tensorflow as tf  # noqa: E402
-
-import estflow.dsl as ef  # noqa: E402
+import estflow.dsl as ef
 
 __all__ = ["TRUE_WEIGHTS", "Row", "make_rows", "write_examples", "save_model", "good_model",
            "random_model", "pipeline", "PAYMENT_TYPES"]

@@ -18,11 +18,8 @@ import json
 import shutil
 from pathlib import Path
 
-from estflow.components import _runtime
-
-_runtime.quiet_tensorflow()
-import tensorflow as tf  # noqa: E402
-from tensorflow.core.protobuf import saved_model_pb2  # noqa: E402
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 __all__ = ["FEATURE_SPEC", "RAW_FEATURES", "WEIGHTS", "TaxiModel", "save_version",
            "save_estimator_style", "write_versions", "serialize_example", "drop_raw_features"]

@@ -9,8 +9,8 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.components import evaluate
-from estflow.components import metrics
 from estflow.components import push
+from estflow.components._evaluate import metrics
 from tests.components import _eval_fixtures as fx
 
 ROWS = fx.make_rows(600, seed=0)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 import tensorflow as tf
 
-from estflow.components import _example_codec as codec
+from estflow.components._io import example_codec as codec
 
 
 def _lists(values, kind) -> pa.Array:

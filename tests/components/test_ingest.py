@@ -16,9 +16,9 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components import _csv_blocks
-from estflow.components import _csv_parse
 from estflow.components import ingest
+from estflow.components._ingest import csv_blocks
+from estflow.components._ingest import csv_parse
 from estflow.dsl.contracts import Files
 
 HEADER = b"id,x,n,color,label,extra\n"
@@ -316,12 +316,12 @@ TRICKY_EXPECTED = [(2, ["a,1", "1", "x"]), (3, ["b\nstill b", "2", "y"]),
 
 
 def _parse_all(data: bytes, block_bytes: int) -> tuple[list, int]:
-    layout = _csv_parse.CsvLayout(3, {"id": 0, "v": 1, "w": 2})
-    blocks = _csv_blocks.read_blocks(io.BytesIO(data), "t.csv", block_bytes=block_bytes)
+    layout = csv_parse.CsvLayout(3, {"id": 0, "v": 1, "w": 2})
+    blocks = csv_blocks.read_blocks(io.BytesIO(data), "t.csv", block_bytes=block_bytes)
     assert next(blocks).fields == ["id", "v", "w"]
     found, blank = [], 0
     for block in blocks:
-        rows = _csv_parse.parse_block(block, layout)
+        rows = csv_parse.parse_block(block, layout)
         blank += rows.blank_lines
         cells = {n: c.to_pylist() for n, c in rows.columns.items()}
         for k, record in enumerate(rows.records):

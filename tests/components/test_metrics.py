@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from estflow.components import metrics
+from estflow.components._evaluate import metrics
 
 
 def _auc_by_pairs(y, s):

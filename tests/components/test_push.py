@@ -13,9 +13,9 @@ import uuid
 import pytest
 
 import estflow.dsl as ef
-from estflow.components import _destinations
 from estflow.components import push
 from estflow.components import serve
+from estflow.components._io import model_repo
 from estflow.dsl import serialization
 from estflow.pipelines import local_runner
 from tests.components import _serving_fixtures as serving_fx
@@ -102,8 +102,8 @@ def test_push_to_picks_a_growing_version_and_prunes_but_never_the_new_one():
 def test_latest_servable_skips_incomplete_versions():
     destination = MemoryDestination([1, 2])
     destination.versions[3] = {"variables/v": b""}
-    assert _destinations.latest_servable(destination) == 2
-    assert _destinations.latest_servable(MemoryDestination()) is None
+    assert model_repo.latest_servable(destination) == 2
+    assert model_repo.latest_servable(MemoryDestination()) is None
 
 
 # --- tf.io.gfile destination, against TF's in-process ram:// filesystem (an object store
@@ -114,8 +114,8 @@ def _ram_base():
 
 
 def test_gfile_destination_publishes_verified_versions_on_ram(tmp_path):
-    destination = _destinations.destination_for(_ram_base(), "taxi")
-    assert isinstance(destination, _destinations.GFileDestination)
+    destination = model_repo.destination_for(_ram_base(), "taxi")
+    assert isinstance(destination, model_repo.GFileDestination)
     export = _export(tmp_path)
     first = push.push_to(destination, export, version=1)
     second = push.push_to(destination, export, version=2, keep_versions=1)
@@ -131,7 +131,7 @@ def test_gfile_destination_publishes_verified_versions_on_ram(tmp_path):
 
 
 def test_gfile_destination_renames_saved_model_last(tmp_path):
-    destination = _destinations.destination_for(_ram_base(), "taxi")
+    destination = model_repo.destination_for(_ram_base(), "taxi")
     renames = []
     real = destination._gfile
 
@@ -153,7 +153,7 @@ def test_gfile_destination_renames_saved_model_last(tmp_path):
 
 
 def test_gfile_destination_cleans_only_stale_staging_on_a_local_path(tmp_path):
-    destination = _destinations.GFileDestination(str(tmp_path / "taxi"))
+    destination = model_repo.GFileDestination(str(tmp_path / "taxi"))
     stale, fresh = tmp_path / "taxi" / ".tmp-5-aaaa", tmp_path / "taxi" / ".tmp-6-bbbb"
     for folder in (stale, fresh):
         (folder / "variables").mkdir(parents=True)
@@ -165,7 +165,7 @@ def test_gfile_destination_cleans_only_stale_staging_on_a_local_path(tmp_path):
 
 
 def test_gfile_destination_never_deletes_staging_of_unknown_age_on_ram(tmp_path):
-    destination = _destinations.destination_for(_ram_base(), "taxi")
+    destination = model_repo.destination_for(_ram_base(), "taxi")
     staging = f"{destination.model_base}/.tmp-3-cccc"
     destination._gfile.makedirs(staging)
     with destination._gfile.GFile(f"{staging}/saved_model.pb", "wb") as f:
@@ -174,7 +174,7 @@ def test_gfile_destination_never_deletes_staging_of_unknown_age_on_ram(tmp_path)
 
 
 def test_local_destination_cleans_only_stale_staging(tmp_path):
-    destination = _destinations.LocalDestination(tmp_path / "taxi")
+    destination = model_repo.LocalDestination(tmp_path / "taxi")
     stale, fresh = tmp_path / "taxi" / ".tmp-5-aaaa", tmp_path / "taxi" / ".tmp-6-bbbb"
     for folder in (stale, fresh):
         folder.mkdir(parents=True)
@@ -188,13 +188,13 @@ def test_local_destination_cleans_only_stale_staging(tmp_path):
 
 def test_destination_for_schemes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    local = _destinations.destination_for("serving", "taxi")
-    assert isinstance(local, _destinations.LocalDestination)
+    local = model_repo.destination_for("serving", "taxi")
+    assert isinstance(local, model_repo.LocalDestination)
     assert local.model_base == str(tmp_path / "serving" / "taxi")
-    assert _destinations.destination_for(f"file://{tmp_path}", "taxi").model_base == \
+    assert model_repo.destination_for(f"file://{tmp_path}", "taxi").model_base == \
         str(tmp_path / "taxi")
     with pytest.raises(ValueError, match=r"no filesystem is registered for s3://.*tensorflow-io"):
-        _destinations.destination_for("s3://bucket/models", "taxi")
+        model_repo.destination_for("s3://bucket/models", "taxi")
 
 
 # --- the push step
@@ -372,21 +372,21 @@ def test_a_killed_push_leaves_the_server_on_the_previous_version(tmp_path):
 _SLOW_GFILE_COPY = """
 import sys, time
 import tensorflow as tf
-from estflow.components import _destinations
+from estflow.components._io import model_repo
 real_copy = tf.io.gfile.copy
 def slow_copy(src, dst, overwrite=False):
     real_copy(src, dst, overwrite)
     print("copied", flush=True)
     time.sleep(30)
 tf.io.gfile.copy = slow_copy
-_destinations.GFileDestination(sys.argv[2]).publish(sys.argv[1], 2)
+model_repo.GFileDestination(sys.argv[2]).publish(sys.argv[1], 2)
 """
 
 
 @pytest.mark.slow
 def test_a_gfile_push_killed_midway_leaves_no_visible_version(tmp_path):
     export = _export(tmp_path)
-    destination = _destinations.GFileDestination(str(tmp_path / "m"))
+    destination = model_repo.GFileDestination(str(tmp_path / "m"))
     push.push_to(destination, export, version=1)
     assert _kill_after_first_line(_SLOW_GFILE_COPY, export, tmp_path / "m") == "copied\n"
     assert any(p.name.startswith(".tmp-2-") for p in (tmp_path / "m").iterdir())

@@ -21,8 +21,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 import estflow.dsl as ef
-from estflow.components import _preprocessing
 from estflow.components import transform
+from estflow.components._io.raw_features import raw_feature_spec
+from estflow.components._transform import preprocessing_fn
 from estflow.dsl.contracts import Files
 from tests.components import fixtures_derive
 
@@ -181,7 +182,7 @@ def test_serving_graph_fills_defaults_of_absent_features(transformed):
     out, _, _, _, _ = transformed
     output = tft.TFTransformOutput(str(out / Files.TRANSFORM_FN))
     raw = tf.io.parse_example([to_example((9, None, 3, None, None, None, None, None))],
-                              _preprocessing.raw_feature_spec(PIPELINE))
+                              raw_feature_spec(PIPELINE))
     result = output.transform_raw_features(raw)
     assert result["x"].numpy()[0] == pytest.approx((0.0 - X_MEAN) / X_STD, abs=1e-5)
     assert result["color"].numpy()[0] == 2  # "unknown"
@@ -192,7 +193,7 @@ def test_serving_graph_fills_defaults_of_absent_features(transformed):
 # --- graph helpers, eagerly, in-process ---------------------------------------------------------
 
 def test_raw_feature_spec_varlen_for_defaults_fixedlen_for_required():
-    spec = _preprocessing.raw_feature_spec(PIPELINE)
+    spec = raw_feature_spec(PIPELINE)
     assert spec["x"] == tf.io.VarLenFeature(tf.float32)
     assert spec["n"] == tf.io.FixedLenFeature([], tf.int64)
     assert spec["color"] == tf.io.VarLenFeature(tf.string)
@@ -201,22 +202,22 @@ def test_raw_feature_spec_varlen_for_defaults_fixedlen_for_required():
 
 def test_densify_fills_default():
     sparse = tf.SparseTensor(indices=[[0, 0], [2, 0]], values=[1.5, 2.5], dense_shape=[3, 1])
-    assert list(_preprocessing.densify(sparse, "float", -1.0).numpy()) == [1.5, -1.0, 2.5]
+    assert list(preprocessing_fn.densify(sparse, "float", -1.0).numpy()) == [1.5, -1.0, 2.5]
 
 
 def test_derive_missing_output_is_a_clear_error():
     columns = {"x": tf.constant([1.0, 3.0])}
     outputs = (ef.Column("label", "int"),)
     with pytest.raises(ValueError, match=r"did not return declared output 'label'.*'lable'"):
-        _preprocessing.derive_columns(fixtures_derive.forgets_label, outputs, columns)
-    derived = _preprocessing.derive_columns(fixtures_derive.label_from_x, outputs, columns)
+        preprocessing_fn.derive_columns(fixtures_derive.forgets_label, outputs, columns)
+    derived = preprocessing_fn.derive_columns(fixtures_derive.label_from_x, outputs, columns)
     assert derived["label"].dtype == tf.int64 and list(derived["label"].numpy()) == [0, 1]
 
 
 def test_string_label_ids_and_identity_ids():
-    ids = _preprocessing.label_ids(tf.constant(["b", "a", "zzz"]), ("a", "b"))
-    assert list(ids.numpy()) == [1, 0, _preprocessing.UNKNOWN_LABEL]
-    ids = _preprocessing.identity_ids(tf.constant([0, 3, 4, -2], tf.int64), 4)
+    ids = preprocessing_fn.label_ids(tf.constant(["b", "a", "zzz"]), ("a", "b"))
+    assert list(ids.numpy()) == [1, 0, preprocessing_fn.UNKNOWN_LABEL]
+    ids = preprocessing_fn.identity_ids(tf.constant([0, 3, 4, -2], tf.int64), 4)
     assert list(ids.numpy()) == [0, 3, 4, 4]
 
 

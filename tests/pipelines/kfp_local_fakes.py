@@ -20,8 +20,8 @@ from pathlib import Path
 from kfp import compiler
 
 from estflow.dsl.contracts import Files
-from estflow.pipelines import _kfp_components
 from estflow.pipelines import kfp_compiler
+from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines.plan import build_plan
 
 PACKAGE = "stand_in_steps"
@@ -67,7 +67,7 @@ def compile_with_stand_ins(pipeline, folder: Path, image: str = kfp_compiler.DEF
     package = folder / PACKAGE
     package.mkdir()
     (package / "__init__.py").write_text("")
-    plan = build_plan(pipeline, source_root=_kfp_components.param_placeholder("source_root"))
+    plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"))
     steps = []
     for step in plan.steps:
         (package / f"{step.name}.py").write_text(

@@ -29,10 +29,10 @@ import estflow.components
 import estflow.dsl as ef
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
-from estflow.pipelines import _kfp_components
 from estflow.pipelines import goldens
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
+from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines.plan import build_plan
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import ROOT
@@ -243,10 +243,10 @@ def test_push_runs_only_when_evaluate_blessed_the_model(ir):
                          condition.trigger_policy.condition)
     assert match, condition.trigger_policy.condition
     assert ir.parameter_source("condition-2", match.group(1)) == (
-        "evaluate", _kfp_components.RESULT_OUTPUT)
+        "evaluate", kfp_components.RESULT_OUTPUT)
     assert sorted(condition.dependent_tasks) == ["evaluate", "train"]
     evaluate = ir.spec.components["comp-evaluate"].output_definitions.parameters
-    assert evaluate[_kfp_components.RESULT_OUTPUT].parameter_type == \
+    assert evaluate[kfp_components.RESULT_OUTPUT].parameter_type == \
         pipeline_spec_pb2.ParameterType.BOOLEAN
 
 
@@ -441,7 +441,7 @@ def test_generated_source_rejects_an_embedded_placeholder():
     step = build_plan(loader.load(TAXI).pipeline, source_root="x").step("ingest")
     broken = dataclasses.replace(step, options=(("flag", "a{{estflow-param:spec}}b"),))
     with pytest.raises(ValueError, match="placeholder"):
-        _kfp_components.render_source(broken)
+        kfp_components.render_source(broken)
 
 
 # --- runs under kfp.local ----------------------------------------------------------------------
@@ -476,10 +476,10 @@ def test_kfp_local_reports_a_failed_run(taxi, tmp_path):
 def test_ingest_task_runs_under_kfp_local(taxi, tmp_path):
     """The generated ingest component, run by kfp.local.SubprocessRunner: the embedded Python
     imports the real step, which reads the example's data through ``source_root``."""
-    step = build_plan(taxi.pipeline, source_root=_kfp_components.param_placeholder(
+    step = build_plan(taxi.pipeline, source_root=kfp_components.param_placeholder(
         "source_root")).step("ingest")
     component_yaml = tmp_path / "ingest.yaml"
-    compiler.Compiler().compile(_kfp_components.build_component(step, IMAGE),
+    compiler.Compiler().compile(kfp_components.build_component(step, IMAGE),
                                 str(component_yaml))
     _run_under_kfp_local(component_yaml, tmp_path, spec=taxi.pipeline.to_json(),
                          source_root=f"module:{TAXI}")

@@ -14,9 +14,9 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.dsl.placement import Placement
-from estflow.pipelines import _kfp_tasks
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
+from estflow.pipelines._kfp import tasks as kfp_tasks
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import Ir
 
@@ -255,7 +255,7 @@ def test_placement_parameters_without_a_declared_accelerator(taxi, tmp_path):
     assert parameters["transform_accelerator_type"].default_value.string_value == ""
     assert parameters["transform_node_pool"].default_value.string_value == ""
     assert "transform-placement" in ir.tasks()
-    assert _kfp_tasks.placement_task_name("transform") == "transform-placement"
+    assert kfp_tasks.placement_task_name("transform") == "transform-placement"
 
 
 def test_the_placement_task_runs_under_kfp_local(tmp_path):

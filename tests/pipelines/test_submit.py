@@ -4,7 +4,6 @@ No KFP API server can run here; :mod:`tests.pipelines.fake_kfp_api` serves the v
 the client uses on 127.0.0.1, and records what it received.
 """
 
-import argparse
 import socket
 
 import pytest
@@ -12,13 +11,13 @@ import yaml
 from kfp import compiler
 from kfp import dsl
 
+from estflow.pipelines import cli as estflow_cli
 from estflow.pipelines import kfp_compiler
-from estflow.pipelines import loader
 from estflow.pipelines import submit as submit_mod
+from estflow.pipelines._cli import kfp_runs
 from estflow.pipelines.submit import ApiHttpError
 from estflow.pipelines.submit import ApiUnreachableError
 from estflow.pipelines.submit import SubmitError
-from estflow.pipelines.submit import add_commands
 from estflow.pipelines.submit import delete
 from estflow.pipelines.submit import list_schedules
 from estflow.pipelines.submit import parse_params
@@ -287,16 +286,17 @@ def test_parse_params():
 # --- the CLI commands ----------------------------------------------------------------------------
 
 @pytest.fixture
-def cli(capsys):
-    """Parse argv with a fresh parser holding only these commands; run the handler."""
+def cli(capsys, monkeypatch):
+    """Parse argv with the estflow parser, compiling a .py target to the tiny pipeline (and
+    recording it); run the handler."""
     compiled = []
 
     def compile_fn(target, output_path):
         compiled.append(target)
         _compile_tiny(target, output_path)
 
-    parser = argparse.ArgumentParser(prog="estflow")
-    add_commands(parser.add_subparsers(dest="command", required=True), compile_fn)
+    monkeypatch.setattr(kfp_runs, "compile_target", compile_fn)
+    parser = estflow_cli.build_parser()
 
     def run(*argv):
         args = parser.parse_args([str(a) for a in argv])
@@ -376,12 +376,8 @@ def test_cli_unreachable_host_exits_1(closed_port_url, package, cli):
 
 
 def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys):
-    def compile_fn(target, output_path):
-        kfp_compiler.compile_pipeline(loader.load(target), output_path)
-
-    parser = argparse.ArgumentParser(prog="estflow")
-    add_commands(parser.add_subparsers(dest="command", required=True), compile_fn)
-    args = parser.parse_args(["submit", "pipelines/examples/taxi.py", "--host", api.url])
+    args = estflow_cli.build_parser().parse_args(["submit", "pipelines/examples/taxi.py",
+                                                  "--host", api.url])
 
     assert args.handler(args) == 0
     (sent,) = api.runs.values()
@@ -393,4 +389,6 @@ def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys):
 
 def test_public_names():
     assert set(submit_mod.__all__) >= {"submit", "schedule", "list_schedules", "pause",
-                                       "resume", "delete", "parse_params", "add_commands"}
+                                       "resume", "delete", "parse_params"}
+    # The client only: the commands are the CLI's (estflow.pipelines._cli.kfp_runs).
+    assert not hasattr(submit_mod, "add_commands") and not hasattr(submit_mod, "argparse")

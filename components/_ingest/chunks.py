@@ -1,0 +1,93 @@
+"""What every source reader produces: validated rows, their rejects, their statistics.
+
+A :class:`RowChunk` holds a RecordBatch of good rows (raw-example layout, :mod:`._rows`), the
+rejected rows as JSON lines (``{"file", "line", "row", "reason"}``; ``line`` is the line in a
+CSV file, the 1-based row in a Parquet file or query result, the 1-based record in a TFRecord
+file) and the chunk's statistics, which merge across chunks into ``ingest.json``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+import pyarrow as pa
+
+from estflow.components._ingest.rows import Validated
+from estflow.components._ingest.rows import empty_stats
+from estflow.components._ingest.rows import merge_stats
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["SourceError", "RowChunk", "check_columns", "make_chunk", "empty_chunk_stats",
+           "merge_chunk_stats"]
+
+
+class SourceError(RuntimeError):
+    """The source cannot be read as declared (no files, a missing column, a wrong type)."""
+
+
+@dataclasses.dataclass
+class RowChunk:
+    """Validated rows of one block of one source file, their rejects and statistics."""
+
+    batch: pa.RecordBatch
+    rejected: list[str]
+    stats: dict
+
+
+def check_columns(pipeline: Pipeline, names: list[str], path: str, where: str) -> None:
+    """Every raw column must appear exactly once among ``names`` (a header or a schema).
+
+    Raises:
+        SourceError: naming the column, the file and the columns it has.
+    """
+    for column in pipeline.raw_columns():
+        count = names.count(column.name)
+        if count != 1:
+            problem = "is not in" if count == 0 else f"appears {count} times in"
+            raise SourceError(f"column {column.name!r} (needed by the pipeline) {problem} the "
+                              f"{where} of {path}; {where} columns: {names}")
+
+
+def make_chunk(validated: Validated, path: str, *, lines, texts,
+               early: list[tuple[int, str, str]] = (), read: int, blank_lines: int = 0,
+               unseen: list[str] = ()) -> RowChunk:
+    """Package a validated block.
+
+    Args:
+        validated: the result of ``_rows.validate``; its rejected positions are source
+            positions (as ``early``'s are).
+        lines: source position -> line (CSV) or 1-based row/record number.
+        texts: source position -> the row as read.
+        early: ``(position, kind, message)`` of rows rejected before validation.
+        read: rows read from the source in this block (blank lines excluded).
+    """
+    reasons: collections.Counter = collections.Counter()
+    rejected = []
+    for position, kind, message in sorted(list(early) + list(validated.rejected)):
+        reasons[kind] += 1
+        line = lines(position)
+        rejected.append(json.dumps({"file": path, "line": None if line is None else int(line),
+                                    "row": texts(position), "reason": message},
+                                   ensure_ascii=False))
+    stats = {"read": read, "blank_lines": blank_lines, "rejected_by_reason": dict(reasons),
+             "columns": validated.stats, "unseen_columns": sorted(unseen), "splits": {}}
+    return RowChunk(validated.batch, rejected, stats)
+
+
+def empty_chunk_stats(pipeline: Pipeline) -> dict:
+    return {"read": 0, "blank_lines": 0, "rejected_by_reason": {},
+            "columns": empty_stats(pipeline.raw_columns()), "unseen_columns": [], "splits": {}}
+
+
+def merge_chunk_stats(left: dict, right: dict) -> dict:
+    """Merge the statistics of two chunks (left is updated and returned)."""
+    left["read"] += right["read"]
+    left["blank_lines"] += right["blank_lines"]
+    for table in ("rejected_by_reason", "splits"):
+        for key, count in right[table].items():
+            left[table][key] = left[table].get(key, 0) + count
+    merge_stats(left["columns"], right["columns"])
+    left["unseen_columns"] = sorted(set(left["unseen_columns"]) | set(right["unseen_columns"]))
+    return left

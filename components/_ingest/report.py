@@ -1,0 +1,116 @@
+"""What ingest reports and enforces once its job has run: the summary written to
+``ingest.json``, the lines printed at the end of the step, the rejected-rows threshold and
+the optional schema check."""
+
+from __future__ import annotations
+
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["IngestError", "summarize", "summary_lines", "check_summary"]
+
+
+class IngestError(RuntimeError):
+    """The data cannot be ingested as declared (no file, missing column, too many bad rows)."""
+
+
+def summarize(pipeline: Pipeline, files: list[str], stats: dict, elapsed: float) -> dict:
+    """The ``ingest.json`` content from the job's merged statistics."""
+    names = pipeline.split.names()
+    splits = {name: int(stats["splits"].get(name, 0)) for name in names}
+    rejected = sum(stats["rejected_by_reason"].values())
+    raw = pipeline.raw_columns()
+    columns = stats["columns"]
+    return {
+        "source": type(pipeline.source).__name__,
+        "source_files": files,
+        "read": stats["read"],
+        **splits,
+        "splits": splits,
+        "rejected": rejected,
+        "rejected_by_reason": dict(sorted(stats["rejected_by_reason"].items())),
+        "missing_by_column": {c.name: columns[c.name]["written_missing"] for c in raw},
+        "blank_lines": stats["blank_lines"],
+        "columns": {c.name: c.dtype for c in raw},
+        "statistics": {c.name: _column_statistics(columns[c.name], c.dtype) for c in raw},
+        "schema": _schema_report(pipeline, stats),
+        "split": {"fractions": dict(pipeline.split.fractions()),
+                  "eval_fraction": pipeline.split.eval_fraction, "key": pipeline.split.key},
+        "elapsed_s": round(elapsed, 3),
+    }
+
+
+def _column_statistics(entry: dict, dtype: str) -> dict:
+    out = {"count": entry["count"], "missing": entry["written_missing"]}
+    if dtype != "string":
+        count = entry["count"]
+        out.update(min=entry["min"], max=entry["max"],
+                   mean=entry["sum"] / count if count else None)
+    return out
+
+
+def _schema_report(pipeline: Pipeline, stats: dict) -> dict:
+    check = pipeline.source.schema_check
+    columns, violations = {}, []
+    for column in pipeline.raw_columns():
+        entry = stats["columns"][column.name]
+        checked = max(entry["checked"], 1)
+        missing, errors = entry["missing"] / checked, entry["type_errors"] / checked
+        columns[column.name] = {"dtype": column.dtype, "checked": entry["checked"],
+                                "missing_fraction": round(missing, 6),
+                                "type_error_fraction": round(errors, 6)}
+        if check is not None and missing > check.max_missing_fraction:
+            violations.append(f"column {column.name!r} is missing in {missing:.2%} of rows, "
+                              f"more than max_missing_fraction={check.max_missing_fraction}")
+        if check is not None and errors > check.max_type_error_fraction:
+            violations.append(f"column {column.name!r}: {errors:.2%} of rows are not "
+                              f"{column.dtype!r} values, more than "
+                              f"max_type_error_fraction={check.max_type_error_fraction}")
+    unseen = stats["unseen_columns"]
+    if check is not None and unseen and not check.allow_unseen_columns:
+        violations.append(f"the data has columns no declaration reads: {unseen} "
+                          "(allow_unseen_columns=False)")
+    return {"checked": check is not None, "columns": columns, "unseen_columns": unseen,
+            "violations": violations}
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The statistics shown at the end of the step."""
+    splits = ", ".join(f"{n} {c}" for n, c in summary["splits"].items())
+    lines = [f"read {summary['read']} rows: {splits}, {summary['rejected']} rejected, "
+             f"{summary['blank_lines']} blank lines skipped"]
+    if summary["rejected_by_reason"]:
+        lines.append("rejected by reason: " + ", ".join(
+            f"{k} {v}" for k, v in summary["rejected_by_reason"].items()))
+    for name, entry in summary["statistics"].items():
+        if "mean" in entry and entry["mean"] is not None:
+            lines.append(f"  {name}: count {entry['count']}, missing {entry['missing']}, "
+                         f"min {entry['min']:.6g}, max {entry['max']:.6g}, "
+                         f"mean {entry['mean']:.6g}")
+        else:
+            lines.append(f"  {name}: missing {entry['missing']}")
+    return lines
+
+
+def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str) -> None:
+    """Enforce ``max_rejected_fraction`` and the schema check.
+
+    Raises:
+        IngestError: no rows, too many rejected rows (pointing to ``rejected_path``), or a
+            schema check violation (listing all of them).
+    """
+    read = summary["read"]
+    if read == 0:
+        raise IngestError(f"no data rows in {', '.join(summary['source_files']) or 'the source'}")
+    fraction = summary["rejected"] / read
+    limit = pipeline.source.max_rejected_fraction
+    if fraction > limit:
+        top = sorted(summary["rejected_by_reason"].items(), key=lambda kv: -kv[1])[:5]
+        raise IngestError(
+            f"{summary['rejected']} of {read} rows rejected ({fraction:.2%}), more than "
+            f"source.max_rejected_fraction={limit} allows; most common reasons: "
+            f"{', '.join(f'{k}: {n}' for k, n in top)}; every rejected row with its file, "
+            f"line and reason is in {rejected_path}")
+    violations = summary["schema"]["violations"]
+    if violations:
+        raise IngestError("the data does not pass source.schema_check:\n" + "\n".join(
+            f"  - {v}" for v in violations))

@@ -1,0 +1,295 @@
+"""Push destinations: the model base path ``<base_path>/<model_name>/`` where a push publishes
+integer-named versions (TF Serving's layout) and where the evaluate step finds the baseline.
+
+Two implementations of :class:`PushDestination`:
+
+* :class:`LocalDestination`, a local directory: a version is copied under a temporary
+  dot-name, fsynced, then renamed into place with one ``os.rename``, which is atomic on one
+  filesystem: the version appears whole or not at all.
+* :class:`GFileDestination`, any ``tf.io.gfile`` URL (``gs://``, ``s3://`` with tensorflow-io,
+  ``ram://`` in tests). Object stores have no atomic rename (TF renames a "directory" one
+  object at a time), so a version is copied under ``.tmp-<version>-<uuid>/``, checked against
+  the export's file list, then renamed file by file with ``saved_model.pb`` last. TF Serving
+  (and ``estflow serve``) ignore non-integer names, so nothing is visible while the copy runs;
+  during the renames the version directory exists without ``saved_model.pb``, which servers
+  cannot load, so they keep serving the previous version until the push completes. The final
+  listing is verified against the export.
+
+Neither ever overwrites a version. Staging directories left by a killed push are removed by a
+later push once nothing in them changed for an hour (:data:`STALE_STAGING_SECONDS`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["PushDestination", "LocalDestination", "GFileDestination", "destination_for",
+           "latest_servable", "version_dirs", "STAGING_PREFIX", "STALE_STAGING_SECONDS"]
+
+STAGING_PREFIX = ".tmp-"
+STALE_STAGING_SECONDS = 3600.0
+_SAVED_MODEL = "saved_model.pb"
+
+
+class PushDestination(Protocol):
+    """Where versions of one model live (``model_base`` = ``<base_path>/<model_name>``)."""
+
+    model_base: str
+
+    def list_versions(self) -> list[int]:
+        """Every integer-named version directory, ascending (complete or not)."""
+
+    def is_complete(self, version: int) -> bool:
+        """Whether the version holds a ``saved_model.pb`` (what a server can load)."""
+
+    def publish(self, export_dir: str, version: int) -> str:
+        """Copy ``export_dir`` to version ``version``; return its path.
+
+        Raises:
+            FileExistsError: the version exists (versions are never overwritten).
+        """
+
+    def remove_version(self, version: int) -> None:
+        """Delete a version (keep_versions pruning)."""
+
+    def clean_staging(self, older_than_seconds: float) -> list[str]:
+        """Delete staging directories unchanged for longer than that; return their paths."""
+
+
+def version_dirs(model_base: Path) -> dict[int, Path]:
+    """The integer-named version directories of a local ``model_base`` (TF Serving ignores
+    any other name: staging directories, files)."""
+    if not model_base.is_dir():
+        return {}
+    return {int(p.name): p for p in model_base.iterdir()
+            if p.name.isascii() and p.name.isdigit() and p.is_dir()}
+
+
+def destination_for(base_path: str, model_name: str) -> PushDestination:
+    """The destination for a :class:`~estflow.dsl.PushTarget`'s base path: a URL with a scheme
+    (``gs://``, ``s3://``, ...) goes through ``tf.io.gfile``, anything else is a local
+    directory, resolved against the current directory."""
+    scheme, sep, _rest = base_path.partition("://")
+    if sep and scheme != "file":
+        return GFileDestination(f"{base_path.rstrip('/')}/{model_name}")
+    local = base_path[len("file://"):] if sep else base_path
+    return LocalDestination(Path(local).resolve() / model_name)
+
+
+def latest_servable(destination: PushDestination) -> int | None:
+    """The version a server serves: the highest one that holds a SavedModel (None if none)."""
+    for version in reversed(destination.list_versions()):
+        if destination.is_complete(version):
+            return version
+    return None
+
+
+def _staging_name(version: int) -> str:
+    return f"{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:12]}"
+
+
+class LocalDestination:
+    """A local model base path; publishes with an atomic ``os.rename``."""
+
+    def __init__(self, model_base: str | Path) -> None:
+        self.path = Path(model_base)
+        self.model_base = str(self.path)
+
+    def list_versions(self) -> list[int]:
+        return sorted(version_dirs(self.path))
+
+    def is_complete(self, version: int) -> bool:
+        return (self.path / str(version) / _SAVED_MODEL).is_file()
+
+    def publish(self, export_dir: str, version: int) -> str:
+        if not (Path(export_dir) / _SAVED_MODEL).is_file():
+            raise FileNotFoundError(f"no SavedModel to push: {export_dir}/{_SAVED_MODEL} is "
+                                    "missing")
+        self.path.mkdir(parents=True, exist_ok=True)
+        final = self.path / str(version)
+        if final.exists():
+            raise FileExistsError(f"version {version} already exists at {final}; versions are "
+                                  "never overwritten")
+        staging = self.path / _staging_name(version)
+        shutil.copytree(export_dir, staging)
+        _fsync_tree(staging)
+        try:
+            # atomic on one filesystem; fails if a concurrent push created a non-empty `final`
+            os.rename(staging, final)
+        except OSError as e:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise FileExistsError(f"version {version} appeared at {final} during the push: "
+                                  f"{e}") from e
+        _fsync_dir(self.path)
+        return str(final)
+
+    def remove_version(self, version: int) -> None:
+        shutil.rmtree(self.path / str(version))
+
+    def clean_staging(self, older_than_seconds: float) -> list[str]:
+        if not self.path.is_dir():
+            return []
+        removed = []
+        now = time.time()
+        for child in sorted(self.path.iterdir()):
+            if child.name.startswith(STAGING_PREFIX) and child.is_dir():
+                if now - _newest_mtime(child) > older_than_seconds:
+                    shutil.rmtree(child, ignore_errors=True)
+                    removed.append(str(child))
+        return removed
+
+
+def _newest_mtime(root: Path) -> float:
+    newest = root.stat().st_mtime
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime)
+            except OSError:
+                continue
+    return newest
+
+
+def _fsync_dir(folder: str | Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(folder)
+
+
+class GFileDestination:
+    """A model base path behind ``tf.io.gfile`` (object stores: ``gs://``, ``s3://``)."""
+
+    def __init__(self, model_base: str) -> None:
+        self.model_base = model_base.rstrip("/")
+        self._gfile = _gfile_for(self.model_base)
+
+    def _join(self, *parts: str | int) -> str:
+        return "/".join([self.model_base, *(str(p) for p in parts)])
+
+    def list_versions(self) -> list[int]:
+        if not self._gfile.isdir(self.model_base):
+            return []
+        names = (name.rstrip("/") for name in self._gfile.listdir(self.model_base))
+        return sorted(int(n) for n in names if n.isascii() and n.isdigit())
+
+    def is_complete(self, version: int) -> bool:
+        return self._gfile.exists(self._join(version, _SAVED_MODEL))
+
+    def publish(self, export_dir: str, version: int) -> str:
+        final = self._join(version)
+        if self._gfile.exists(final):
+            raise FileExistsError(f"version {version} already exists at {final}; versions are "
+                                  "never overwritten")
+        manifest = _manifest(self._gfile, export_dir)
+        staging = self._join(_staging_name(version))
+        try:
+            for relative in manifest:
+                self._gfile.makedirs(os.path.dirname(f"{staging}/{relative}"))
+                self._gfile.copy(f"{export_dir}/{relative}", f"{staging}/{relative}")
+            _verify(self._gfile, staging, manifest, "the staged copy")
+        except Exception:
+            if self._gfile.exists(staging):  # best effort; else a later push cleans it
+                self._gfile.rmtree(staging)
+            raise
+        if self._gfile.exists(final):
+            self._gfile.rmtree(staging)
+            raise FileExistsError(f"version {version} appeared at {final} during the push")
+        # saved_model.pb last: until it lands, servers cannot load the version
+        for relative in sorted(manifest, key=lambda r: (r == _SAVED_MODEL, r)):
+            self._gfile.makedirs(os.path.dirname(f"{final}/{relative}"))
+            self._gfile.rename(f"{staging}/{relative}", f"{final}/{relative}")
+        if self._gfile.exists(staging):
+            self._gfile.rmtree(staging)  # the emptied directory markers
+        _verify(self._gfile, final, manifest, f"published version {version}")
+        return final
+
+    def remove_version(self, version: int) -> None:
+        self._gfile.rmtree(self._join(version))
+
+    def clean_staging(self, older_than_seconds: float) -> list[str]:
+        if not self._gfile.isdir(self.model_base):
+            return []
+        removed = []
+        now_ns = time.time_ns()
+        for name in sorted(n.rstrip("/") for n in self._gfile.listdir(self.model_base)):
+            if not name.startswith(STAGING_PREFIX):
+                continue
+            path = self._join(name)
+            newest = _newest_mtime_ns(self._gfile, path)
+            # 0: the filesystem keeps no times (ram://): unknown age, never delete
+            if newest and now_ns - newest > older_than_seconds * 1e9:
+                self._gfile.rmtree(path)
+                removed.append(path)
+        return removed
+
+
+def _gfile_for(url: str):
+    """``tf.io.gfile``, checked to have a filesystem for ``url``'s scheme (TensorFlow is
+    imported only here, so local pushes never pay for it; nothing is read yet)."""
+    import tensorflow as tf
+
+    scheme = url.partition("://")[0] if "://" in url else ""  # "": a local path
+    if scheme in ("s3", "hdfs"):  # moved out of TensorFlow into tensorflow-io (TF >= 2.6)
+        try:
+            importlib.import_module("tensorflow_io")  # registers the filesystems on import
+        except ImportError:
+            pass
+    registered = tf.io.gfile.get_registered_schemes()
+    if scheme not in registered:
+        hint = " (s3:// and hdfs:// need: pip install tensorflow-io)" if scheme in (
+            "s3", "hdfs") else ""
+        raise ValueError(f"Received an invalid value for `base_path`, expected a local path "
+                         f"or a URL whose scheme tf.io.gfile supports, one of "
+                         f"{sorted(s for s in registered if s)}. Received: {url!r}; no "
+                         f"filesystem is registered for {scheme}://{hint}")
+    return tf.io.gfile
+
+
+def _manifest(gfile, root: str) -> dict[str, int]:
+    """Relative file path -> size, for every file under ``root``."""
+    if not gfile.exists(f"{root}/{_SAVED_MODEL}"):
+        raise FileNotFoundError(f"no SavedModel to push: {root}/{_SAVED_MODEL} is missing")
+    files = {}
+    for folder, _dirs, names in gfile.walk(root):
+        for name in names:
+            path = f"{folder.rstrip('/')}/{name}"
+            files[path[len(root.rstrip('/')) + 1:]] = gfile.stat(path).length
+    return files
+
+
+def _verify(gfile, root: str, expected: dict[str, int], what: str) -> None:
+    found = {}
+    for folder, _dirs, names in gfile.walk(root):
+        for name in names:
+            path = f"{folder.rstrip('/')}/{name}"
+            found[path[len(root) + 1:]] = gfile.stat(path).length
+    if found != expected:
+        missing = sorted(set(expected) - set(found))
+        wrong = sorted(k for k in found if k in expected and found[k] != expected[k])
+        raise OSError(f"{what} at {root} does not match the export: expected "
+                      f"{len(expected)} files, found {len(found)}; missing {missing[:5]}, "
+                      f"wrong size {wrong[:5]}")
+
+
+def _newest_mtime_ns(gfile, root: str) -> int:
+    newest = 0
+    for folder, _dirs, names in gfile.walk(root):
+        for name in names:
+            newest = max(newest, gfile.stat(f"{folder.rstrip('/')}/{name}").mtime_nsec)
+    return newest

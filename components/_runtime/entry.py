@@ -1,0 +1,112 @@
+"""Entry-point glue shared by the steps: spec loading, user-function resolution, progress.
+
+Each step module (``estflow.components.<step>``) has ``run(pipeline, ...)`` doing the work and
+``main(argv)`` parsing arguments; the local runner and the KFP task both call ``main``. All
+reading of the environment happens in ``main`` (the edge), never below it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from estflow.dsl.contracts import Step
+from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.refs import CallableRef
+
+__all__ = ["step_parser", "load_pipeline", "resolve", "resolve_source_root", "Progress"]
+
+
+_TYPES = {"str": str, "int": int, "float": float}
+
+
+def step_parser(step: Step, description: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of a step's entry point, built from its contract (dsl/contracts.py):
+    ``--spec``, one ``--<artifact>`` per input and output artifact, then the step's options.
+    The runners build the same arguments from the same :class:`Step`, so they cannot differ.
+    A Beam step parses with ``parse_known_args``: the rest are Beam pipeline options."""
+    parser = argparse.ArgumentParser(prog=step.module, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
+    for artifact in step.inputs:
+        parser.add_argument(f"--{artifact}", required=True, metavar="DIR",
+                            help=f"input artifact: {artifact}")
+    for artifact in step.outputs:
+        parser.add_argument(f"--{artifact}", required=True, metavar="DIR",
+                            help=f"output artifact: {artifact}")
+    for option in step.options:
+        extra: dict = {}
+        if option.choices is not None:
+            extra["choices"] = range(option.choices[0], option.choices[1] + 1)
+            extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
+        parser.add_argument(f"--{option.flag}", type=_TYPES[option.type], default=option.default,
+                            required=option.required, help=option.help, **extra)
+    return parser
+
+
+def load_pipeline(spec: str) -> Pipeline:
+    """Read a Pipeline from a JSON file path, or from JSON text (what a KFP task receives)."""
+    text = spec if spec.lstrip().startswith("{") else Path(spec).read_text()
+    return Pipeline.from_json(text)
+
+
+def resolve(ref: CallableRef) -> Callable:
+    """Import the function a :class:`CallableRef` points to (from its module, or its file)."""
+    try:
+        module = importlib.import_module(ref.module)
+    except ImportError:
+        if not ref.file:
+            raise ImportError(f"cannot import module {ref.module!r} for {ref}; is the package "
+                              "that declares it installed in this environment/image?") from None
+        module = _load_file(ref.module, ref.file)
+    target: Any = module
+    for part in ref.name.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _load_file(name: str, file: str):
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {file!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def resolve_source_root(text: str | None) -> Path:
+    """Directory against which relative data paths resolve: a path, or ``module:pkg.mod`` (the
+    directory of that module, e.g. where an example pipeline and its data are installed)."""
+    if not text:
+        return Path.cwd()
+    if text.startswith("module:"):
+        spec = importlib.util.find_spec(text[len("module:"):])
+        if spec is None or spec.origin is None:
+            raise ImportError(f"cannot find module {text[len('module:'):]!r} for the source root")
+        return Path(spec.origin).parent
+    return Path(text)
+
+
+class Progress:
+    """Progress lines for one step: ``[step] message (elapsed)``, flushed immediately so a
+    runner streaming the subprocess output shows them live."""
+
+    def __init__(self, step: str) -> None:
+        self.step = step
+        self.start = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def __call__(self, message: str) -> None:
+        print(f"[{self.step} {self.elapsed:6.1f}s] {message}", flush=True)
+
+

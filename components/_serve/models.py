@@ -1,0 +1,339 @@
+"""Models for ``estflow serve``: discovery under a base path, loading, and hot-swapping.
+
+Layout (TF Serving's, written by :mod:`estflow.components.push`)::
+
+    BASE_PATH/<model_name>/<integer version>/saved_model.pb + variables/ [+ assets.extra/]
+
+A model is a subdirectory of BASE_PATH whose name matches ``[A-Za-z0-9][A-Za-z0-9._-]*`` and
+which holds at least one all-digit version directory. Dot-names (``.tmp-*`` push staging,
+hidden folders) are never looked at. Like TF Serving's default version policy, only the
+highest version of each model is served; a poll picks up a newer one, loads and warms it fully
+off the request path, then swaps it in under a lock. If it fails to load, the old version keeps
+serving and the failure is logged and reported by the status API (it is retried only when the
+version's files change).
+
+Requests never touch the filesystem: they look names up in the in-memory registry, so no URL
+can make the server read outside BASE_PATH.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+
+from estflow.components._io.model_repo import version_dirs
+
+__all__ = ["ServingError", "Signature", "ServedModel", "ModelRegistry", "load_model",
+           "read_raw_features", "RAW_FEATURES_FILE", "MODEL_NAME_PATTERN"]
+
+log = logging.getLogger("estflow.serve")
+
+RAW_FEATURES_FILE = "assets.extra/estflow_raw_features.json"
+RAW_FEATURE_DTYPES = ("float", "int", "string")
+MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+_INTERNAL_SIGNATURES = ("__saved_model_init_op",)
+
+
+class ServingError(Exception):
+    """An error answered to the client as ``{"error": message}`` with an HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """One callable signature of a loaded SavedModel.
+
+    Attributes:
+        inputs: input name -> TensorSpec (the keyword arguments of ``function``), sorted.
+        outputs: output names, sorted.
+    """
+
+    name: str
+    function: Callable[..., dict[str, tf.Tensor]]
+    inputs: dict[str, tf.TensorSpec]
+    outputs: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedModel:
+    """A loaded, warmed model version: what a request is served from.
+
+    Attributes:
+        signature_defs: the SavedModel's signature defs as TF Serving's metadata JSON.
+        raw_features: feature name -> ``"float" | "int" | "string"`` from
+            ``assets.extra/estflow_raw_features.json``, or None when the file is absent.
+    """
+
+    name: str
+    version: int
+    path: Path
+    signatures: dict[str, Signature]
+    signature_defs: dict[str, Any]
+    raw_features: dict[str, str] | None
+    loaded: Any = dataclasses.field(repr=False)  # keeps the variables the functions capture alive
+
+    def signature(self, name: str) -> Signature:
+        try:
+            return self.signatures[name]
+        except KeyError:
+            raise ServingError(400, f"model {self.name!r} version {self.version} has no "
+                               f"signature {name!r}; available signatures: "
+                               f"{', '.join(sorted(self.signatures))}") from None
+
+
+def read_raw_features(version_dir: Path) -> dict[str, str] | None:
+    """Read ``assets.extra/estflow_raw_features.json``: how to type JSON features.
+
+    The file, written by the train step next to the SavedModel, is::
+
+        {"columns": [{"name": "fare", "dtype": "float"},
+                     {"name": "payment_type", "dtype": "string"}, ...]}
+
+    ``dtype`` is one of ``float`` (-> ``float_list``), ``int`` (-> ``int64_list``) or
+    ``string`` (-> ``bytes_list``); other keys of a column and of the document are ignored, so
+    the format can grow. ``:classify``/``:regress`` use it to build each ``tf.Example`` feature
+    with the list type the model parses (a JSON ``3`` for a float column becomes
+    ``float_list [3.0]``); features not listed are typed from their JSON values.
+
+    Returns:
+        ``{name: dtype}``, or None when the model has no such file.
+
+    Raises:
+        ValueError: the file exists but is not in this format (the version then fails to load:
+            serving it with silently wrong feature types would be worse).
+    """
+    path = version_dir / RAW_FEATURES_FILE
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    columns = doc.get("columns") if isinstance(doc, dict) else None
+    if not isinstance(columns, list):
+        raise ValueError(f"{path}: expected an object with a 'columns' list, got {doc!r:.200}")
+    types: dict[str, str] = {}
+    for i, column in enumerate(columns):
+        name = column.get("name") if isinstance(column, dict) else None
+        dtype = column.get("dtype") if isinstance(column, dict) else None
+        if not isinstance(name, str) or dtype not in RAW_FEATURE_DTYPES:
+            raise ValueError(f"{path}: columns[{i}] must be {{'name': str, 'dtype': one of "
+                             f"{list(RAW_FEATURE_DTYPES)}}}, got {column!r:.200}")
+        types[name] = dtype
+    return types
+
+
+def _signature_defs(version_dir: Path) -> dict[str, Any]:
+    """The SignatureDefs as TF Serving prints them (proto JSON, proto field names)."""
+    proto = saved_model_pb2.SavedModel.FromString((version_dir / "saved_model.pb").read_bytes())
+    defs = proto.meta_graphs[0].signature_def
+    return {name: json_format.MessageToDict(defs[name], preserving_proto_field_name=True,
+                                            always_print_fields_with_no_presence=True)
+            for name in sorted(defs) if name not in _INTERNAL_SIGNATURES}
+
+
+def _warm_up(signature: Signature) -> None:
+    """Run a signature once on an empty batch, so that graph optimisation happens now rather
+    than on the first request; signatures that cannot take an empty batch are left cold."""
+    args = {}
+    for name, spec in signature.inputs.items():
+        if spec.shape.rank is None:
+            return
+        args[name] = tf.zeros([d if d is not None else 0 for d in spec.shape], spec.dtype)
+    try:
+        signature.function(**args)
+    except Exception as e:  # noqa: BLE001 - warm-up is best effort; real requests report errors
+        log.debug("no warm-up for signature %s: %s", signature.name, e)
+
+
+def load_model(name: str, version: int, version_dir: Path) -> ServedModel:
+    """Load, describe and warm up one model version."""
+    raw_features = read_raw_features(version_dir)
+    loaded = tf.saved_model.load(str(version_dir))
+    signatures = {}
+    for key, function in loaded.signatures.items():
+        _args, kwargs = function.structured_input_signature
+        signatures[key] = Signature(key, function, dict(sorted(kwargs.items())),
+                                    tuple(sorted(function.structured_outputs)))
+    if not signatures:
+        raise ValueError(f"the SavedModel at {version_dir} has no serving signatures")
+    for signature in signatures.values():
+        _warm_up(signature)
+    return ServedModel(name, version, version_dir, signatures, _signature_defs(version_dir),
+                       raw_features, loaded)
+
+
+def _scan(base_path: Path) -> dict[str, dict[int, Path]]:
+    """model name -> {version: directory} for every model under ``base_path``."""
+    found = {}
+    for child in sorted(base_path.iterdir()):
+        if child.name.startswith(".") or not child.is_dir():
+            continue
+        if not MODEL_NAME_PATTERN.fullmatch(child.name):
+            log.debug("ignoring %s: not a valid model name", child)
+            continue
+        versions = version_dirs(child)
+        if versions:
+            found[child.name] = versions
+    return found
+
+
+def _fingerprint(folder: Path) -> tuple:
+    """Cheap identity of a version's files, to retry a failed load only when they change."""
+    entries = []
+    for root, _dirs, files in os.walk(folder):
+        for file in files:
+            try:
+                stat = os.stat(os.path.join(root, file))
+            except OSError:
+                continue
+            entries.append((os.path.relpath(os.path.join(root, file), folder), stat.st_size,
+                            stat.st_mtime_ns))
+    return tuple(sorted(entries))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failure:
+    fingerprint: tuple
+    message: str
+
+
+class ModelRegistry:
+    """The served models: the latest loadable version of each model under ``base_path``.
+
+    ``refresh()`` scans the base path once (the poll thread calls it every ``poll_seconds``);
+    request threads call ``get()``/``status()``, which only read an immutable snapshot.
+    """
+
+    def __init__(self, base_path: Path, *, loader: Callable[..., ServedModel] = load_model):
+        self.base_path = base_path
+        self._loader = loader
+        self._lock = threading.Lock()          # guards the swap of _models / _failures
+        self._refresh_lock = threading.Lock()  # one scan-and-load at a time
+        self._models: dict[str, ServedModel] = {}
+        self._failures: dict[tuple[str, int], _Failure] = {}
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    def models(self) -> list[ServedModel]:
+        with self._lock:
+            return [self._models[name] for name in sorted(self._models)]
+
+    def get(self, name: str, version: int | None = None) -> ServedModel:
+        """The served model, or a 404 :class:`ServingError` saying why there is none."""
+        with self._lock:
+            model = self._models.get(name)
+            failures = {v: f for (n, v), f in self._failures.items() if n == name}
+        if model is None:
+            if failures:
+                newest = max(failures)
+                raise ServingError(404, f"model {name!r} is not available: version {newest} "
+                                   f"failed to load: {failures[newest].message}")
+            raise ServingError(404, f"no model named {name!r} is served from "
+                               f"{self.base_path}; served models: "
+                               f"{', '.join(m.name for m in self.models()) or 'none'}")
+        if version is not None and version != model.version:
+            reason = (f"it failed to load: {failures[version].message}" if version in failures
+                      else "only the latest version of a model is served")
+            raise ServingError(404, f"model {name!r} version {version} is not served ({reason});"
+                               f" the served version is {model.version}")
+        return model
+
+    def status(self, name: str, version: int | None = None) -> list[dict[str, Any]]:
+        """TF Serving's ``model_version_status`` entries: the served version (AVAILABLE) and
+        versions that failed to load (END with the error), newest first."""
+        with self._lock:
+            model = self._models.get(name)
+            failures = {v: f for (n, v), f in self._failures.items() if n == name}
+        entries = {v: _version_status(v, "END", "UNKNOWN", f.message)
+                   for v, f in failures.items()}
+        if model is not None:
+            entries[model.version] = _version_status(model.version, "AVAILABLE", "OK", "")
+        if version is not None:
+            if version not in entries:
+                self.get(name, version)  # raises the 404 that explains what is served
+            entries = {version: entries[version]}
+        if not entries:
+            self.get(name)  # raises 404: unknown model
+        return [entries[v] for v in sorted(entries, reverse=True)]
+
+    def refresh(self) -> None:
+        """Scan the base path; load each model's newest version if it is not served yet."""
+        with self._refresh_lock:
+            try:
+                found = _scan(self.base_path)
+            except OSError as e:
+                log.error("cannot scan %s: %s", self.base_path, e)
+                return
+            for name, versions in found.items():
+                self._refresh_model(name, versions)
+            with self._lock:
+                for name in set(self._models) - set(found):
+                    log.warning("model %s has no versions left under %s; no longer served",
+                                name, self.base_path)
+                    del self._models[name]
+                self._failures = {key: f for key, f in self._failures.items()
+                                  if key[1] in found.get(key[0], {})}
+
+    def _refresh_model(self, name: str, versions: dict[int, Path]) -> None:
+        latest = max(versions)
+        with self._lock:
+            current = self._models.get(name)
+            failure = self._failures.get((name, latest))
+        if current is not None and current.version == latest:
+            return
+        fingerprint = _fingerprint(versions[latest])
+        if failure is not None and failure.fingerprint == fingerprint:
+            return
+        try:
+            model = self._loader(name, latest, versions[latest])
+        except Exception as e:  # noqa: BLE001 - any load failure keeps the old version serving
+            message = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            log.error("model %s version %s failed to load from %s: %s%s", name, latest,
+                      versions[latest], message,
+                      f"; still serving version {current.version}" if current else "")
+            with self._lock:
+                self._failures[(name, latest)] = _Failure(fingerprint, message)
+            return
+        with self._lock:
+            self._models[name] = model
+            self._failures.pop((name, latest), None)
+        log.info("serving model %s version %s%s", name, latest,
+                 f" (replacing version {current.version})" if current else "")
+
+    def start_polling(self, poll_seconds: float) -> None:
+        """Refresh every ``poll_seconds`` in a daemon thread until :meth:`stop`."""
+        def loop() -> None:
+            while not self._stop.wait(poll_seconds):
+                try:
+                    self.refresh()
+                except Exception:  # noqa: BLE001 - the poller must outlive one bad scan
+                    log.exception("model refresh failed")
+
+        self._poller = threading.Thread(target=loop, name="estflow-serve-poll", daemon=True)
+        self._poller.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join()
+
+
+def _version_status(version: int, state: str, code: str, message: str) -> dict[str, Any]:
+    return {"version": str(version), "state": state,
+            "status": {"error_code": code, "error_message": message}}

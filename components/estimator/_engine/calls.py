@@ -1,0 +1,114 @@
+"""How the engine calls user functions: the model_fn and the input_fn.
+
+The calling convention is decided once, from the function's signature, when the Estimator is
+built (not on every call by sniffing argument names, as tf.estimator did): a model_fn takes
+``(features, labels, mode)`` positionally, then ``params`` and ``config`` by keyword when it
+names them (or takes ``**kwargs``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from estflow.components.estimator._engine.input_fusion import batch_first
+from estflow.dsl.model_fn import EstimatorSpec
+
+__all__ = ["ModelFn", "call_input_fn", "split_element"]
+
+
+def _keywords(fn: Callable) -> tuple[set[str], int]:
+    """(names accepted by keyword, number of positional parameters; -1 with ``*args``)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins, some C callables: assume the full convention
+        return {"params", "config"}, -1
+    kinds = inspect.Parameter
+    names = set(sig.parameters)
+    if any(p.kind == kinds.VAR_KEYWORD for p in sig.parameters.values()):
+        names |= {"params", "config"}
+    positional = [p for p in sig.parameters.values()
+                  if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    var_pos = any(p.kind == kinds.VAR_POSITIONAL for p in sig.parameters.values())
+    return names, -1 if var_pos else len(positional)
+
+
+class ModelFn:
+    """A user model_fn with its calling convention fixed once.
+
+    Args:
+        fn: ``model_fn(features, labels, mode[, params][, config]) -> EstimatorSpec``.
+        params: hyperparameters passed as ``params`` (a fresh copy on every call).
+        config: the run config passed as ``config`` when the model_fn names it.
+
+    Raises:
+        TypeError: ``fn`` cannot take ``(features, labels, mode)``.
+        ValueError: ``params`` are given but ``fn`` has no ``params`` argument.
+    """
+
+    def __init__(self, fn: Callable, params: dict | None = None, config: Any = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"model_fn must be callable, got {type(fn).__name__}")
+        names, positional = _keywords(fn)
+        if 0 <= positional < 3:
+            raise TypeError(f"model_fn {_name(fn)} must accept (features, labels, mode) "
+                            "positionally, then params and optionally config")
+        self.fn = fn
+        self.params = dict(params or {})
+        self.config = config
+        self._pass_params = "params" in names
+        self._pass_config = "config" in names
+        if self.params and not self._pass_params:
+            raise ValueError(f"model_fn {_name(fn)} has no `params` argument, but params were "
+                             f"given: {sorted(self.params)}")
+
+    def __call__(self, features, labels, mode: str) -> EstimatorSpec:
+        kwargs: dict[str, Any] = {}
+        if self._pass_params:
+            kwargs["params"] = copy.deepcopy(self.params)
+        if self._pass_config:
+            kwargs["config"] = self.config
+        spec = self.fn(features, labels, mode, **kwargs)
+        if not isinstance(spec, EstimatorSpec):
+            raise TypeError(f"model_fn {_name(self.fn)} must return an estflow.dsl."
+                            f"EstimatorSpec, returned {type(spec).__name__}")
+        if spec.mode != mode:
+            raise ValueError(f"model_fn {_name(self.fn)} was called with mode={mode!r} but "
+                             f"returned an EstimatorSpec with mode={spec.mode!r}")
+        return spec
+
+
+def call_input_fn(input_fn: Callable, params: dict | None, config: Any) -> tf.data.Dataset:
+    """Call an input_fn (passing ``params``/``config`` when it names them); it must return a
+    ``tf.data.Dataset``. An in-memory slice→batch pipeline is read batch-first unless
+    ``config.optimize_input`` is False (:mod:`._input_fusion`)."""
+    names, _ = _keywords(input_fn)
+    kwargs = {}
+    if "params" in names:
+        kwargs["params"] = copy.deepcopy(params or {})
+    if "config" in names:
+        kwargs["config"] = config
+    dataset = input_fn(**kwargs)
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"input_fn {_name(input_fn)} must return a tf.data.Dataset of "
+                        f"(features, labels) or of features; returned {type(dataset).__name__}")
+    if getattr(config, "optimize_input", False):
+        dataset, _ = batch_first(dataset)
+    return dataset
+
+
+def split_element(element) -> tuple[Any, Any]:
+    """``(features, labels)`` from a dataset element that is a pair or features only."""
+    if isinstance(element, tuple) and len(element) == 2:
+        return element
+    if isinstance(element, tuple) and len(element) == 1:
+        return element[0], None
+    return element, None
+
+
+def _name(fn: Callable) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

@@ -1,0 +1,245 @@
+"""The training loop: ``steps_per_loop`` steps inside one ``tf.function`` call.
+
+One call runs a ``tf.while_loop`` over the input iterator; Python sees the global step, the
+last loss and the example count once per loop, never per step (a per-step Python round trip
+costs ~15% against Keras ``fit``). The loop stops early, inside the graph, at the end of the
+input or at the first non-finite loss. ``fetch_loop`` is the same loop for hooks that fetch
+model_fn tensors (:mod:`.hooks`): its last step runs after the ``tf.while_loop``, where those
+tensors can be returned.
+
+A model_fn trains in one of two styles:
+
+- Estimator style: it applies its own gradients and returns ``train_op``;
+- estflow style: it returns ``optimizer`` (or ``(optimizer, variables)`` pairs) and the engine
+  takes the gradients of ``loss`` and applies them. The engine keeps the optimizer objects of
+  the first trace (``Optimizers``), builds their slots eagerly, outside the trace, and
+  checkpoints them; optimizers constructed by later traces of the model_fn are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from estflow.components.estimator._engine.calls import ModelFn
+from estflow.components.estimator._engine.calls import split_element
+from estflow.components.estimator._engine.store import VariableStore
+from estflow.components.estimator._fc.inputs import batch_size
+from estflow.components.estimator.distribute import Distribution
+from estflow.dsl.model_fn import EstimatorSpec
+from estflow.dsl.model_fn import ModeKeys
+
+__all__ = ["Optimizers", "Trainer", "examples_in"]
+
+
+class Optimizers(tf.Module):
+    """The optimizers the engine applies (estflow style), tracked for checkpoints."""
+
+    def __init__(self) -> None:
+        super().__init__(name="optimizers")
+        self.optimizers: list = []
+
+    def adopt(self, candidates: Sequence) -> list:
+        """The kept optimizers: ``candidates`` on the first call, the first ones afterwards."""
+        if not self.optimizers:
+            with tf.init_scope():
+                for opt in candidates:
+                    self.optimizers.append(opt)
+        if len(candidates) != len(self.optimizers) or any(
+                type(a) is not type(b) for a, b in zip(candidates, self.optimizers, strict=False)):
+            raise ValueError("model_fn returned different optimizers on different calls: "
+                             f"{[type(o).__name__ for o in self.optimizers]} then "
+                             f"{[type(o).__name__ for o in candidates]}")
+        return list(self.optimizers)
+
+
+def _as_tf_variable(var):
+    """A Keras 3 variable wraps a tf.Variable (``.value``); the store holds the latter."""
+    return var if isinstance(var, tf.Variable) else getattr(var, "value", var)
+
+
+def _pairs(optimizer) -> list[tuple]:
+    if hasattr(optimizer, "apply_gradients"):
+        return [(optimizer, None)]
+    return [(opt, [_as_tf_variable(v) for v in variables]) for opt, variables in optimizer]
+
+
+def _unlifted(next_creator, **kwargs):
+    kwargs["experimental_enable_variable_lifting"] = False
+    return next_creator(**kwargs)
+
+
+def examples_in(features) -> tf.Tensor:
+    """The batch size of ``features``: the first dimension of its first tensor (int64)."""
+    return batch_size(tf.nest.flatten(features)[0])
+
+
+class Trainer:
+    """Builds and holds the compiled training loop of one Estimator."""
+
+    def __init__(self, store: VariableStore, model_fn: ModelFn, global_step: tf.Variable,
+                 optimizers: Optimizers, distribution: Distribution | None = None) -> None:
+        self._store = store
+        self._model_fn = model_fn
+        self._global_step = global_step
+        self._optimizers = optimizers
+        # distribution (components/estimator/distribute.py): the model_fn runs per replica.
+        self._distribution = distribution or Distribution()
+        self.loop = tf.function(self._loop, autograph=False)
+        # hooks (hooks.py): the loop variant returning tensors hooks fetch, and what the
+        # model_fn's TRAIN spec carried at the latest trace.
+        self.fetch_loop = tf.function(self._fetch_loop, autograph=False)
+        self.spec_hooks: tuple[tuple, tuple] = ((), ())  # (training_chief_hooks, training_hooks)
+        self._fetch_names: tuple[str, ...] = ()
+        self._fetched: dict[str, tf.Tensor] = {}
+
+    # -- distribution: create TRAIN-only variables before strategy.run ---------------------
+    def build(self, element_spec) -> None:
+        """Under a strategy, trace (never run) one distributed TRAIN step before training, so
+        that variables only TRAIN creates and the engine's optimizer slots (``optimizer.build``)
+        exist, and get restored, before any step runs. The store creates each one eagerly,
+        under ``tf.init_scope()`` inside the strategy's scope, as a distributed variable (one
+        copy per replica); later traces, every replica's included, get it back. (A trace in
+        cross-replica context cannot take gradients of distributed variables.) No-op without a
+        strategy."""
+        if self._distribution.strategy is None:
+            return
+        with self._distribution.scope():
+            tf.function(lambda element: self._distribution.run(self._replica_step, element),
+                        autograph=False).get_concrete_function(element_spec)
+
+    def _loop(self, iterator, n):
+        """Run up to ``n`` steps; returns (steps run, last loss, examples, loss finite)."""
+
+        def cond(i, loss, examples, finite, more):
+            return tf.logical_and(tf.logical_and(i < n, finite), more)
+
+        def body(i, loss, examples, finite, more):
+            element = iterator.get_next_as_optional()
+
+            def step():
+                return self._step(element.get_value())
+
+            def end():
+                return loss, tf.constant(0, tf.int64)
+
+            more = element.has_value()
+            loss, size = tf.cond(more, step, end)
+            done = tf.cast(more, tf.int64)
+            return (i + done, loss, examples + size, tf.reduce_all(tf.math.is_finite(loss)),
+                    more)
+
+        start = (tf.constant(0, tf.int64), tf.constant(0.0), tf.constant(0, tf.int64),
+                 tf.constant(True), tf.constant(True))
+        i, loss, examples, finite, _ = tf.while_loop(cond, body, start)
+        return i, loss, examples, finite
+
+    def _step(self, element) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step: (loss, examples), the mean loss and all examples over the replicas."""
+        loss, examples = self._distribution.run(self._replica_step, element)
+        # Stateful ops run in program order inside a tf.function, so the model_fn's own
+        # train_op (Estimator style) has run before the step count moves; it moves once per
+        # step, in cross-replica context.
+        self._global_step.assign_add(1)
+        return loss, examples
+
+    def _replica_step(self, element) -> tuple[tf.Tensor, tf.Tensor]:
+        features, labels = split_element(element)
+        scope = tf.compat.v1.get_default_graph().get_name_scope()  # hooks: tensor names
+        with tf.GradientTape() as tape:
+            with self._store.scope(ModeKeys.TRAIN):
+                spec = self._model_fn(features, labels, ModeKeys.TRAIN)
+            self._observe(spec, scope)  # hooks: spec hooks, fetched tensors
+            loss = tf.cast(spec.loss, tf.float32)
+            # distribution: optimizers sum gradients over replicas; scale for their mean.
+            scaled = loss / self._distribution.num_replicas \
+                if self._distribution.num_replicas > 1 else loss
+        if spec.optimizer is not None:
+            self._apply(spec, scaled, tape)
+        return tf.identity(loss), examples_in(features)
+
+    def _apply(self, spec: EstimatorSpec, loss: tf.Tensor, tape: tf.GradientTape) -> None:
+        pairs = _pairs(spec.optimizer)
+        optimizers = self._optimizers.adopt([opt for opt, _ in pairs])
+        watched = [v for v in tape.watched_variables() if v.trainable]
+        var_lists = [self._store.ordered(v if v is not None else watched) for _, v in pairs]
+        flat = [v for variables in var_lists for v in variables]
+        grads = tape.gradient(loss, flat)
+        at = 0
+        for opt, variables in zip(optimizers, var_lists, strict=True):
+            part = grads[at:at + len(variables)]
+            at += len(variables)
+            pairs_gv = [(g, v) for g, v in zip(part, variables, strict=True) if g is not None]
+            if not getattr(opt, "built", True):
+                # Slots are created eagerly, once, outside the trace (nothing to lift: the
+                # loop's tf.function need not retrace for them).
+                with tf.init_scope(), tf.variable_creator_scope(_unlifted):
+                    opt.build(variables)
+            opt.apply_gradients(pairs_gv)
+
+    # -- hooks: tensors of the model_fn, taken at a loop's last step ---------------------------
+    def _observe(self, spec: EstimatorSpec, scope: str) -> None:
+        """At trace time: keep the spec's hooks; resolve the names hooks fetch (if any)."""
+        self.spec_hooks = (tuple(getattr(spec, "training_chief_hooks", ()) or ()),
+                           tuple(getattr(spec, "training_hooks", ()) or ()))
+        if self._fetch_names:
+            self._fetched = {name: _tensor_named(name, spec, scope)
+                             for name in self._fetch_names}
+
+    def _fetch_loop(self, iterator, n, names: tuple[str, ...]):
+        """``loop`` plus ``{name: value at the last step}`` for ``names``: the first ``n - 1``
+        steps run in the ``tf.while_loop``, the last one after it, where the model_fn's
+        tensors can be returned (no extra step, one more trace of the model_fn)."""
+        i, loss, examples, finite = self._loop(iterator, n - 1)
+        template: dict[str, tf.Tensor] = {}
+
+        def skipped():
+            return (tf.constant(0, tf.int64), loss, tf.constant(0, tf.int64),
+                    {name: _placeholder(t) for name, t in template.items()})
+
+        def last():
+            element = iterator.get_next_as_optional()
+
+            def step():
+                self._fetch_names = names
+                try:
+                    step_loss, size = self._step(element.get_value())
+                finally:
+                    self._fetch_names = ()
+                template.update(self._fetched)  # traced before the other branches
+                return tf.constant(1, tf.int64), step_loss, size, dict(self._fetched)
+
+            return tf.cond(element.has_value(), step, skipped)
+
+        ran, loss, size, fetched = tf.cond(tf.logical_and(tf.equal(i, n - 1), finite),
+                                           last, skipped)
+        return i + ran, loss, examples + size, tf.reduce_all(tf.math.is_finite(loss)), fetched
+
+
+def _placeholder(tensor: tf.Tensor) -> tf.Tensor:
+    """A stand-in of ``tensor``'s dtype for the branch where no step ran."""
+    shape = [] if tensor.shape.rank is None else [d or 0 for d in tensor.shape.as_list()]
+    return tf.zeros(shape, tensor.dtype)
+
+
+def _tensor_named(name: str, spec: EstimatorSpec, scope: str) -> tf.Tensor:
+    """The TRAIN-mode tensor a hook fetches by ``name``: a predictions key, or a tensor the
+    model_fn named (relative to the name scope it was called in, like TF 1 graph names)."""
+    predictions = spec.predictions
+    if isinstance(predictions, dict) and name in predictions:
+        return predictions[name]
+    if name == "predictions" and predictions is not None and not isinstance(predictions, dict):
+        return predictions
+    graph = tf.compat.v1.get_default_graph()
+    tensor_name = name if ":" in name else f"{name}:0"
+    for candidate in (f"{scope}/{tensor_name}" if scope else tensor_name, tensor_name):
+        try:
+            return graph.get_tensor_by_name(candidate)
+        except (KeyError, ValueError):
+            continue
+    keys = sorted(predictions) if isinstance(predictions, dict) else []
+    raise ValueError(
+        f"A hook fetches {name!r}, expected 'loss', 'global_step', a variable name, a key of "
+        f"the TRAIN-mode predictions {keys} or the name of a tensor the model_fn creates in "
+        f"TRAIN mode (e.g. tf.identity(x, name={name.split(':')[0]!r})); none is called that")

@@ -1,0 +1,2 @@
+"""Head internals: the base head (loss, metrics, export outputs), classification, regression
+and multi-head. Public names: ``estimator.heads``."""

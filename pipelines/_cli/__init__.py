@@ -1,0 +1,12 @@
+"""The ``estflow`` command's definitions, one module per command group; :mod:`estflow.pipelines.cli`
+holds ``main()`` and assembles them.
+
+* :mod:`.compilation`: ``compile``;
+* :mod:`.local_runs`: ``run`` and ``preprocess`` (the local runner);
+* :mod:`.kfp_runs`: ``submit``, ``schedule`` and ``schedules`` (a Kubeflow Pipelines API);
+* :mod:`.serving`: ``serve``;
+* :mod:`.usage`: what they share: :class:`~.usage.UsageError` and loading a PIPELINE target.
+
+Each command module has ``add_commands(commands)``, registering its parsers on what
+``ArgumentParser.add_subparsers()`` returned; each parser's ``handler(args) -> int`` runs it.
+"""

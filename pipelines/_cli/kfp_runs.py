@@ -1,0 +1,138 @@
+"""``estflow submit``, ``estflow schedule`` and ``estflow schedules``: runs and recurring runs
+on a Kubeflow Pipelines API, through the KFP client in :mod:`estflow.pipelines.submit`.
+
+Each handler prints one line per result and returns the exit status: 0, 2 for the user's
+mistakes (bad cron, ``--param``, host, package), 1 when the KFP API is unreachable or answers
+an error; messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from estflow.pipelines import kfp_compiler
+from estflow.pipelines import submit
+from estflow.pipelines._cli.usage import UsageError
+from estflow.pipelines._cli.usage import load_target
+
+__all__ = ["add_commands", "compile_target"]
+
+_PIPELINE_HELP = ("a compiled .yaml, or a pipeline path/to/file.py[:attr] or "
+                  "package.module[:attr] (compiled first)")
+
+
+def compile_target(target: str, output: str) -> None:
+    """Compile a PIPELINE that is not a ``.yaml`` already (a ``file.py[:attr]`` or
+    ``package.module[:attr]`` target) to ``output``, with the default image."""
+    try:
+        kfp_compiler.compile_pipeline(load_target(target), output)
+    except kfp_compiler.CompileError as err:
+        raise UsageError(str(err)) from None
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register ``submit``, ``schedule`` and ``schedules``."""
+    cmd = commands.add_parser("submit", help="run a pipeline once on a Kubeflow Pipelines API",
+                              description="Run a pipeline once on a Kubeflow Pipelines API.")
+    cmd.add_argument("pipeline", metavar="PIPELINE", help=_PIPELINE_HELP)
+    _add_api_options(cmd)
+    _add_run_options(cmd)
+    cmd.add_argument("--run-name", help="the run's name (default: pipeline name and time)")
+    cmd.set_defaults(handler=_handler(_submit))
+
+    cmd = commands.add_parser(
+        "schedule", help="run a pipeline on a cron schedule (a KFP recurring run)",
+        description="Create a KFP recurring run. CRON has 5 fields (minute hour day-of-month "
+        "month day-of-week), 6 (seconds first, as KFP wants) or is a macro such as @daily.")
+    cmd.add_argument("pipeline", metavar="PIPELINE", help=_PIPELINE_HELP)
+    cmd.add_argument("--cron", required=True, help='e.g. "0 3 * * *" (03:00 every day)')
+    _add_api_options(cmd)
+    _add_run_options(cmd)
+    cmd.add_argument("--name", help="the schedule's name (default: the pipeline's name)")
+    cmd.add_argument("--max-concurrency", type=int, default=1, metavar="N",
+                     help="runs of this schedule allowed at once (default: %(default)s)")
+    cmd.add_argument("--catchup", action="store_true",
+                     help="after a pause, start one run per missed interval (default: only "
+                     "the latest)")
+    cmd.add_argument("--paused", action="store_true", help="create it disabled")
+    cmd.set_defaults(handler=_handler(_schedule))
+
+    cmd = commands.add_parser("schedules", help="list, pause, resume or delete schedules",
+                              description="Manage KFP recurring runs.")
+    actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
+    action = actions.add_parser("list", help="list schedules")
+    _add_api_options(action)
+    action.add_argument("--experiment", help="only this experiment's schedules")
+    action.set_defaults(handler=_handler(_list))
+    for name, verb in (("pause", "disable"), ("resume", "enable"), ("delete", "delete")):
+        action = actions.add_parser(name, help=f"{verb} a schedule")
+        action.add_argument("schedule_id", metavar="ID", help="the schedule's id")
+        _add_api_options(action)
+        action.set_defaults(handler=_handler(_change))
+
+
+def _add_api_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", required=True, metavar="URL",
+                        help="the KFP API endpoint, e.g. http://localhost:8080")
+    parser.add_argument("--namespace", help="Kubernetes namespace (multi-user KFP)")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--experiment", help=f"experiment name (default: "
+                        f"{submit.DEFAULT_EXPERIMENT}; created if missing)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="a pipeline parameter; repeat for several")
+
+
+def _handler(command: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], int]:
+    """Wrap ``command`` (which returns the text to print) with the exit-status convention."""
+    def handle(args: argparse.Namespace) -> int:
+        prog = " ".join(filter(None, ["estflow", getattr(args, "command", None),
+                                      getattr(args, "action", None)]))
+        try:
+            print(command(args))
+        except submit.SubmitError as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 1
+        except (ValueError, FileNotFoundError) as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    return handle
+
+
+def _submit(args: argparse.Namespace) -> str:
+    run = submit.submit(args.pipeline, host=args.host, experiment=args.experiment,
+                        params=submit.parse_params(args.param), run_name=args.run_name,
+                        namespace=args.namespace, compile_fn=compile_target)
+    return f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
+
+
+def _schedule(args: argparse.Namespace) -> str:
+    created = submit.schedule(args.pipeline, host=args.host, cron=args.cron, name=args.name,
+                              experiment=args.experiment, params=submit.parse_params(args.param),
+                              max_concurrency=args.max_concurrency, no_catchup=not args.catchup,
+                              enabled=not args.paused, namespace=args.namespace,
+                              compile_fn=compile_target)
+    return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r}, "
+            f"{created.state}")
+
+
+def _list(args: argparse.Namespace) -> str:
+    found = submit.list_schedules(args.host, args.experiment, namespace=args.namespace)
+    if not found:
+        return "No schedules."
+    width = max(len(s.schedule_id) for s in found)
+    return "\n".join(f"{s.schedule_id:<{width}}  {s.state:<8}  {s.cron or '(periodic)':<16}  "
+                     f"{s.name}" for s in found)
+
+
+def _change(args: argparse.Namespace) -> str:
+    if args.action == "delete":
+        submit.delete(args.host, args.schedule_id, namespace=args.namespace)
+        return f"Deleted schedule {args.schedule_id}"
+    change = submit.pause if args.action == "pause" else submit.resume
+    result = change(args.host, args.schedule_id, namespace=args.namespace)
+    return f"Schedule {result.schedule_id} ({result.name!r}) is {result.state}"

@@ -1,0 +1,37 @@
+"""``estflow serve``: the TF-Serving-compatible REST server over pushed models
+(:data:`estflow.dsl.contracts.SERVE_MODULE`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from estflow.dsl.contracts import SERVE_MODULE
+from estflow.pipelines._cli.usage import UsageError
+
+__all__ = ["add_commands"]
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register ``serve``."""
+    cmd = commands.add_parser(
+        "serve", help="serve pushed models over TF Serving's REST API",
+        description="Serve the models under BASE_PATH (<model_name>/<version>/ SavedModels, as "
+        "pushed by a pipeline) over TF Serving's REST API; picks up new versions as they are "
+        "pushed.", add_help=True)
+    cmd.add_argument("base_path", metavar="BASE_PATH")
+    cmd.add_argument("rest", nargs=argparse.REMAINDER,
+                     help="server options: --port, --host, --poll-seconds, --max-body-bytes")
+    cmd.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not os.path.isdir(args.base_path):
+        raise UsageError(f"BASE_PATH {args.base_path!r} is not a directory")
+    # The server is a component (it imports TensorFlow); this package never imports components,
+    # so the command replaces this process with the component's entry point.
+    argv = [sys.executable, "-m", SERVE_MODULE, args.base_path, *args.rest]
+    # TensorFlow's C++ start-up logging stays out of the server's output unless asked for.
+    os.execve(sys.executable, argv, {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ})
+    return 0  # not reached

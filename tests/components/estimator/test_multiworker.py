@@ -1,0 +1,246 @@
+"""Real multi-process training on localhost ports, each process given TF_CONFIG as a TFJob (or
+``estflow run --workers N``) gives it.
+
+- MultiWorkerMirroredStrategy: 2 workers train one model in sync; both finish at the right
+  global step, the chief's checkpoint equals the other worker's in-memory variables (and a
+  single-process run on the same global batches), only the chief wrote model_dir.
+- ParameterServerStrategy: chief (coordinator) + 2 workers + 1 ps (slow: 4 processes).
+
+The worker processes run this file as a script (``python tests/components/estimator/test_multiworker.py
+ROLE MODEL_DIR OUT_JSON``), reading TF_CONFIG at that edge like a step's ``main``.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.components.estimator._models import logistic_model_fn as model_fn
+
+ROOT = Path(__file__).resolve().parents[3]
+MAX_STEPS = 20
+STRATEGY_CLASSES = {"multi_worker_mirrored": "MultiWorkerMirroredStrategy",
+                    "parameter_server": "ParameterServerStrategy"}
+R = np.random.RandomState(0)
+X = R.randn(256, 2).astype("float32")
+Y = (X[:, :1] + 0.5 * X[:, 1:] > 0).astype("float32")
+
+
+# -- what each process runs ---------------------------------------------------------------------
+def whole_batch_input_fn():
+    """The global batch is all 256 rows: under MWMS each of 2 workers trains on 128 of them."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(len(X)).repeat()
+
+
+def _estimator(model_dir, **config):
+    from estflow.components.estimator import Estimator
+    from estflow.components.estimator.run_config import RunConfig
+
+    return Estimator(model_fn, model_dir, RunConfig(
+        save_checkpoints_steps=10, save_summary_steps=10, log_step_count_steps=10,
+        steps_per_loop=5, **config), progress=lambda m: print(m, flush=True))
+
+
+def _process_main(model_dir: str, out_json: str) -> None:
+    import tensorflow as tf
+
+    from estflow.components.estimator import distribute
+
+    cluster = distribute.parse_tf_config(os.environ.get("TF_CONFIG"))  # the edge
+    if distribute.task_role(None, cluster) == "serve":
+        distribute.serve(cluster)  # until the test stops it
+        return
+    strategy = distribute.strategy_for(None, cluster)  # before any TF op
+    est = _estimator(model_dir, train_distribute=strategy, cluster=cluster)
+    est.train(whole_batch_input_fn, max_steps=MAX_STEPS)
+    values = {name: np.asarray(v.numpy()).tolist() for name, v in est.variables().items()}
+    export = None
+    if isinstance(strategy, tf.distribute.ParameterServerStrategy):  # variables on the ps
+        from estflow.components.estimator import parsing_serving_input_receiver_fn
+
+        receiver = parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([2],
+                                                                              tf.float32)})
+        export = est.export_saved_model(Path(model_dir) / "export", receiver)
+    Path(out_json).write_text(json.dumps({
+        "export": export,
+        "global_step": est.global_step, "chief": cluster.is_chief,
+        "strategy": [name for name, cls in STRATEGY_CLASSES.items()
+                     if isinstance(strategy, getattr(tf.distribute, cls))],
+        "variables": values}))
+
+
+# -- the tests ---------------------------------------------------------------------------------
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start(cluster: dict, task: tuple[str, int], model_dir: Path, out: Path, tmp: Path):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp),
+           "TF_CONFIG": json.dumps({"cluster": cluster,
+                                    "task": {"type": task[0], "index": task[1]}}),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    with open(out.with_suffix(".log"), "w") as log:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, __file__, str(model_dir), str(out)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait(procs, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            codes.append(proc.wait())
+    return codes
+
+
+def _stop(procs) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _logs(tmp_path: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in tmp_path.glob("*.log"))
+
+
+def test_two_workers_train_in_sync_and_only_the_chief_writes(tmp_path):
+    import tensorflow as tf
+
+    ports = _free_ports(2)
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    model_dir, scratch = tmp_path / "model", tmp_path / "tmp"
+    scratch.mkdir()
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    procs = [_start(cluster, ("worker", i), model_dir, outs[i], scratch) for i in range(2)]
+    codes = _wait(procs, timeout=120)
+    assert codes == [0, 0], _logs(tmp_path)
+
+    results = [json.loads(o.read_text()) for o in outs]
+    assert [r["chief"] for r in results] == [True, False]
+    assert [r["strategy"] for r in results] == [["multi_worker_mirrored"]] * 2
+    assert [r["global_step"] for r in results] == [MAX_STEPS, MAX_STEPS]
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    assert latest.endswith(f"model.ckpt-{MAX_STEPS}")
+    other = results[1]["variables"]
+    for name in ("store/model/000_w", "store/model/001_b", "global_step"):
+        saved = tf.train.load_variable(latest, name + "/.ATTRIBUTES/VARIABLE_VALUE")
+        np.testing.assert_allclose(saved, other[name], atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(results[0]["variables"][name], other[name], err_msg=name)
+    assert list(scratch.iterdir()) == []  # the non-chief's scratch checkpoints are gone
+
+    single = _estimator(str(tmp_path / "single"))
+    single.train(whole_batch_input_fn, max_steps=MAX_STEPS)
+    for name in ("store/model/000_w", "store/model/001_b"):
+        np.testing.assert_allclose(single.get_variable_value(name), np.asarray(other[name]),
+                                   atol=1e-5, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def transformed_dir(tmp_path_factory):
+    from tests.components import _train_fixtures as fx
+
+    return fx.transformed(tmp_path_factory)
+
+
+@pytest.mark.slow
+def test_train_step_entry_point_as_two_workers(transformed_dir, tmp_path):
+    """``python -m estflow.components.train`` reads TF_CONFIG at its entry point: with 2 workers
+    it trains under MultiWorkerMirroredStrategy and only worker 0 writes the model artifact."""
+    from tests.components import _train_fixtures as fx
+
+    spec = tmp_path / "pipeline.json"
+    spec.write_text(fx.pipeline().to_json())
+    model = tmp_path / "model"
+    ports = _free_ports(2)
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "estflow.components.train", "--spec", str(spec),
+           "--transformed", str(transformed_dir), "--model", str(model)]
+    procs = []
+    for i in range(2):
+        config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+        with open(tmp_path / f"worker{i}.log", "w") as log:  # the child keeps its own
+            procs.append(subprocess.Popen(cmd, env={**env, "TF_CONFIG": config}, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+    assert _wait(procs, timeout=180) == [0, 0], _logs(tmp_path)
+    trained = json.loads((model / "train.json").read_text())
+    assert trained["global_step"] == 60 and trained["checkpoint"].endswith("model.ckpt-60")
+    assert (model / "export" / "saved_model.pb").is_file()
+    assert sorted(p.name for p in model.iterdir()) == ["checkpoints", "export", "train.json"]
+    other = (tmp_path / "worker1.log").read_text()
+    assert "[train worker 1" in other and "non-chief worker" in other
+
+
+def test_evaluator_task_evaluates_checkpoints_until_max_steps(transformed_dir, tmp_path):
+    import estflow.dsl as ef
+    from estflow.components import train
+    from tests.components import _train_fixtures as fx
+
+    pipeline = fx.pipeline(eval=ef.EvalSpec(throttle_secs=0),
+                           train=ef.TrainSpec(max_steps=30, batch_size=16, shuffle_buffer=64))
+    train.run(pipeline, transformed_dir, tmp_path / "model", progress=lambda m: None)
+    lines = []
+    metrics = train.evaluate_checkpoints(pipeline, transformed_dir, tmp_path / "model",
+                                         progress=lines.append, timeout_secs=5)
+    assert metrics["global_step"] == 30 and "auc" in metrics
+    assert lines and lines[-1].startswith("evaluated ") and "model.ckpt-30" in lines[-1]
+    assert (tmp_path / "model" / "checkpoints" / "eval").is_dir()  # TensorBoard scalars
+
+
+@pytest.mark.slow
+def test_parameter_server_strategy_on_loopback(tmp_path):
+    import tensorflow as tf
+
+    ports = _free_ports(4)
+    cluster = {"chief": [f"localhost:{ports[0]}"], "ps": [f"localhost:{ports[1]}"],
+               "worker": [f"localhost:{p}" for p in ports[2:]]}
+    model_dir, scratch = tmp_path / "model", tmp_path / "tmp"
+    scratch.mkdir()
+    servers = [_start(cluster, task, model_dir, tmp_path / f"{task[0]}{task[1]}.json", scratch)
+               for task in (("ps", 0), ("worker", 0), ("worker", 1))]
+    try:
+        chief = _start(cluster, ("chief", 0), model_dir, tmp_path / "chief.json", scratch)
+        assert _wait([chief], timeout=180) == [0], _logs(tmp_path)
+        assert all(s.poll() is None for s in servers)  # they serve until stopped
+    finally:
+        _stop(servers)
+    result = json.loads((tmp_path / "chief.json").read_text())
+    assert result["strategy"] == ["parameter_server"]
+    assert result["global_step"] == MAX_STEPS
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    assert latest.endswith(f"model.ckpt-{MAX_STEPS}")
+    w = tf.train.load_variable(latest, "store/model/000_w/.ATTRIBUTES/VARIABLE_VALUE")
+    assert np.abs(w).sum() > 0  # it trained
+    example = tf.train.Example(features=tf.train.Features(feature={"x": tf.train.Feature(
+        float_list=tf.train.FloatList(value=[1.0, 2.0]))})).SerializeToString()
+    served = tf.saved_model.load(result["export"]).signatures["serving_default"](
+        examples=tf.constant([example]))["logits"].numpy()
+    b = tf.train.load_variable(latest, "store/model/001_b/.ATTRIBUTES/VARIABLE_VALUE")
+    np.testing.assert_allclose(served, np.array([[1.0, 2.0]]) @ w + b, rtol=1e-5)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _process_main(sys.argv[1], sys.argv[2])
+    sys.stdout.flush()
+    os._exit(0)  # a parameter-server coordinator's threads can keep the interpreter alive

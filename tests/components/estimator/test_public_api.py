@@ -1,0 +1,54 @@
+"""Snapshot of the engine's public API (``estflow.components.estimator``): a change here is a
+deliberate API change, as for the DSL (tests/dsl/test_public_api.py)."""
+
+import importlib
+import pkgutil
+
+import estflow.components.estimator as estimator
+
+PUBLIC = {
+    # the Estimator and its specs (tf.estimator names)
+    "Estimator", "EstimatorSpec", "ModeKeys", "RunConfig", "TrainSpec", "EvalSpec",
+    "train_and_evaluate", "model_to_estimator", "WarmStartSettings", "VocabInfo",
+    # premade Estimators with tf.estimator's signatures (canned.py)
+    "BaselineClassifier", "BaselineRegressor", "DNNClassifier", "DNNRegressor",
+    "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "LinearClassifier",
+    "LinearRegressor",
+    # heads
+    "Head", "BinaryClassHead", "MultiClassHead", "MultiLabelHead", "MultiHead", "RegressionHead",
+    "LogisticRegressionHead", "PoissonRegressionHead", "LossReduction", "head_of",
+    # feature-column layers
+    "DenseFeatures", "LinearModel", "InputLayer", "LinearLayer",
+    # export
+    "ServingInputReceiver", "parsing_serving_input_receiver_fn", "ClassificationOutput",
+    "RegressionOutput", "PredictOutput", "Exporter", "LatestExporter", "BestExporter",
+    "FinalExporter",
+    # hooks
+    "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "TrainHook",
+    "CheckpointSaverListener", "LoggingTensorHook", "NanTensorHook", "NanLossError",
+    "StepCounterHook", "StopAtStepHook", "stop_if_higher_hook", "stop_if_lower_hook",
+    "stop_if_no_decrease_hook", "stop_if_no_increase_hook",
+    # the pipeline's premade model_fns
+    "model_fn_for",
+    # modules, as tf.estimator exposes them
+    "early_stopping", "export", "feature_column", "heads", "hooks",
+}
+
+
+def test_public_api_snapshot():
+    assert set(estimator.__all__) == PUBLIC
+    assert len(estimator.__all__) == len(PUBLIC), "a name is listed twice in __all__"
+    for name in estimator.__all__:
+        assert getattr(estimator, name) is not None
+
+
+def test_public_modules_are_tf_estimator_named_and_internals_private():
+    """Public modules next to __init__ carry tf.estimator's module names; everything else is in
+    a private folder (_engine, _fc, _heads, _premade)."""
+    public = sorted(m.name for m in pkgutil.iter_modules(estimator.__path__)
+                    if not m.name.startswith("_"))
+    assert public == ["canned", "distribute", "early_stopping", "estimator", "export",
+                      "exporters", "feature_column", "heads", "hooks", "keras_estimator",
+                      "run_config", "training", "warm_starting"]
+    for module in public:
+        assert importlib.import_module(f"{estimator.__name__}.{module}").__doc__

@@ -1,0 +1,48 @@
+"""A stand-in step entry point for the local runner's tests (no TensorFlow, no Beam).
+
+``python -m tests.pipelines.fake_step --spec SPEC --name NAME [--reads A,B] [--writes C]
+[--<artifact> DIR ...] [--fail MESSAGE] [--fail-task TYPE-INDEX]``
+
+It prints a progress line (``[NAME ...``, which the runner echoes) and a line only the log
+gets, then writes ``<NAME>.json`` (``<NAME>-<type>-<index>.json`` under a TF_CONFIG) into each
+artifact directory of ``--writes``, recording the spec's pipeline name, its arguments, the
+listing of each artifact directory of ``--reads``, and its TF_CONFIG task. ``--fail`` (or
+``--fail-task`` naming this process's TF_CONFIG task) makes it exit with status 3 instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+FAILED = 3
+
+
+def main(argv: Sequence[str]) -> int:
+    args = dict(zip(argv[::2], argv[1::2], strict=True))  # "--flag" -> value
+    name = args["--name"]
+    config = json.loads(os.environ.get("TF_CONFIG", "null"))
+    task = f"{config['task']['type']}-{config['task']['index']}" if config else None
+    print(f"[{name} {task or 'one process'}] started", flush=True)
+    print("chatter that only the log keeps", flush=True)
+    if "--fail" in args or (task is not None and args.get("--fail-task") == task):
+        print(f"something broke: {args.get('--fail', task)}", flush=True)
+        return FAILED
+    record = {
+        "spec_name": json.loads(Path(args["--spec"]).read_text())["name"],
+        "args": args,
+        "read": {a: sorted(os.listdir(args[f"--{a}"]))
+                 for a in filter(None, args.get("--reads", "").split(","))},
+        "tf_config": config,
+    }
+    for artifact in filter(None, args.get("--writes", "").split(",")):
+        out = Path(args[f"--{artifact}"]) / (f"{name}-{task}.json" if task else f"{name}.json")
+        out.write_text(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

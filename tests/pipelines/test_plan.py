@@ -1,0 +1,142 @@
+"""The Plan: steps and their order, inputs wired to producers, options (Beam ones only on Beam
+steps), the preprocess plan, and argv built from the contract table alone."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from estflow.dsl import contracts
+from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.contracts import STEPS
+from estflow.dsl.contracts import step_named
+from estflow.pipelines.examples import taxi
+from estflow.pipelines.plan import Plan
+from estflow.pipelines.plan import PlannedStep
+from estflow.pipelines.plan import build_plan
+from estflow.pipelines.plan import build_preprocess_plan
+
+BEAM = "--runner=FlinkRunner --flink_master=jm:8081"
+NO_PUSH = dataclasses.replace(taxi.pipeline, push=None)
+
+
+def _flags(argv: list[str]) -> list[str]:
+    """The flags of ``--flag value`` pairs (a value may itself start with ``--``)."""
+    assert len(argv) % 2 == 0 and all(a.startswith("--") for a in argv[::2]), argv
+    return [a[2:] for a in argv[::2]]
+
+
+def _paths(step: PlannedStep) -> dict[str, str]:
+    return {a: f"/w/{a}" for a in [*(i for i, _ in step.inputs), *step.outputs]}
+
+
+@pytest.mark.parametrize("pipeline, names", [
+    (taxi.pipeline, ["ingest", "transform", "train", "evaluate", "push"]),
+    (NO_PUSH, ["ingest", "transform", "train", "evaluate"]),
+])
+def test_steps_in_order_with_and_without_push(pipeline, names):
+    plan = build_plan(pipeline, source_root="/data")
+    assert [s.name for s in plan.steps] == names
+    assert plan.pipeline is pipeline
+    for step in plan.steps:
+        assert step.module == step_named(step.name).module == f"estflow.components.{step.name}"
+        assert step.outputs == step_named(step.name).outputs
+        assert step.description == step_named(step.name).description
+
+
+def test_each_input_is_wired_to_the_earlier_step_producing_it():
+    plan = build_plan(taxi.pipeline, source_root="/data")
+    assert {s.name: s.inputs for s in plan.steps} == {
+        "ingest": (),
+        "transform": (("examples", "ingest"),),
+        "train": (("transformed", "transform"),),
+        "evaluate": (("examples", "ingest"), ("model", "train")),
+        "push": (("model", "train"), ("evaluation", "evaluate")),
+    }
+    seen: dict[str, str] = {}
+    for step in plan.steps:
+        for artifact, producer in step.inputs:
+            assert seen[artifact] == producer  # produced before it is read
+        seen.update({a: step.name for a in step.outputs})
+
+
+def test_beam_options_go_to_the_beam_steps_only():
+    plan = build_plan(taxi.pipeline, source_root="/data", beam_options=BEAM)
+    with_beam = {s.name for s in plan.steps if "beam-options" in dict(s.options)}
+    assert with_beam == {s.name for s in STEPS if s.beam} == {"ingest", "transform"}
+    assert all(dict(s.options)["beam-options"] == BEAM for s in plan.steps
+               if s.name in with_beam)
+    no_beam = build_plan(taxi.pipeline, source_root="/data")
+    assert not any("beam-options" in dict(s.options) for s in no_beam.steps)
+
+
+def test_source_root_goes_to_the_steps_declaring_it():
+    plan = build_plan(taxi.pipeline, source_root="module:pkg.data")
+    assert {s.name: s.options for s in plan.steps} == {
+        "ingest": (("source-root", "module:pkg.data"),),
+        "transform": (), "train": (), "evaluate": (), "push": (),
+    }
+
+
+def test_argv_lists_spec_inputs_outputs_then_options_in_contract_order():
+    plan = build_plan(taxi.pipeline, source_root="/data", beam_options=BEAM)
+    assert plan.step("ingest").argv("/w/pipeline.json", {"examples": "/w/ex"}) == [
+        "--spec", "/w/pipeline.json", "--examples", "/w/ex", "--source-root", "/data",
+        "--beam-options", BEAM]
+    evaluate = plan.step("evaluate")
+    assert evaluate.argv("{}", {"examples": "/e", "model": "/m", "evaluation": "/v"}) == [
+        "--spec", "{}", "--examples", "/e", "--model", "/m", "--evaluation", "/v"]
+
+
+@pytest.mark.parametrize("plan", [
+    build_plan(taxi.pipeline, source_root="/data", beam_options=BEAM),
+    build_plan(NO_PUSH, source_root="/data"),
+    build_preprocess_plan(taxi.pipeline, source_root="/data", beam_options=BEAM),
+], ids=["all-steps", "no-push", "preprocess"])
+def test_every_flag_in_argv_is_one_the_contract_step_declares(plan: Plan):
+    contract = {s.name: s for s in (*STEPS, PREPROCESS)}
+    for step in plan.steps:
+        declared = contract[step.name]
+        allowed = {"spec", *declared.inputs, *declared.outputs,
+                   *(o.flag for o in declared.options)}
+        flags = _flags(step.argv("spec.json", _paths(step)))
+        assert set(flags) <= allowed, step.name
+        assert len(flags) == len(set(flags)), step.name  # no flag twice
+        assert flags[0] == "spec"
+        assert flags[1:1 + len(declared.inputs) + len(declared.outputs)] == \
+            [*declared.inputs, *declared.outputs]
+
+
+def test_the_preprocess_plan_is_the_one_fused_step():
+    plan = build_preprocess_plan(taxi.pipeline, source_root="/data", gzip_level=9,
+                                 num_shards=4, beam_options=BEAM)
+    (step,) = plan.steps
+    assert (step.name, step.module, step.inputs, step.outputs, step.description) == (
+        "preprocess", PREPROCESS.module, (), ("examples", "transformed"), PREPROCESS.description)
+    assert step.module == "estflow.components.preprocess"
+    assert step.argv("s.json", {"examples": "/e", "transformed": "/t"}) == [
+        "--spec", "s.json", "--examples", "/e", "--transformed", "/t", "--source-root", "/data",
+        "--gzip-level", "9", "--num-shards", "4", "--beam-options", BEAM]
+
+
+def test_the_preprocess_plan_defaults_and_no_beam_options():
+    (step,) = build_preprocess_plan(taxi.pipeline, source_root="/data").steps
+    assert step.options == (("source-root", "/data"), ("gzip-level", "1"), ("num-shards", "0"))
+
+
+def test_from_step_takes_only_declared_options():
+    train = step_named("train")
+    with pytest.raises(ValueError, match="'train'") as info:
+        PlannedStep.from_step(train, {"transformed": "transform"}, {"beam-options": BEAM})
+    assert "beam-options" in str(info.value)
+    planned = PlannedStep.from_step(contracts.TFJOB, {"transformed": "transform"},
+                                    {"namespace": "ml", "image": "img:1"})
+    assert planned.module == "estflow.components.tfjob"
+    assert planned.options == (("image", "img:1"), ("namespace", "ml"))  # contract order
+
+
+def test_from_step_needs_a_producer_for_every_input():
+    with pytest.raises(ValueError, match="evaluate") as info:
+        PlannedStep.from_step(step_named("evaluate"), {"examples": "ingest"}, {})
+    assert "model" in str(info.value)
