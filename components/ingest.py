@@ -7,9 +7,10 @@ Output layout (names from :class:`estflow.dsl.contracts.Files`)::
 
     OUT_DIR/train/part-SSSSS-of-NNNNN.tfrecord.gz   GZIP TFRecords of raw tf.train.Example
     OUT_DIR/eval/part-SSSSS-of-NNNNN.tfrecord.gz    (and one directory per other split)
-    OUT_DIR/rejected.jsonl     {"file", "line", "row", "reason"} per bad row
-    OUT_DIR/ingest.json        counts, per-column statistics, schema report; written last,
-                               only on success
+    OUT_DIR/rejected.jsonl     {"file", "line", "row", "reason"} per bad row ("row": at most
+                               its first 1 KiB)
+    OUT_DIR/ingest.json        counts, line accounting per file, per-column statistics,
+                               schema report; written last, only on success
 
 Sources: CSV, TFRecord of tf.Example, Parquet (local paths, globs, ``gs://`` and ``s3://``
 through Beam's filesystems) and BigQuery (needs Google Cloud credentials and network). The
@@ -19,16 +20,21 @@ CSV blocks parsed and validated vectorised (Arrow), then encoded to Examples wit
 A cell left empty in a column with a declared default is written *absent* from the Example: the
 transform graph fills the default, so training and serving (which receives raw Examples that may
 omit the feature) see exactly the same value. No row is ever dropped silently: every row is
-either written to a split or listed in ``rejected.jsonl`` with its reason.
+either written to a split or listed in ``rejected.jsonl`` with its reason, and for a CSV
+source ``ingest.json`` proves it per file: lines read = header + lines of kept rows + lines of
+rejected rows + blank lines (``max_rejected_fraction`` counts rejected lines). A failed run
+leaves no temporary directory behind.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from estflow.components._ingest.job import Ingest
 from estflow.components._ingest.job import finish
 from estflow.components._ingest.job import prepare
+from estflow.components._ingest.job import run_job
 from estflow.components._ingest.report import IngestError
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
@@ -58,9 +64,10 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
         The summary also written to ``ingest.json``.
 
     Raises:
-        IngestError: no file matches the source, a file lacks a needed column, there are no
-            data rows, more than ``source.max_rejected_fraction`` of the rows are rejected, or
-            the source's schema check fails.
+        IngestError: no file matches the source (or the path is a directory), a file lacks a
+            needed column or cannot be read, there are no data rows, more than
+            ``source.max_rejected_fraction`` of the data lines are rejected, or the source's
+            schema check fails.
     """
     progress = entry.Progress("ingest")
     out = str(examples_dir)
@@ -69,7 +76,7 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
     _ = beam_pipeline | "Ingest" >> Ingest(pipeline, files, out, gzip_level=gzip_level,
                                            num_shards=num_shards)
     progress("running the Beam job: read, validate, split, write")
-    beam_pipeline.run().wait_until_finish()
+    run_job(beam_pipeline, out, pipeline.split.names())
     return finish(pipeline, out, files, progress)
 
 
@@ -81,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     _beam.freeze_imports()
     root = entry.resolve_source_root(args.source_root)
     try:
-        run(pipeline, args.examples, source_root=str(root),
-            beam_options=_beam.split_options(extra, args.beam_options),
-            gzip_level=args.gzip_level, num_shards=args.num_shards)
-    except IngestError as err:
+        # A remote runner writes to the artifact's URI, with estflow's image on its workers.
+        io = _beam.resolve_io(args, _beam.split_options(extra, args.beam_options),
+                              ("examples",), ("examples",), os.environ)
+        run(pipeline, io.locations["examples"], source_root=str(root),
+            beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards)
+    except (IngestError, _beam.BeamLocationError) as err:
         print(f"[ingest] error: {err}", file=sys.stderr, flush=True)
         return 1
     return 0

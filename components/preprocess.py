@@ -23,6 +23,7 @@ import sys
 from estflow.components._ingest.job import Ingest
 from estflow.components._ingest.job import finish as finish_ingest
 from estflow.components._ingest.job import prepare
+from estflow.components._ingest.job import run_job
 from estflow.components._ingest.report import IngestError
 from estflow.components._ingest.rows import arrow_schema
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
@@ -65,7 +66,11 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
     with tft_context(out):
         _ = raw | "Transform" >> TransformSplits(pipeline, config, out, **options)
         progress("running one Beam job: read, validate, split, write, analyze, transform")
-        beam_pipeline.run().wait_until_finish()
+        try:
+            run_job(beam_pipeline, examples, pipeline.split.names())
+        except BaseException:
+            clear_outputs(out, pipeline.split.names())
+            raise
     try:
         ingested = finish_ingest(pipeline, examples, files, progress)
     except IngestError:

@@ -59,21 +59,25 @@ def push_to(destination: PushDestination, export_dir: str | Path, *, version: in
 
     Args:
         version: the version number; default: the current Unix time, or one more than the
-            newest existing version if that is larger (versions only grow).
+            newest existing version if that is larger (versions only grow). A default version
+            taken meanwhile by a concurrent push (two pushes in the same second) is not an
+            error: the next free number is used.
         keep_versions: delete all but the newest N versions after a successful push.
 
     Raises:
-        FileExistsError: ``version`` is already published.
+        FileExistsError: an explicit ``version`` is already published.
         FileNotFoundError: ``export_dir`` holds no ``saved_model.pb``.
     """
     existing = destination.list_versions()
+    take_next = version is None
     if version is None:
         version = max(int(time.time()), existing[-1] + 1 if existing else 0)
     elif version in existing:
         raise FileExistsError(f"version {version} already exists at "
                               f"{destination.model_base}/{version}; versions are never "
                               "overwritten")
-    path = destination.publish(str(export_dir), version)
+    path = destination.publish(str(export_dir), version, take_next=take_next)
+    version = int(path.rstrip("/").rsplit("/", 1)[-1])
     removed = []
     if keep_versions:
         for old in destination.list_versions()[:-keep_versions]:
@@ -100,24 +104,35 @@ def kserve_name(model_name: str) -> str:
 
 def kserve_manifest(target: PushTarget, storage_uri: str, version: int) -> str:
     """A KServe ``InferenceService`` (``serving.kserve.io/v1beta1``) serving ``storage_uri``
-    with the tensorflow predictor (TF Serving), as YAML text."""
+    with KServe's TF Serving runtime, as YAML text.
+
+    The predictor is the ``model`` form (``modelFormat: tensorflow``), with the TF Serving
+    image tag always set: KServe's own default (2.6.2) cannot load a TF 2.21 export ("Op type
+    not registered 'DisableCopyOnRead'"); the default here is
+    ``PushTarget.serving_runtime_version``. The manifest is checked against KServe's
+    InferenceService CRD schema in tests/pipelines/test_kserve_manifest.py.
+    """
     name = kserve_name(target.model_name)
     metadata = {"name": name}
     if target.kserve_namespace:
         metadata["namespace"] = target.kserve_namespace
     metadata["annotations"] = {"estflow/model-version": str(version)}
-    tensorflow = {"storageUri": storage_uri}
-    if target.kserve_runtime_version:
-        tensorflow["runtimeVersion"] = target.kserve_runtime_version
+    predictor = {}
+    if target.kserve_service_account:
+        predictor["serviceAccountName"] = target.kserve_service_account
+    predictor["model"] = {"modelFormat": {"name": "tensorflow", "version": "2"},
+                          "runtimeVersion": target.serving_runtime_version,
+                          "storageUri": storage_uri}
     document = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-                "metadata": metadata, "spec": {"predictor": {"tensorflow": tensorflow}}}
+                "metadata": metadata, "spec": {"predictor": predictor}}
     header = (
         f"# KServe InferenceService for estflow model {target.model_name!r}, written when "
         f"version {version} was pushed.\n"
-        "# TF Serving in the predictor serves the highest version under storageUri; KServe's\n"
-        "# storage initializer copies storageUri when a predictor pod starts, so a later push\n"
-        "# is served by pods started after it (re-apply this file: the version annotation\n"
-        "# changes, or restart the predictor). Clients call\n"
+        f"# TF Serving {target.serving_runtime_version} (KServe's kserve-tensorflow-serving "
+        "runtime) serves the highest\n"
+        "# version under storageUri; KServe's storage initializer copies storageUri when a\n"
+        "# predictor pod starts, so a later push is served by pods started after it (re-apply\n"
+        "# this file: the version annotation changes, or restart the predictor). Clients call\n"
         f"# /v1/models/{name}:predict (TF Serving's model name is the service name).\n")
     return header + _yaml(document)
 

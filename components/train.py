@@ -23,21 +23,36 @@ Output::
                                   then renamed)
     OUT_DIR/train.json            global step, final loss, examples/s, elapsed, paths
 
-SavedModel signatures (all take serialized *raw* ``tf.Example``s, string ``[None]``):
+SavedModel signatures (raw features are run through the tf.Transform graph in the model, so
+serving cannot skew from training):
 
-- ``serving_default``: ``examples`` -> the model's predictions (raw features are parsed and
-  run through the tf.Transform graph in the model, so serving cannot skew from training;
-  features with declared defaults may be left out of a request).
+- ``serving_default``: ``examples`` (serialized raw ``tf.Example``s, string ``[None]``) -> the
+  model's predictions; features with declared defaults may be left out of an example.
+- ``predict_raw``: one input per raw column the features read (``fare``: float ``[None]``,
+  ``payment_type``: string ``[None]``, ...) -> the same predictions. TF Serving (and KServe,
+  and ``estflow serve``) feed a signature with named inputs straight from JSON, so
+  ``{"signature_name": "predict_raw", "instances": [{"fare": 12.5, ...}]}`` works with no
+  tf.Example on the client; every input must be given (TF Serving's row format requires
+  every input). Raw columns no feature reads (e.g. those only ``derive`` reads to compute the
+  label) are not inputs.
 - ``transform_features``: ``examples`` (with the label columns) -> every transformed feature,
   the label included (what the evaluate step reads labels from).
-- classifiers: ``classify`` (TF Serving Classify API): ``inputs`` -> ``classes`` (string
-  ``[N, n_classes]``) and ``scores`` (float ``[N, n_classes]``).
+- classifiers: ``classify`` (TF Serving Classify API): ``inputs`` (serialized tf.Examples) ->
+  ``classes`` (string ``[N, n_classes]``) and ``scores`` (float ``[N, n_classes]``).
 - regressors (one label dimension): ``regress``: ``inputs`` -> ``outputs`` (float ``[N]``).
+
+Next to them, ``export/assets.extra/estflow_raw_features.json`` lists the raw features a
+request sends, with their types (``{"columns": [{"name": "fare", "dtype": "float",
+"required": true}, ...]}``): ``estflow serve`` reads it to build each tf.Example feature of a
+``:classify``/``:regress`` request with the type the model parses (a JSON ``12`` for a float
+feature is ``float_list [12.0]``, as TF Serving users expect) and to refuse feature names the
+model does not know. TF Serving ignores ``assets.extra``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -53,6 +68,7 @@ import tensorflow_transform as tft
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._io.raw_features import raw_feature_spec
+from estflow.components._runtime import accelerators
 from estflow.components._runtime import entry
 from estflow.components.estimator import Estimator
 from estflow.components.estimator import NanLossError
@@ -71,6 +87,9 @@ __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model"
 
 _EXAMPLES = "examples"
 _STRINGS = tf.TensorSpec([None], tf.string)
+RAW_SIGNATURE = "predict_raw"
+RAW_FEATURES_FILE = "assets.extra/estflow_raw_features.json"
+_DTYPE_NAMES = {tf.float32: "float", tf.int64: "int", tf.string: "string"}
 
 
 class TrainStepError(RuntimeError):
@@ -228,8 +247,8 @@ def _dense(value):
 
 def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
                          export_dir: str | os.PathLike) -> Path:
-    """Write the serving SavedModel (signatures in the module docstring) to ``export_dir``,
-    replacing an older export only once the new one is complete."""
+    """Write the serving SavedModel (signatures in the module docstring) and the raw feature
+    types to ``export_dir``, replacing an older export only once the new one is complete."""
     raw_spec = _raw_spec(tft_output, pipeline)
     serving_spec = {k: v for k, v in raw_spec.items() if k not in _training_only(pipeline)}
     layer = tft_output.transform_features_layer()
@@ -238,10 +257,13 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
     def transform(examples, spec):
         return layer(tf.io.parse_example(examples, spec))
 
-    def predict(inputs):
-        transformed = transform(inputs[_EXAMPLES], serving_spec)
+    def predict_parsed(parsed):
+        transformed = layer(parsed)
         features = {k: v for k, v in transformed.items() if k not in not_features}
         return export_lib.as_outputs(estimator.predictions(features))
+
+    def predict(inputs):
+        return predict_parsed(tf.io.parse_example(inputs[_EXAMPLES], serving_spec))
 
     signatures = {
         "serving_default": export_lib.signature_function(predict, {_EXAMPLES: _STRINGS}),
@@ -250,10 +272,83 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
                             transform(inputs[_EXAMPLES], raw_spec).items()},
             {_EXAMPLES: _STRINGS}),
     }
+    raw_inputs = _raw_input_specs({k: v for k, v in serving_spec.items()
+                                   if k in _read_by_features(pipeline, serving_spec)})
+    if raw_inputs:
+        signatures[RAW_SIGNATURE] = export_lib.signature_function(
+            lambda inputs: predict_parsed(_as_parsed(inputs, serving_spec)), raw_inputs)
     method_names = _add_serving_api_signatures(signatures, predict, pipeline)
     module = export_lib.export_module(estimator, {"transform_layer": layer})
-    return _replace_dir(export_dir, lambda tmp: export_lib.save(
-        module, estimator, tmp, signatures, method_names))
+
+    def write(tmp: Path) -> Path:
+        path = export_lib.save(module, estimator, tmp, signatures, method_names)
+        _write_raw_features(Path(path), serving_spec)
+        return path
+
+    return _replace_dir(export_dir, write)
+
+
+def _read_by_features(pipeline: Pipeline, serving_spec: dict) -> set[str]:
+    """The raw columns a ``predict_raw`` request sends: those the features read (every serving
+    column when a feature reads a derived column: ``derive`` may read any)."""
+    read = {f.column for f in pipeline.features if hasattr(f, "column")}
+    if read & set(pipeline.derived_names()):
+        return set(serving_spec)
+    return read & set(serving_spec)
+
+
+def _raw_input_specs(serving_spec: dict) -> dict[str, tf.TensorSpec] | None:
+    """The inputs of ``predict_raw``: one tensor per raw feature, a value per example (a
+    fixed-length feature of shape ``[k]``: ``[None, k]``); None when a feature's kind has no
+    such tensor (the signature is then left out)."""
+    specs = {}
+    for name, feature in sorted(serving_spec.items()):
+        if isinstance(feature, tf.io.FixedLenFeature):
+            specs[name] = tf.TensorSpec([None, *feature.shape], feature.dtype, name=name)
+        elif isinstance(feature, tf.io.VarLenFeature):
+            specs[name] = tf.TensorSpec([None], feature.dtype, name=name)
+        else:
+            return None
+    return specs
+
+
+def _as_parsed(inputs: dict, serving_spec: dict) -> dict:
+    """Raw feature tensors as ``tf.io.parse_example`` gives them for ``serving_spec``: a
+    variable-length feature is a SparseTensor ``[N, 1]`` holding each example's one value; a
+    column no feature reads (not an input) is absent (empty), or zeros when it is required."""
+    batch = tf.shape(next(iter(inputs.values())), out_type=tf.int64)[0]
+    parsed = {}
+    for name, feature in serving_spec.items():
+        value = inputs.get(name)
+        if isinstance(feature, tf.io.VarLenFeature):
+            if value is None:
+                value = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], feature.dtype),
+                                        tf.stack([batch, tf.constant(0, tf.int64)]))
+            else:
+                rows = tf.range(batch, dtype=tf.int64)
+                value = tf.SparseTensor(tf.stack([rows, tf.zeros_like(rows)], axis=1), value,
+                                        tf.stack([batch, tf.constant(1, tf.int64)]))
+        elif value is None:
+            value = tf.zeros(tf.concat([[batch], tf.constant(feature.shape, tf.int64)], 0),
+                             feature.dtype)
+        parsed[name] = value
+    return parsed
+
+
+def _write_raw_features(export_dir: Path, serving_spec: dict) -> None:
+    """``assets.extra/estflow_raw_features.json``: the raw features a request may send (those
+    ``serving_default`` parses), their types, and whether an example must have them (see the
+    module docstring)."""
+    columns = []
+    for name, feature in sorted(serving_spec.items()):
+        dtype = _DTYPE_NAMES.get(tf.as_dtype(feature.dtype))
+        if dtype is None:
+            return  # a type JSON values cannot be typed as: serve types them from the JSON
+        required = isinstance(feature, tf.io.FixedLenFeature) and feature.default_value is None
+        columns.append({"name": name, "dtype": dtype, "required": required})
+    path = export_dir / RAW_FEATURES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"columns": columns}, indent=1) + "\n")
 
 
 def _classes(pipeline: Pipeline, n_classes: int) -> tf.Tensor:
@@ -318,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pipeline = entry.load_pipeline(args.spec)
     try:
+        # An accelerator that was asked for but is not usable fails now, not after hours of
+        # silent CPU training (in estflow's images and KFP pods).
+        accelerators.check(pipeline, os.environ)
         # distribution: the environment is read here, once: which task of which cluster this
         # process is (TF_CONFIG, as a TFJob or `estflow run --workers N` sets it).
         cluster = distribute.parse_tf_config(os.environ.get("TF_CONFIG"))
@@ -332,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             run(pipeline, args.transformed, args.model,
                 progress=entry.Progress(_task_label(cluster)), cluster=cluster,
                 strategy=strategy)
-    except (TrainStepError, NanLossError, distribute.DistributeError) as err:
+    except (TrainStepError, NanLossError, distribute.DistributeError,
+            accelerators.AcceleratorError) as err:
         print(f"[train] error: {err}", file=sys.stderr, flush=True)
         return 1
     return 0

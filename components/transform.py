@@ -16,11 +16,14 @@ The raw Examples are read in blocks and decoded to Arrow by tfx-bsl's C++ decode
 tf.Transform as RecordBatches (its batched path). Locally the Beam pipeline runs on an explicit
 in-memory FnApiRunner: deterministic, offline (no Prism download), and on few cores faster
 than multi-process running. Beam options (``--runner=DataflowRunner ...``) scale the same step
-out.
+out: then the job reads and writes the artifacts' remote URIs (``--examples-uri``,
+``--transformed-uri``, or the URIs KFP's local paths stand for) and its workers run estflow's
+image (``--sdk-image``, default ``$ESTFLOW_IMAGE``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from apache_beam.io.filesystems import FileSystems
@@ -96,10 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = entry.load_pipeline(args.spec)
     _beam.freeze_imports()
     try:
-        run(pipeline, args.examples, args.transformed,
-            beam_options=_beam.split_options(extra, args.beam_options),
-            gzip_level=args.gzip_level, num_shards=args.num_shards)
-    except TransformError as err:
+        # A remote runner reads and writes the artifacts' URIs, with estflow's image on its
+        # workers.
+        io = _beam.resolve_io(args, _beam.split_options(extra, args.beam_options),
+                              ("examples", "transformed"), ("transformed",), os.environ)
+        run(pipeline, io.locations["examples"], io.locations["transformed"],
+            beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards)
+    except (TransformError, _beam.BeamLocationError) as err:
         print(f"[transform] error: {err}", file=sys.stderr, flush=True)
         return 1
     return 0

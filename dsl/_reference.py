@@ -349,8 +349,21 @@ def _own_doc_data(name: str) -> str:
     return inspect.cleandoc(match.group(1))
 
 
-_EXTRAS = {"CustomModel": _head_contract}
-_LINKS = {"HEAD_OUTPUTS": "#head-output-contract", "EVALUATED_OUTPUT": "#head-output-contract"}
+def _metric_names() -> str:
+    """The table of :data:`estflow.dsl.models.METRIC_NAMES` (what a Threshold may name)."""
+    rows = ["| `head` | Metrics | tf.estimator's names also accepted |", "|---|---|---|"]
+    for head, names in models.METRIC_NAMES.items():
+        aliases = ", ".join(f"`{a}` (`{n}`)" for a, n in models.METRIC_ALIASES[head].items())
+        rows.append(f"| `{head}` | {', '.join(f'`{n}`' for n in names)} | {aliases} |")
+    names = _paragraphs(_parse(_own_doc_data("METRIC_NAMES")).prose)
+    aliases = _paragraphs(_parse(_own_doc_data("METRIC_ALIASES")).prose)
+    return (f"#### Metric names\n\n`METRIC_NAMES`: {names}\n\n`METRIC_ALIASES`: {aliases}\n\n"
+            + "\n".join(rows))
+
+
+_EXTRAS = {"CustomModel": _head_contract, "Threshold": _metric_names}
+_LINKS = {"HEAD_OUTPUTS": "#head-output-contract", "EVALUATED_OUTPUT": "#head-output-contract",
+          "METRIC_NAMES": "#metric-names", "METRIC_ALIASES": "#metric-names"}
 
 
 def _section(name: str, problems: list[str]) -> str:

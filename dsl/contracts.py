@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Option", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "DEFAULT_GZIP_LEVEL", "step_named",
+__all__ = ["Option", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
+           "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files"]
 
 
@@ -61,12 +62,25 @@ _BEAM_OPTIONS = (
            "arguments), e.g. \"--runner=DataflowRunner --project=P ...\""),
 )
 
+
+
+def _remote(*artifacts: str) -> tuple[Option, ...]:
+    """Where a remote Beam runner's workers find a step's artifacts, and what they run."""
+    uris = tuple(Option(f"{a}-uri", f"remote URI of the {a} artifact (KFP's artifact.uri: "
+                        "gs://, s3://, minio://) that a non-local Beam runner's workers read "
+                        "or write (default: the URI a KFP local path /gcs/, /s3/, /minio/ "
+                        "stands for)") for a in artifacts)
+    return (*uris, Option("sdk-image", "SDK container image of a non-local Beam runner's "
+                          "workers (default: $ESTFLOW_IMAGE, set in estflow's images)"))
+
+
 STEPS = (
     Step("ingest", "estflow.components.ingest", (), ("examples",),
          "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples",
-         options=(_SOURCE_ROOT, *_BEAM_OPTIONS), beam=True),
+         options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples")), beam=True),
     Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
-         "analyze + transform with Beam and tf.Transform", options=_BEAM_OPTIONS, beam=True),
+         "analyze + transform with Beam and tf.Transform",
+         options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True),
     Step("train", "estflow.components.train", ("transformed",), ("model",),
          "train the Estimator, checkpoint, export the serving SavedModel"),
     Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
@@ -82,18 +96,46 @@ PREPROCESS = Step(
 
 TFJOB = Step(
     "train", "estflow.components.tfjob", ("transformed",), ("model",),
-    "train on a Kubeflow TFJob: submit it, follow it, copy the model out",
+    "train on a Kubeflow training job (TrainJob or TFJob): submit it, follow it, copy the "
+    "model out",
     options=(
         Option("image", "image of the replicas (estflow's)", required=True),
         Option("namespace", "default: this pod's namespace"),
-        Option("name", "TFJob name (default: generated)"),
+        Option("name", "job name (default: derived from the KFP run and task, so a retry "
+               "finds the job an earlier attempt submitted)"),
         Option("poll-seconds", "seconds between status reads", type="float", default=10.0),
         Option("timeout-seconds", "give up after this long (default: never)", type="float"),
+        Option("ttl-seconds", "keep a finished job (its pods and logs) this long", type="int",
+               default=86400),
+        Option("runtime", "the ClusterTrainingRuntime of a TrainJob",
+               default="estflow-tensorflow"),
     ))
-"""The train step of a pipeline declaring a multi-process cluster, on Kubeflow."""
+"""The train step of a pipeline declaring a multi-process cluster, on Kubeflow: it submits
+the ``Cluster.job_kind`` the pipeline declares."""
 
 SERVE_MODULE = "estflow.components.serve"
 """``estflow serve``: the TF-Serving-compatible REST server over pushed models."""
+
+SERVE_OPTIONS = (
+    Option("port", "TCP port; 0 picks a free one", type="int", default=8501,
+           choices=(0, 65535)),
+    Option("host", "address to bind; loopback by default (nothing authenticates requests)",
+           default="127.0.0.1"),
+    Option("poll-seconds", "seconds between looks for newly pushed versions; 0: never",
+           type="float", default=2.0),
+    Option("max-body-bytes", "largest request body accepted (413 above it, refused unread)",
+           type="int", default=10 * 1024 * 1024),
+    Option("threads", "worker threads answering requests (a bounded pool; idle and slow "
+           "connections hold none)", type="int", default=16, choices=(1, 1024)),
+    Option("request-timeout-seconds", "time a client has to send a whole request (408 after "
+           "it), and the server to send the answer", type="float", default=30.0),
+    Option("idle-timeout-seconds", "an idle keep-alive connection is closed after this long",
+           type="float", default=60.0),
+    Option("max-connections", "open connections at most; more are answered 503", type="int",
+           default=256, choices=(1, 65536)),
+)
+"""The options of ``estflow serve`` (the CLI's help and the component's parser are built from
+these); the component takes ``BASE_PATH`` first."""
 
 
 def step_named(name: str) -> Step:

@@ -23,12 +23,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 from typing import Union
 
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
+from estflow.dsl.model_fn import ModeKeys
 from estflow.dsl.refs import CallableRef
 from estflow.dsl.refs import as_ref
 from estflow.dsl.serialization import serializable
@@ -52,6 +55,8 @@ __all__ = [
     "HEADS",
     "HEAD_OUTPUTS",
     "EVALUATED_OUTPUT",
+    "METRIC_NAMES",
+    "METRIC_ALIASES",
 ]
 
 OPTIMIZERS = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
@@ -83,6 +88,25 @@ EVALUATED_OUTPUT: dict[str, str] = {"binary": "logistic", "multi_class": "probab
                                     "regression": "predictions"}
 """The prediction key the evaluate step scores for each head: a model that does not export it
 fails the evaluate step."""
+
+METRIC_NAMES: dict[str, tuple[str, ...]] = {
+    "binary": ("loss", "accuracy", "auc", "auc_pr", "precision", "recall", "label/mean",
+               "prediction/mean", "examples"),
+    "multi_class": ("loss", "accuracy", "examples"),
+    "regression": ("loss", "rmse", "mae", "label/mean", "prediction/mean", "examples"),
+}
+"""The metrics the evaluate step computes for each head, the names an eval ``Threshold`` may
+use (``loss`` is the mean log loss, cross-entropy or squared error; ``precision``, ``recall``
+and ``accuracy`` of a binary head are at probability 0.5). A test keeps this table equal to
+what the evaluate step produces."""
+
+METRIC_ALIASES: dict[str, dict[str, str]] = {
+    "binary": {"auc_precision_recall": "auc_pr", "average_loss": "loss"},
+    "multi_class": {"average_loss": "loss"},
+    "regression": {"average_loss": "loss"},
+}
+"""tf.estimator's names for the same metrics, per head: a ``Threshold`` may use them, and a
+:class:`Pipeline` stores the threshold under estflow's name (:data:`METRIC_NAMES`)."""
 
 
 @serializable
@@ -605,6 +629,12 @@ class CustomModel:
     a one-column ``predictions`` (regression) also give the export its ``classify`` or
     ``regress`` serving signature.
 
+    What is checked when: the declaration checks ``head`` and, in :class:`Pipeline`, that it
+    fits the label (a binary head for a 2-name label vocabulary) and the eval thresholds (the
+    head's :data:`METRIC_NAMES`). The prediction keys exist only once the function has run:
+    :meth:`check_predictions` checks the PREDICT-mode ``EstimatorSpec`` the function returns,
+    and :meth:`checked_model_fn` wraps the function so that every PREDICT call is checked.
+
     Args:
         model_fn: the function, or where to import it from.
         params: JSON-serialisable hyperparameters passed as ``params``.
@@ -635,6 +665,39 @@ class CustomModel:
     def model_fn_ref(self) -> CallableRef:
         """Where the train step imports ``model_fn`` from (``model_fn`` itself, resolved)."""
         return self.model_fn
+
+    def check_predictions(self, spec: Any) -> None:
+        """Check an ``EstimatorSpec`` the model_fn returned against the head output contract:
+        in ``ModeKeys.PREDICT`` its ``predictions`` must be a dict holding the head's
+        :data:`EVALUATED_OUTPUT` (other modes are not checked: their ``predictions`` are
+        optional); raises :class:`DslError` naming the missing key and the keys received."""
+        if getattr(spec, "mode", None) != ModeKeys.PREDICT:
+            return
+        key = EVALUATED_OUTPUT[self.head]
+        predictions = spec.predictions
+        path = "model_fn(...).predictions"
+        note = (f"the {self.head} head's outputs are {list(HEAD_OUTPUTS[self.head])} (see "
+                f"estflow.dsl.models.HEAD_OUTPUTS); the evaluate step scores {key!r}")
+        if not isinstance(predictions, Mapping):
+            raise DslError(path, f"a dict such as {{{key!r}: ...}} in mode "
+                           f"{ModeKeys.PREDICT!r} for head={self.head!r}",
+                           f"a single {type(predictions).__name__}", note=note)
+        if key not in predictions:
+            raise DslError(path, f"a dict holding {key!r} in mode {ModeKeys.PREDICT!r} for "
+                           f"head={self.head!r} (missing: [{key!r}])",
+                           sorted(map(str, predictions)), note=note)
+
+    def checked_model_fn(self, fn: Callable) -> Callable:
+        """``fn`` (this model's resolved model_fn) wrapped so that the spec of every call is
+        checked by :meth:`check_predictions`; the signature stays ``fn``'s."""
+
+        @functools.wraps(fn)
+        def model_fn(*args, **kwargs):
+            spec = fn(*args, **kwargs)
+            self.check_predictions(spec)
+            return spec
+
+        return model_fn
 
 
 Model = Union[DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor,

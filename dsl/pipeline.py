@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
+from collections.abc import Sequence
 
 from estflow.dsl import _checks
 from estflow.dsl import models as m
@@ -60,10 +62,23 @@ class Pipeline:
         schema_version: the spec format version; leave it at its default (a spec written by
             another estflow version is refused rather than misread).
 
+    Checks across fields, all reported at once: feature names the model and crosses use,
+    raw columns declared twice with different dtypes or defaults, the label against the
+    model's head (a string label's vocabulary gives the number of classes, ``n_classes`` or a
+    :class:`CustomModel`'s ``head`` must match it; a model ``label_vocabulary`` must be the
+    string label's own vocabulary), and the eval thresholds against the metrics the head
+    produces (:data:`~estflow.dsl.models.METRIC_NAMES`; tf.estimator's names such as
+    ``auc_precision_recall`` are accepted and stored as estflow's, ``auc_pr``). Whether the
+    raw columns are in the data is checked against the data itself (:meth:`header_errors`;
+    ``estflow run``, ``preprocess`` and ``compile`` read a local CSV source's header before
+    anything runs).
+
     Raises:
         DslError: a field has the wrong type or value (its path names it).
         DslErrors: listing every invalid cross-reference at once (unknown feature names,
-            conflicting column declarations, a categorical used as a number, ...).
+            conflicting column declarations, a categorical used as a number, a label that
+            does not fit the model's head, a threshold on a metric the head does not
+            produce, ...).
 
     Example:
         >>> import estflow.dsl as ef
@@ -122,6 +137,7 @@ class Pipeline:
         if self.schema_version != SCHEMA_VERSION:
             raise DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec version)",
                            self.schema_version)
+        _checks.freeze(self, "eval", _estflow_metric_names(self.eval, m.head_of(self.model)))
         errors = _cross_check(self)
         if errors:
             raise DslErrors(errors)
@@ -135,6 +151,13 @@ class Pipeline:
     def derived_names(self) -> tuple[str, ...]:
         """The names of the columns ``derive`` computes (empty without it)."""
         return tuple(c.name for c in self.derive.outputs) if self.derive else ()
+
+    def header_errors(self, header: Sequence[str], file: str) -> list[DslError]:
+        """What does not fit between the declared raw columns and the ``header`` of a CSV
+        ``file`` ([] when all is well): every raw column must appear in it exactly once, and
+        with ``schema_check.allow_unseen_columns=False`` nothing else may. Each error's path
+        is the field that reads the column (``features[2].source``, ``label.name``, ...)."""
+        return _header_errors(self, list(header), file)
 
     def feature(self, name: str) -> Feature:
         """The feature declared as ``name`` (KeyError if none is)."""
@@ -185,6 +208,128 @@ def _raw_columns(p: Pipeline) -> tuple[tuple[Column, ...], list[DslError]]:
     return tuple(c for c, _ in seen.values()), errors
 
 
+def _column_fields(p: Pipeline) -> dict[str, str]:
+    """Raw column name -> the path of the first field that reads it (derived columns are not
+    raw)."""
+    derived = set(p.derived_names())
+    fields = [(f"columns[{i}].name", c.name) for i, c in enumerate(p.columns)]
+    fields += [(f"features[{i}].{'source' if f.source else 'name'}", f.column)
+               for i, f in enumerate(p.features) if hasattr(f, "column")]
+    fields.append((f"label.{'source' if p.label.source else 'name'}", p.label.column))
+    out: dict[str, str] = {}
+    for path, name in fields:
+        if name not in derived:
+            out.setdefault(name, path)
+    return out
+
+
+_DELIMITERS = (",", ";", "\t", "|")
+_SHOWN_COLUMNS = 40  # of a header, in an error message
+
+
+def _header_errors(p: Pipeline, header: list[str], file: str) -> list[DslError]:
+    if not header:
+        return [DslError("source.path", "CSV files that start with a header row",
+                         f"{file} is empty")]
+    errors: list[DslError] = []
+    derived = list(p.derived_names())
+    delimiter = getattr(p.source, "delimiter", ",")
+    note = ""
+    if len(header) == 1:
+        other = next((d for d in _DELIMITERS if d != delimiter and d in header[0]), None)
+        if other:
+            note = (f"the header has one column: source.delimiter is {delimiter!r}, but the "
+                    f"header holds {other!r}")
+    shown = ", ".join(header[:_SHOWN_COLUMNS])
+    if len(header) > _SHOWN_COLUMNS:
+        shown += f", ... ({len(header)} columns)"
+    for name, path in _column_fields(p).items():
+        count = header.count(name)
+        if count == 1:
+            continue
+        if count > 1:
+            errors.append(DslError(path, f"a column that appears once in the header of {file}",
+                                   f"{name!r} appears {count} times"))
+            continue
+        expected = f"a column of {file} (header: {shown})"
+        if derived:
+            expected += f" or an output of derive ({', '.join(derived)})"
+        close = difflib.get_close_matches(name, header + derived, n=1)
+        hint = note or (f"did you mean {close[0]!r}?" if close else "")
+        errors.append(DslError(path, expected, name, note=hint))
+    check = getattr(p.source, "schema_check", None)
+    if check is not None and not check.allow_unseen_columns:
+        raw = _column_fields(p)
+        unseen = [h for h in header if h not in raw]
+        if unseen:
+            errors.append(DslError("source.schema_check.allow_unseen_columns", f"True, or a "
+                                   f"header of {file} holding only declared raw columns",
+                                   unseen))
+    return errors
+
+
+def _estflow_metric_names(spec: EvalSpec, head: str) -> EvalSpec:
+    """``spec`` with each threshold on a tf.estimator metric name renamed to estflow's."""
+    aliases = m.METRIC_ALIASES[head]
+    if not any(t.metric in aliases for t in spec.thresholds):
+        return spec
+    thresholds = tuple(dataclasses.replace(t, metric=aliases[t.metric])
+                       if t.metric in aliases else t for t in spec.thresholds)
+    return dataclasses.replace(spec, thresholds=thresholds)
+
+
+def _check_thresholds(p: Pipeline) -> list[DslError]:
+    head = m.head_of(p.model)
+    names, aliases = m.METRIC_NAMES[head], m.METRIC_ALIASES[head]
+    errors = []
+    for i, threshold in enumerate(p.eval.thresholds):
+        if threshold.metric not in names:
+            errors.append(DslError(
+                f"eval.thresholds[{i}].metric", f"one of the {head} head's metrics "
+                f"{list(names)} (or tf.estimator's names for them: {list(aliases)})",
+                threshold.metric, note="the evaluate step computes only these"))
+    return errors
+
+
+def _check_label(p: Pipeline) -> list[DslError]:
+    """The label against the model's head: class names and their number."""
+    label, model = p.label, p.model
+    errors: list[DslError] = []
+    model_vocab = tuple(getattr(model, "label_vocabulary", ()))
+    if model_vocab and label.dtype != "string":
+        errors.append(DslError(
+            "label", f"Label({label.name!r}, dtype='string', vocabulary={model_vocab!r}): the "
+            "model's label_vocabulary names the classes of a string label (ingest reads the "
+            f"label as its dtype, so an {label.dtype} label holding class names would reject "
+            "every row)", f"dtype={label.dtype!r}, vocabulary={label.vocabulary!r}"))
+    elif model_vocab and model_vocab != label.vocabulary:
+        errors.append(DslError(
+            "model.label_vocabulary", f"label.vocabulary {label.vocabulary!r} (the label's "
+            "vocabulary gives each class its id; another order or other names would name the "
+            "predicted classes wrongly), or ()", model_vocab))
+    derived = p.derived_names()
+    read = {f.column for f in p.features if hasattr(f, "column")} | {label.column}
+    unread = [name for name in derived if name not in read]
+    close = difflib.get_close_matches(label.column, unread, n=1, cutoff=0.8)
+    if close:  # e.g. a typo: the label would be read as a raw column the data lacks
+        field = "label.source" if label.source else "label.name"
+        errors.append(DslError(
+            field, f"a raw column or an output of derive; did you mean {close[0]!r}, which "
+            "derive computes and nothing reads?", label.column))
+    if label.dtype == "string":
+        count = len(label.vocabulary)
+        n_classes = getattr(model, "n_classes", None)
+        if n_classes is not None and n_classes != count:
+            errors.append(DslError(
+                "model.n_classes", f"{count} (the number of class names in label.vocabulary "
+                f"{label.vocabulary!r})", n_classes))
+        elif isinstance(model, m.CustomModel) and model.head == "binary" and count != 2:
+            errors.append(DslError(
+                "model.head", f"'multi_class' for the {count} class names of label.vocabulary "
+                "(a binary head has 2 classes)", model.head))
+    return errors
+
+
 def _cross_check(p: Pipeline) -> list[DslError]:
     errors = _raw_columns(p)[1]
     names = [f.name for f in p.features]
@@ -216,6 +361,8 @@ def _cross_check(p: Pipeline) -> list[DslError]:
             errors.append(DslError(f"eval.slices[{i}]", f"a raw column, one of {sorted(raw)}",
                                    name))
     errors += _check_model_columns(p, by_name)
+    errors += _check_label(p)
+    errors += _check_thresholds(p)
     if p.push is None and "push" in p.resources:
         errors.append(DslError("resources['push']", "no push resources in a pipeline without "
                                "a push target", p.resources["push"]))

@@ -10,7 +10,9 @@ Example:
 
 The accelerator kind follows its GKE type: ``nvidia-*`` is a GPU (k8s resource
 ``nvidia.com/gpu``), ``tpu-*`` a TPU (``google.com/tpu``). The node labels and taints that
-follow from an accelerator and a node pool are derived in :mod:`estflow.dsl.placement`.
+follow from an accelerator and a node pool are derived in :mod:`estflow.dsl.placement`; they
+are GKE's. On other clusters (EKS, AKS, on-premises) declare ``gke_node_labels=False`` and
+select nodes with the free-form ``node_selector`` and ``tolerations``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from estflow.dsl.errors import DslError
 from estflow.dsl.serialization import serializable
 
 __all__ = ["Accelerator", "Toleration", "SecretEnv", "SecretVolume", "PvcMount", "Resources",
-           "check_step_resources", "check_node_pool", "GPU_RESOURCE", "TPU_RESOURCE"]
+           "check_step_resources", "check_node_pool", "duration_seconds", "GPU_RESOURCE",
+           "TPU_RESOURCE"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
@@ -39,7 +42,9 @@ _MEMORY = re.compile(r"^(\d+)(Ei|Pi|Ti|Gi|Mi|Ki|E|P|T|G|M)?$")
 _MEMORY_UNITS = {None: 1, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DURATION = re.compile(r"^\d+[smh]$")  # what KFP's retry policy converts exactly
+_SECONDS = {"s": 1, "m": 60, "h": 3600}
 _LABEL_VALUE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_VALUE_ANY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")  # k8s label
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -272,14 +277,30 @@ class Resources:
             ``memory_request``).
         accelerator: GPUs or TPUs (adds the node selectors and the toleration GKE needs).
         node_pool: a GKE node pool name (node label ``cloud.google.com/gke-nodepool``).
+        node_selector: further node labels the pod requires, free-form (label -> value), e.g.
+            ``{"eks.amazonaws.com/nodegroup": "gpu"}`` or ``{"agentpool": "gpupool"}``.
+        gke_node_labels: derive GKE's node labels from ``accelerator`` and ``node_pool``
+            (``cloud.google.com/gke-*``). False on any other cluster, where no node carries
+            them (the pod would stay Pending): the accelerator then only sets the resource
+            limit and its toleration, and ``node_selector`` picks the nodes (``node_pool`` must
+            be None).
         tolerations: extra taints the pod tolerates.
         secrets_as_env: Kubernetes Secrets whose keys become environment variables.
         secrets_as_volume: Kubernetes Secrets mounted as files.
         pvcs: PersistentVolumeClaims to mount.
+        ephemeral_storage: scratch space of the pod: an ``emptyDir`` of at most this size
+            (memory forms, ``"50Gi"``) mounted at ``/tmp``, where Beam and TensorFlow write
+            their temporary files. A limit, not a scheduling request (KFP's IR has no
+            ephemeral-storage request): the kubelet evicts a pod writing more. None: no limit.
         retries: how many times KFP retries a failed attempt (0: none).
         retry_backoff: wait before the first retry (``"30s"``, ``"5m"``, ``"1h"``).
-        retry_backoff_factor: each further wait is multiplied by this.
-        retry_backoff_max: the longest wait between retries.
+        retry_backoff_factor: each further wait is multiplied by this (a whole number: the
+            KFP backend and Argo read it as an integer, 1.5 would become 1).
+        retry_backoff_max: the retry *window*, not a longest wait: KFP (Argo's
+            ``backoff.maxDuration``) starts no retry once this long has passed since the
+            first attempt began, so it must cover every attempt: at least
+            ``timeout_seconds * (retries + 1)``. None: that product plus the waits when
+            ``timeout_seconds`` is set, else 24 hours.
         timeout_seconds: a pod running longer is stopped (each attempt; None: no limit).
         caching: whether KFP may reuse a cached result (None: the compiler's default;
             a compile option such as ``estflow compile --no-cache`` overrides both).
@@ -303,6 +324,11 @@ class Resources:
         ...     retries=2, timeout_seconds=6 * 3600)
         >>> train.accelerator.resource_name, train.retry_backoff
         ('nvidia.com/gpu', '30s')
+        >>> eks = ef.Resources(accelerator=ef.Accelerator("nvidia-tesla-t4"),
+        ...                    gke_node_labels=False,
+        ...                    node_selector={"eks.amazonaws.com/nodegroup": "gpu"})
+        >>> eks.node_selector
+        {'eks.amazonaws.com/nodegroup': 'gpu'}
     """
 
     cpu_request: str | None = None
@@ -311,14 +337,17 @@ class Resources:
     memory_limit: str | None = None
     accelerator: Accelerator | None = None
     node_pool: str | None = None
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    gke_node_labels: bool = True
     tolerations: tuple[Toleration, ...] = ()
     secrets_as_env: tuple[SecretEnv, ...] = ()
     secrets_as_volume: tuple[SecretVolume, ...] = ()
     pvcs: tuple[PvcMount, ...] = ()
+    ephemeral_storage: str | None = None
     retries: int = 0
     retry_backoff: str = "30s"
-    retry_backoff_factor: float = 2.0
-    retry_backoff_max: str = "1h"
+    retry_backoff_factor: int = 2
+    retry_backoff_max: str | None = None
     timeout_seconds: int | None = None
     caching: bool | None = None
     placement_parameters: bool = False
@@ -329,22 +358,73 @@ class Resources:
             raise DslError("accelerator", "an Accelerator or None", self.accelerator)
         if self.node_pool is not None:
             check_node_pool(self.node_pool)
+        self._check_node_selector()
         for field, cls in (("tolerations", Toleration), ("secrets_as_env", SecretEnv),
                            ("secrets_as_volume", SecretVolume), ("pvcs", PvcMount)):
             _checks.freeze(self, field, _checks.tuple_of(getattr(self, field), field, cls,
                                                          what=f"{cls.__name__} declarations"))
         self._check_unique_mounts()
+        _bytes(self.ephemeral_storage, "ephemeral_storage")
         _checks.positive_int(self.retries, "retries", minimum=0)
-        for field in ("retry_backoff", "retry_backoff_max"):
-            if not isinstance(getattr(self, field), str) or not _DURATION.match(
-                    getattr(self, field)):
-                raise DslError(field, "a duration in whole seconds, minutes or hours, such as "
-                               "'30s', '5m' or '1h'", getattr(self, field))
-        _checks.number(self.retry_backoff_factor, "retry_backoff_factor", low=1)
+        self._check_retries()
         _checks.positive_int(self.timeout_seconds, "timeout_seconds", allow_none=True)
+        self._check_retry_window()
         if self.caching is not None:
             _bool(self.caching, "caching")
         _bool(self.placement_parameters, "placement_parameters")
+
+    def _check_node_selector(self) -> None:
+        if not isinstance(self.node_selector, Mapping):
+            raise DslError("node_selector", "a mapping of node label -> value", self.node_selector)
+        for key, value in self.node_selector.items():
+            if not isinstance(key, str) or not _LABEL_KEY.match(key):
+                raise DslError("node_selector", "node label keys such as "
+                               "'eks.amazonaws.com/nodegroup'", key)
+            if not isinstance(value, str) or (value and not _LABEL_VALUE_ANY.match(value)):
+                raise DslError(f"node_selector[{key!r}]", "a label value (letters, digits, "
+                               "'-', '_', '.', at most 63)", value)
+        # Sorted, so a declaration and its JSON round trip compile to the same bytes.
+        _checks.freeze(self, "node_selector", dict(sorted(self.node_selector.items())))
+        _bool(self.gke_node_labels, "gke_node_labels")
+        if not self.gke_node_labels and self.node_pool is not None:
+            raise DslError("node_pool", "None with gke_node_labels=False (a node pool is the GKE "
+                           "label cloud.google.com/gke-nodepool; select nodes with "
+                           "node_selector instead)", self.node_pool)
+
+    def _check_retries(self) -> None:
+        fields = ("retry_backoff", "retry_backoff_max")
+        for field in fields:
+            value = getattr(self, field)
+            if (value is not None or field == "retry_backoff") and (
+                    not isinstance(value, str) or not _DURATION.match(value)):
+                raise DslError(field, "a duration in whole seconds, minutes or hours, such as "
+                               "'30s', '5m' or '1h'" + (" (or None)" if field != fields[0]
+                                                          else ""), value)
+        factor = self.retry_backoff_factor
+        if isinstance(factor, float) and factor.is_integer():
+            _checks.freeze(self, "retry_backoff_factor", int(factor))  # 2.0 from old specs
+        _checks.positive_int(self.retry_backoff_factor, "retry_backoff_factor")
+
+    def _check_retry_window(self) -> None:
+        if not self.retries or self.retry_backoff_max is None or self.timeout_seconds is None:
+            return
+        needed = self.timeout_seconds * (self.retries + 1)
+        if duration_seconds(self.retry_backoff_max) < needed:
+            raise DslError("retry_backoff_max", f"a retry window of at least timeout_seconds * "
+                           f"(retries + 1) = {needed}s: KFP starts no retry once the window "
+                           "since the first attempt has passed, so a shorter one never "
+                           "retries a task that ran into its timeout", self.retry_backoff_max)
+
+    def retry_window_seconds(self) -> int:
+        """The retry window KFP gets (``retry_backoff_max``, or its default: every attempt's
+        timeout plus the waits between them, else 24 hours without a timeout)."""
+        if self.retry_backoff_max is not None:
+            return duration_seconds(self.retry_backoff_max)
+        if self.timeout_seconds is None:
+            return 24 * 3600
+        waits = sum(duration_seconds(self.retry_backoff) * self.retry_backoff_factor ** i
+                    for i in range(self.retries))
+        return self.timeout_seconds * (self.retries + 1) + waits
 
     def _check_quantities(self) -> None:
         for kind, parse in (("cpu", _millicores), ("memory", _bytes)):
@@ -399,6 +479,11 @@ def _bytes(value: Any, field: str) -> int | None:
         raise DslError(field, "a positive memory quantity: an integer with an optional suffix "
                        "Ki, Mi, Gi, Ti, Pi, Ei or M, G, T, P, E (e.g. '8Gi', '512Mi')", value)
     return int(match.group(1)) * _MEMORY_UNITS[match.group(2)]
+
+
+def duration_seconds(value: str) -> int:
+    """Seconds of a validated duration such as ``"30s"``, ``"5m"`` or ``"1h"``."""
+    return int(value[:-1]) * _SECONDS[value[-1]]
 
 
 def _dns_name(value: Any, field: str, what: str) -> None:

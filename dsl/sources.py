@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
@@ -73,38 +74,108 @@ def _check_path(path) -> None:
         raise DslError("path", "a non-empty file path, glob or URL (gs://, s3://)", path)
 
 
+NA_VALUES = ("", "NA", "N/A", "NULL", "null", "NaN", "nan")
+"""The cells that mean "missing" in a numeric CSV column unless declared otherwise."""
+
+
 @serializable
 @dataclasses.dataclass(frozen=True)
 class CsvSource:
     """CSV file(s) with a header row.
 
+    A record is one line unless ``multiline_values`` is declared: a quote still open at the end
+    of a line then rejects that line alone (``unterminated_quote``) and reading resumes on the
+    next line, so a broken export costs its own lines, never the rows after it. Every
+    physical line is accounted for in ``ingest.json``: lines read = header + kept + rejected +
+    blank, per file.
+
+    Missing values: a cell equal to one of the column's missing-value tokens is missing, and
+    then takes the column's declared default, or rejects the row when it declares none. The
+    tokens of a numeric column are ``na_values``; those of a string column are
+    ``string_na_values``, by default only the empty cell, so that ``"NA"`` or ``"null"``
+    stay categories of a string column unless declared missing; ``column_na_values`` sets the
+    tokens of single columns.
+
     Args:
         path: a file path or a glob (``data/*.csv``), local or a URL Beam reads (``gs://``,
             ``s3://``); relative paths are resolved against the directory of the pipeline
-            file that declares them.
-        delimiter: one character.
-        max_rejected_fraction: the ingest step fails when more than this fraction of rows is
-            rejected (each rejected row is written with its reason to ``rejected.jsonl``).
+            file that declares them. Compressed files (``.gz``, ``.bz2``) are read as such.
+        delimiter: one ASCII character (not a quote, CR or LF).
+        max_rejected_fraction: the ingest step fails when more than this fraction of the data
+            lines (header and blank lines excluded) belongs to rejected rows; a rejected row
+            that spans five lines counts five. Each rejected row is written with its file,
+            line and reason to ``rejected.jsonl``.
         schema_check: an optional check of the data as a whole (see :class:`SchemaCheck`).
+        na_values: the cells that are missing in int and float columns.
+        string_na_values: the cells that are missing in string columns.
+        column_na_values: raw column name -> its own missing-value tokens (replacing those
+            of its dtype), e.g. ``{"company": ("", "NA", "unknown")}``.
+        multiline_values: whether a quoted value may span lines (RFC 4180); off, every record
+            is one line.
+        max_row_lines: with ``multiline_values``, the most lines one row may span; a quote not
+            closed within them rejects the line that opened it alone.
+        max_row_bytes: the most bytes a row (all its lines, line ending excluded), hence each
+            of its values, may hold; a longer row is rejected with its file, line and size,
+            and only its first bytes are kept in ``rejected.jsonl``.
 
     Example:
         >>> import estflow.dsl as ef
-        >>> ef.CsvSource("data/*.csv", delimiter=";", max_rejected_fraction=0.0)
-        CsvSource(path='data/*.csv', delimiter=';', max_rejected_fraction=0.0, schema_check=None)
+        >>> source = ef.CsvSource("data/*.csv", delimiter=";", max_rejected_fraction=0.0,
+        ...                       column_na_values={"company": ("", "NA")})
+        >>> source.na_values  # numeric columns
+        ('', 'NA', 'N/A', 'NULL', 'null', 'NaN', 'nan')
+        >>> source.string_na_values, source.column_na_values
+        (('',), {'company': ('', 'NA')})
+        >>> ef.CsvSource("notes.csv", multiline_values=True, max_row_lines=20).max_row_bytes
+        1048576
     """
 
     path: str
     delimiter: str = ","
     max_rejected_fraction: float = 0.01
     schema_check: SchemaCheck | None = None
+    na_values: tuple[str, ...] = NA_VALUES
+    string_na_values: tuple[str, ...] = ("",)
+    column_na_values: Mapping[str, tuple[str, ...]] | None = None
+    multiline_values: bool = False
+    max_row_lines: int = 100
+    max_row_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
         _check_path(self.path)
         if not isinstance(self.delimiter, str) or len(self.delimiter) != 1 or \
-                self.delimiter in "\"\r\n":
-            raise DslError("delimiter", "a single character (not a quote or newline)",
+                not self.delimiter.isascii() or self.delimiter in "\"\r\n":
+            raise DslError("delimiter", "a single character, ASCII (not a quote, CR or LF)",
                            self.delimiter)
         _check_common(self)
+        _checks.freeze(self, "na_values", _tokens(self.na_values, "na_values"))
+        _checks.freeze(self, "string_na_values",
+                       _tokens(self.string_na_values, "string_na_values"))
+        if self.column_na_values is not None:
+            if not isinstance(self.column_na_values, Mapping):
+                raise DslError("column_na_values", "a mapping of raw column name to a tuple of "
+                               "missing-value tokens, or None", self.column_na_values)
+            for name in self.column_na_values:
+                _checks.name(name, "column_na_values")
+            _checks.freeze(self, "column_na_values", {
+                name: _tokens(tokens, f"column_na_values[{name!r}]")
+                for name, tokens in sorted(self.column_na_values.items())})
+        if not isinstance(self.multiline_values, bool):
+            raise DslError("multiline_values", "True or False", self.multiline_values)
+        _checks.positive_int(self.max_row_lines, "max_row_lines")
+        if self.max_row_lines != 100 and not self.multiline_values:
+            raise DslError("max_row_lines", "left at its default unless multiline_values=True "
+                           "(without it every row is one line)", self.max_row_lines)
+        _checks.positive_int(self.max_row_bytes, "max_row_bytes")
+
+
+def _tokens(value, field: str) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise DslError(field, "a tuple of str (the cells read as missing)", value)
+    for i, token in enumerate(value):
+        if not isinstance(token, str):
+            raise DslError(f"{field}[{i}]", "a str (a cell read as missing)", token)
+    return tuple(value)
 
 
 @serializable

@@ -7,6 +7,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
+from typing import ClassVar
 
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
@@ -16,7 +17,8 @@ from estflow.dsl.resources import Resources
 from estflow.dsl.serialization import serializable
 
 __all__ = ["Split", "Derive", "TrainSpec", "Threshold", "EvalSpec", "RunConfig", "Cluster",
-           "DISTRIBUTE_STRATEGIES", "PushTarget"]
+           "DISTRIBUTE_STRATEGIES", "PushTarget", "DEFAULT_TF_SERVING_VERSION",
+           "TRAINING_TENSORFLOW"]
 
 
 @serializable
@@ -25,10 +27,17 @@ class Split:
     """Deterministic split by a hash of ``key`` (a raw column) or of the whole row: the same row
     lands in the same split on every run and every runner.
 
+    Without a key, the hash is that of the row as read: a CSV row's text (its line's bytes,
+    without the line ending, so a CRLF copy of a file splits alike), a TFRecord row's
+    serialized Example. Declaring or dropping a column, or changing a dtype or default, then
+    moves no row between splits. Parquet and BigQuery rows have no such text: their hash is
+    that of the declared columns' values, so declare a key to keep their split fixed while the
+    declarations evolve.
+
     Args:
         eval_fraction: the share of rows in ``eval`` (the rest is ``train``).
-        key: hash this raw column instead of the row, so rows sharing a key (a user, a trip)
-            stay in one split.
+        key: hash this raw column's value instead of the row, so rows sharing a key (a user, a
+            trip) stay in one split.
         ratios: instead of ``eval_fraction``, relative sizes of named splits, e.g.
             ``{"train": 8, "eval": 1, "test": 1}``; ``train`` and ``eval`` are required, other
             splits are written and transformed alongside them. ``eval_fraction`` then reads as
@@ -253,8 +262,9 @@ _SHARED_DIR = re.compile(r"^(/[^\0]*|[a-z][a-z0-9+.-]*://\S+)$")
 @serializable
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-    """The processes a distributed train step runs as: on Kubeflow a Training Operator TFJob,
-    with ``estflow run`` worker processes on localhost (both set TF_CONFIG for them).
+    """The processes a distributed train step runs as: on Kubeflow a training job that the
+    train task submits (a Trainer v2 ``TrainJob`` or a Training Operator ``TFJob``), with
+    ``estflow run`` worker processes on localhost (each sets TF_CONFIG for its processes).
 
     Args:
         workers: training processes. Under ``multi_worker_mirrored`` all of them train in
@@ -264,13 +274,20 @@ class Cluster:
         parameter_servers: ps tasks holding the variables (``parameter_server`` only).
         evaluator: add a task that evaluates every new checkpoint on the eval split (TFJob
             ``Evaluator`` replica), beside training.
-        shared_dir: storage the TFJob's pods and the pipeline's train task all read and write
+        shared_dir: storage the job's pods and the pipeline's train task all read and write
             (``gs://bucket/path``, or a directory on a PVC that ``resources["train"].pvcs``
             mounts, e.g. ``/mnt/shared/estflow``): the replicas read the transformed data from
-            it and write the model to it. Required to compile a pipeline that submits a TFJob;
-            local runs do not need it.
-        ps_resources: each ps pod's resources (None: the cluster's defaults).
-        evaluator_resources: the evaluator pod's (None: the train step's resources).
+            it and write the model to it. Required to compile a pipeline that submits a
+            training job; local runs do not need it.
+        ps_resources: each ps pod's resources (None: the cluster's defaults; ``tfjob`` only).
+        evaluator_resources: the evaluator pod's (None: the train step's resources; ``tfjob``
+            only).
+        job_kind: what the train task submits on Kubeflow, one of :attr:`JOB_KINDS`:
+            ``"trainjob"`` (default), a Kubeflow Trainer v2 ``trainer.kubeflow.org`` TrainJob
+            on estflow's ClusterTrainingRuntime (Kubeflow 1.11 and later install Trainer v2,
+            not the Training Operator); its pods all have the train step's resources, so
+            ``ps_resources`` and ``evaluator_resources`` need ``"tfjob"``: a
+            ``kubeflow.org/v1`` TFJob, for clusters that run the Training Operator (v1.9).
 
     Example:
         >>> import estflow.dsl as ef
@@ -285,6 +302,9 @@ class Cluster:
     shared_dir: str | None = None
     ps_resources: Resources | None = None
     evaluator_resources: Resources | None = None
+    job_kind: str = "trainjob"
+
+    JOB_KINDS: ClassVar[tuple[str, ...]] = ("trainjob", "tfjob")
 
     def __post_init__(self) -> None:
         _checks.positive_int(self.workers, "workers")
@@ -304,6 +324,13 @@ class Cluster:
         if self.evaluator_resources is not None and not self.evaluator:
             raise DslError("evaluator_resources", "None unless evaluator=True",
                            self.evaluator_resources)
+        if self.job_kind not in self.JOB_KINDS:
+            raise DslError("job_kind", f"one of {self.JOB_KINDS}", self.job_kind)
+        for field in ("ps_resources", "evaluator_resources"):
+            if getattr(self, field) is not None and self.job_kind != "tfjob":
+                raise DslError(field, "None with job_kind='trainjob' (a TrainJob's pods all "
+                               "have the train step's resources); declare job_kind='tfjob' "
+                               "for pods of their own", getattr(self, field))
 
     @property
     def distributed(self) -> bool:
@@ -412,18 +439,25 @@ class PushTarget:
         model_name: the served model name.
         keep_versions: keep only the newest N versions (None keeps all).
         kserve_manifest: also write a KServe ``InferenceService`` manifest
-            (``serving.kserve.io/v1beta1``, tensorflow predictor, ``storageUri`` =
+            (``serving.kserve.io/v1beta1``, ``predictor.model`` with ``modelFormat: tensorflow``,
+            served by KServe's TF Serving runtime, ``storageUri`` =
             ``<base_path>/<model_name>``) to the push step's output, ``inferenceservice.yaml``.
         kserve_namespace: the manifest's ``metadata.namespace`` (None: the kubectl default).
-        kserve_runtime_version: the manifest's ``predictor.tensorflow.runtimeVersion`` (the TF
-            Serving image tag, e.g. ``"2.6.2"``; None: KServe's default).
+        kserve_runtime_version: the manifest's ``predictor.model.runtimeVersion``: the TF
+            Serving image tag, at least 2.12 (KServe's own default, 2.6.2, cannot load a TF 2.21
+            export: "Op type not registered 'DisableCopyOnRead'"), e.g. ``"2.20.0-gpu"`` for a
+            GPU node. None: :data:`DEFAULT_TF_SERVING_VERSION`, the TF Serving release matched
+            to the TensorFlow estflow trains with.
+        kserve_service_account: the predictor's ``serviceAccountName``: the Kubernetes service
+            account whose secrets give KServe's storage initializer read access to a
+            ``gs://``/``s3://`` ``base_path`` (None: the namespace's default account).
 
     Example:
         >>> import estflow.dsl as ef
         >>> target = ef.PushTarget("gs://bucket/models", "taxi", keep_versions=5,
         ...                        kserve_manifest=True, kserve_namespace="ml")
-        >>> target.kserve_runtime_version is None
-        True
+        >>> target.kserve_runtime_version is None, target.serving_runtime_version
+        (True, '2.20.0')
     """
 
     base_path: str
@@ -432,6 +466,12 @@ class PushTarget:
     kserve_manifest: bool = False
     kserve_namespace: str | None = None
     kserve_runtime_version: str | None = None
+    kserve_service_account: str | None = None
+
+    @property
+    def serving_runtime_version(self) -> str:
+        """The TF Serving image tag the manifest names (the declared one, or the default)."""
+        return self.kserve_runtime_version or DEFAULT_TF_SERVING_VERSION
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_path, str) or not self.base_path:
@@ -446,13 +486,37 @@ class PushTarget:
                            self.kserve_namespace)
         version = self.kserve_runtime_version
         if version is not None and (not isinstance(version, str) or not _TAG.match(version)):
-            raise DslError("kserve_runtime_version", "an image tag such as '2.6.2' or None",
+            raise DslError("kserve_runtime_version", "a TF Serving image tag such as "
+                           f"{DEFAULT_TF_SERVING_VERSION!r} or '2.20.0-gpu', or None", version)
+        if version is not None and _tf_serving_release(version) < MIN_TF_SERVING_VERSION:
+            raise DslError("kserve_runtime_version", "TF Serving 2.12 or newer (older releases "
+                           "cannot load a TF 2.21 export: \"Op type not registered "
+                           f"'DisableCopyOnRead'\"), such as {DEFAULT_TF_SERVING_VERSION!r}",
                            version)
-        for field in ("kserve_namespace", "kserve_runtime_version"):
+        account = self.kserve_service_account
+        if account is not None and not _K8S_SUBDOMAIN.match(str(account)):
+            raise DslError("kserve_service_account", "a Kubernetes service account name "
+                           "(lowercase letters, digits, '-' and '.') or None", account)
+        for field in ("kserve_namespace", "kserve_runtime_version", "kserve_service_account"):
             if getattr(self, field) is not None and not self.kserve_manifest:
                 raise DslError(field, "None unless kserve_manifest=True (it only sets a field "
                                "of the KServe manifest)", getattr(self, field))
 
 
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_K8S_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# A TF Serving release tag: 2.20.0, 2.20.0-gpu (the image tensorflow/serving:<tag>).
+_TAG = re.compile(r"^(\d+)\.(\d+)(\.\d+)?(-[A-Za-z0-9_.]+)*$")
+
+# The TensorFlow estflow trains with (pyproject's pin) and the TF Serving release that serves
+# its exports: the newest TF Serving release (2.20.0, tag of 2026-04-23; tensorflow/serving has
+# no 2.21). TF Serving loads SavedModels written by a newer TensorFlow as long as it has their
+# ops; 2.12+ has those of TF 2.21 exports. A test ties TRAINING_TENSORFLOW to pyproject's pin.
+TRAINING_TENSORFLOW = "2.21"
+DEFAULT_TF_SERVING_VERSION = "2.20.0"
+MIN_TF_SERVING_VERSION = (2, 12)
+
+
+def _tf_serving_release(tag: str) -> tuple[int, int]:
+    major, minor = _TAG.match(tag).groups()[:2]
+    return int(major), int(minor)

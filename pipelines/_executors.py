@@ -10,6 +10,12 @@
 The runner (:mod:`estflow.pipelines.local_runner`) picks one per step; an executor knows
 nothing of plans or pipelines, only the :class:`StepRun` it is given (as kfp.local's task
 handlers get one task).
+
+Ctrl-C: a terminal sends SIGINT to the runner and its step processes alike; SIGINT may also
+reach the runner alone (a CI job cancelled, ``kill -INT``). Either way the executor stops the
+step's process cleanly (it waits for it to exit, then sends SIGINT, then SIGTERM, then
+SIGKILL, each after a grace period), keeps its last output in the log, and raises
+:class:`StepInterrupted`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -28,8 +35,8 @@ from typing import Protocol
 
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["StepFailed", "StepRun", "Executor", "ProcessExecutor", "ClusterExecutor",
-           "Topology", "topology_for"]
+__all__ = ["StepFailed", "StepInterrupted", "StepRun", "Executor", "ProcessExecutor",
+           "ClusterExecutor", "Topology", "topology_for"]
 
 # How many of a failed step's last output lines its error quotes (the log has them all).
 _TAIL_LINES = 30
@@ -38,8 +45,21 @@ _TAIL_LINES = 30
 _QUIET_ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
+# After Ctrl-C, the seconds a step's process gets to exit on its own (a terminal sent it SIGINT
+# too), then after SIGINT from the runner, then after SIGTERM, before SIGKILL.
+STOP_GRACE_S = (2.0, 10.0, 5.0)
+
+
 class StepFailed(RuntimeError):
     """A step's process exited with an error; the message names the step and its log."""
+
+
+class StepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a step: its process has exited (``step``: the step's name)."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(f"step {step!r} was interrupted")
+        self.step = step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,20 +191,59 @@ def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
     with open(log_path, "w") as log, subprocess.Popen(
             run.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=full_env) as proc:
-        if on_start is not None:
-            on_start(proc)
         tail: list[str] = []
-        for line in proc.stdout:
-            log.write(line)
-            line = line.rstrip("\n")
-            tail = (tail + [line])[-_TAIL_LINES:]
-            if line.startswith(f"[{run.name} "):  # the step's own progress; the rest is logged
-                run.echo("    " + line)
-        code = proc.wait()
+        try:
+            if on_start is not None:
+                on_start(proc)
+            for line in proc.stdout:
+                log.write(line)
+                line = line.rstrip("\n")
+                tail = (tail + [line])[-_TAIL_LINES:]
+                if line.startswith(f"[{run.name} "):  # the step's own progress, echoed
+                    run.echo("    " + line)
+            code = proc.wait()
+        except KeyboardInterrupt:
+            _stop(proc, log)
+            raise StepInterrupted(run.name) from None
     if code != 0:
         shown = "\n".join("    " + t for t in tail)
         raise StepFailed(f"step {run.name!r} failed (exit code {code}); last lines:\n{shown}\n"
                          f"full log: {log_path}")
+
+
+def _stop(proc: subprocess.Popen, log) -> None:
+    """Stop ``proc`` after Ctrl-C (see the module docstring), its remaining output still
+    going to ``log``; a second Ctrl-C kills it at once."""
+    drain = threading.Thread(target=_drain, args=(proc, log), daemon=True)
+    drain.start()
+    try:
+        for send, grace in zip((None, signal.SIGINT, signal.SIGTERM), STOP_GRACE_S,
+                               strict=True):
+            if send is not None and proc.poll() is None:
+                proc.send_signal(send)
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            proc.kill()
+            proc.wait()
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.wait()
+    drain.join(timeout=2.0)
+    log.write(f"[estflow] interrupted (Ctrl-C): the step's process was stopped "
+              f"(exit code {proc.returncode})\n")
+    log.flush()
+
+
+def _drain(proc: subprocess.Popen, log) -> None:
+    try:
+        for line in proc.stdout:
+            log.write(line)
+    except (OSError, ValueError):  # closed under us: the runner is leaving
+        pass
 
 
 def _free_ports(n: int) -> list[int]:

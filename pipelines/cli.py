@@ -9,11 +9,23 @@
     estflow schedule PIPELINE --cron "0 3 * * *" --host URL [--name NAME] [--param k=v ...]
     estflow schedules {list,pause,resume,delete} [ID] --host URL
     estflow serve BASE_PATH [--port 8501] [--host 127.0.0.1]
+    estflow migrate OLD.py [-o NEW.py] [--strict]
     estflow --version
 
 ``PIPELINE`` is ``path/to/file.py[:attr]`` or ``package.module[:attr]``. Mistakes in what the
-user gave (an invalid declaration, a missing file, a target holding no pipeline, a bad option)
-print one message to stderr and exit with status 2, without a traceback.
+user gave (an invalid declaration, an error the pipeline file raises, named by ``file:line``, a
+missing file, a target holding no pipeline, a local CSV header that does not match the
+declaration, a bad option) print one message to stderr and exit with status 2, without a
+traceback.
+
+Exit status (``estflow run``'s tells CI whether the model was pushed):
+
+* 0: done; for ``run``, the model was pushed (without a push target: blessed);
+* 1: a step failed (its log is named);
+* 2: a usage error, as above;
+* 3: ``run`` ran every step, but the model was not blessed, so it was not pushed;
+* 130: interrupted (Ctrl-C); ``run`` and ``preprocess`` first stop the running step and say
+  what was kept and the command that continues.
 
 The commands are defined in :mod:`estflow.pipelines._cli`, one module per command group; this
 module assembles them and runs one.
@@ -29,21 +41,29 @@ from importlib import metadata
 from estflow.pipelines._cli import compilation
 from estflow.pipelines._cli import kfp_runs
 from estflow.pipelines._cli import local_runs
+from estflow.pipelines._cli import migration
 from estflow.pipelines._cli import serving
+from estflow.pipelines._cli.usage import EXIT_FAILED
+from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
+from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
 from estflow.pipelines._cli.usage import EXIT_USAGE
 from estflow.pipelines._cli.usage import UsageError
 
-__all__ = ["main", "build_parser", "UsageError", "EXIT_USAGE"]
+__all__ = ["main", "build_parser", "UsageError", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_PUSHED",
+           "EXIT_INTERRUPTED"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``estflow`` command; returns the exit status."""
+    """Run the ``estflow`` command; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
     except UsageError as err:
         print(f"estflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"estflow {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     local_runs.add_commands(commands)
     kfp_runs.add_commands(commands)
     serving.add_commands(commands)
+    migration.add_commands(commands)
     return parser
 
 

@@ -12,10 +12,15 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   ``dsl.If(blessed == True)`` (a condition group displayed as ``blessed``);
 * multi-worker training: when ``run_config.cluster`` asks for several processes, the train
   task runs ``estflow.components.tfjob`` instead, which submits a Kubeflow TFJob whose replicas
-  get the train step's compute resources (the task keeps only its storage, secrets, retries and
-  timeout) and follows it; ``cluster.shared_dir`` is required;
+  get the train step's compute resources (the task keeps only its storage, secrets and
+  timeout: the TFJob's ``backoffLimit`` retries the replicas, so KFP does not also retry the
+  task, which would multiply the attempts) and follows it; ``cluster.shared_dir`` is required;
 * an exit handler wraps the steps: the ``report`` task runs however they ended and logs the
   run's final state (:mod:`estflow.pipelines._kfp.tasks`);
+* the KFP backend it targets (``kfp_backend``, default 2.14: the exit handler's
+  ``PipelineTaskFinalStatus`` needs it): for an older one (Kubeflow 1.10.x ships 2.4.1 or
+  2.5.0) the report takes no final status, and before 2.5 placement parameters become the
+  declared constants and a PVC ``sub_path`` is an error (:mod:`estflow.pipelines._kfp.backend`);
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
   ``source_root`` (where the ingest step resolves relative data paths), ``beam_options`` (the
   Beam pipeline options of the ingest and transform tasks, one string such as
@@ -26,8 +31,8 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   ``<step>_accelerator_count``, ``<step>_tpu_topology`` and ``<step>_node_pool``;
 * per-task settings are small functions in :data:`TASK_SETTINGS`, one per concern (display
   name, caching, pod labels, cpu/memory, accelerator, node selectors, tolerations, secrets,
-  PVCs, retries, timeout; :mod:`estflow.pipelines._kfp.settings`), from the pipeline's
-  ``resources``. The YAML has two documents: the PipelineSpec, then the kubernetes PlatformSpec.
+  PVCs, scratch space, retries, timeout; :mod:`estflow.pipelines._kfp.settings`), from the
+  pipeline's ``resources``; every task has cpu/memory requests (declared, else defaults). The YAML has two documents: the PipelineSpec, then the kubernetes PlatformSpec.
   Resources are compile-time: a run that overrides ``spec`` changes what the steps do, not
   their pods; the placement parameters are the run-time part.
 
@@ -54,6 +59,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
 from kfp import compiler
 from kfp import dsl
 from kfp.dsl import graph_component
@@ -63,8 +69,10 @@ from estflow.dsl.contracts import TFJOB
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.pipelines import beam_options as beam
+from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines._kfp import tasks as kfp_tasks
+from estflow.pipelines._kfp.settings import DEFAULT_REQUESTS
 from estflow.pipelines._kfp.settings import TASK_SETTINGS
 from estflow.pipelines._kfp.settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
@@ -72,8 +80,8 @@ from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
 
-__all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "TASK_SETTINGS", "CompileError",
-           "CompiledPipeline", "compile_pipeline", "build_pipeline"]
+__all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "DEFAULT_KFP_BACKEND", "TASK_SETTINGS",
+           "CompileError", "CompiledPipeline", "compile_pipeline", "build_pipeline"]
 
 # The one place the image's version is written; tests check it matches the package version.
 DEFAULT_IMAGE = "ghcr.io/estflow/estflow:0.1.0"
@@ -87,6 +95,9 @@ DEFAULT_CACHING: Mapping[str, bool] = {
     "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
 }
 
+# The oldest KFP backend the default output runs on (its exit handler's final status).
+DEFAULT_KFP_BACKEND = str(kfp_backends.DEFAULT)
+
 # The gate: push runs only when evaluate's result (the blessing) is true.
 _GATED = {"push": "evaluate"}
 
@@ -97,10 +108,14 @@ class CompileError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class CompiledPipeline:
-    """What :func:`compile_pipeline` wrote: the file and its task names, in plan order."""
+    """What :func:`compile_pipeline` wrote: the file and its task names, in plan order; the
+    KFP backend it needs (at most the targeted one), and notes on what the targeted backend
+    changed (placement parameters made constant, retries it ignores)."""
 
     path: Path
     tasks: tuple[str, ...]
+    kfp_backend: str = DEFAULT_KFP_BACKEND
+    notes: tuple[str, ...] = ()
 
 
 def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
@@ -108,7 +123,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      source_root: str | None = None,
                      caching: Mapping[str, bool] | None = None,
                      beam_runner: str | None = None,
-                     beam_options: Sequence[str] = ()) -> CompiledPipeline:
+                     beam_options: Sequence[str] = (),
+                     kfp_backend: str = DEFAULT_KFP_BACKEND) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
@@ -126,12 +142,18 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             ``flink``, ``spark``, ``portable``, or None/``local``: in-memory in the pod).
         beam_options: further Beam options (``["--project=p", "--region=r", ...]``); with the
             runner, checked now and made the default of the ``beam_options`` parameter.
+        kfp_backend: the oldest KFP backend version the pipeline must run on (``"2.5"``,
+            ``"2.14.3"``; at least 2.4). Before 2.14 the exit handler's report takes no final
+            status; before 2.5 placement parameters become the declared constants and a PVC
+            ``sub_path`` is an error. See :mod:`estflow.pipelines._kfp.backend`.
 
     Returns:
-        The written path and the step task names (the ``report`` and placement tasks aside).
+        The written path, the step task names (the ``report`` and placement tasks aside), the
+        backend the output needs, and notes on what the target changed.
 
     Raises:
-        CompileError: the image, output path, caching or Beam options are invalid.
+        CompileError: the image, output path, caching, Beam options or backend are invalid,
+            or the declaration needs what the backend lacks.
     """
     try:
         beam_default = shlex.join(beam.build_options(beam_runner, beam_options))
@@ -142,27 +164,33 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     path = _check_output_path(output_path)
     _check_image(image)
     _check_caching(caching or {})
+    target = _check_backend(kfp_backend)
+    pipeline, notes = _for_backend(pipeline, target)
     plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
                       beam_options=kfp_components.param_placeholder("beam_options"))
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, source_root=root,
                            caching={**DEFAULT_CACHING, **declared, **(caching or {})},
-                           beam_options=beam_default)
-    _write(graph, path)
-    return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps))
+                           beam_options=beam_default, kfp_backend=str(target))
+    needs = _write(graph, path, target)
+    return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps),
+                            kfp_backend=str(needs), notes=notes)
 
 
 def build_pipeline(plan: Plan, *, image: str, source_root: str,
-                   caching: Mapping[str, bool],
-                   beam_options: str = "") -> graph_component.GraphComponent:
+                   caching: Mapping[str, bool], beam_options: str = "",
+                   kfp_backend: str = DEFAULT_KFP_BACKEND) -> graph_component.GraphComponent:
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
     ``source_root`` and ``beam_options`` parameter placeholders (see
-    :func:`compile_pipeline`)."""
+    :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``)."""
+    target = kfp_backends.parse(kfp_backend)
     components = {s.name: kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
                                                           image) for s in plan.steps}
-    report = kfp_tasks.build_report_component(plan.pipeline.name, image)
-    placements = {step: kfp_tasks.build_placement_component(step, image)
+    report = kfp_tasks.build_report_component(
+        plan.pipeline.name, image,
+        final_status=target >= kfp_backends.FINAL_STATUS.since)
+    placements = {step: kfp_tasks.build_placement_component(step, image, r)
                   for step, r in plan.pipeline.resources.items() if r.placement_parameters}
     defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
                 "source_root": (str, source_root), "beam_options": (str, beam_options)}
@@ -177,7 +205,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
             _add_steps(plan, components, placements, arguments, caching)
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
-                        description=_description(plan))
+                        description=_description(plan, target))
 
 
 def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
@@ -196,7 +224,9 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
             task = component(**{name: available[name]
                                 for name in component.component_spec.inputs})
             ctx = TaskContext(name=step.name, caching=caching.get(step.name, True),
-                              resources=resources, placement=placement)
+                              resources=resources, placement=placement,
+                              default_requests=DEFAULT_REQUESTS[
+                                  "tfjob" if _runs_tfjob(step.name, plan.pipeline) else step.name])
             _apply_settings(task, ctx)
         tasks[step.name] = task
         available.update({a: task.outputs[a] for a in step.outputs})
@@ -229,14 +259,17 @@ def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
 
 
 def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
-    """A step's task resources; the TFJob submitter keeps only storage, secrets, retries and
-    timeout (the replicas get the compute, accelerator and node pool: components/tfjob.py)."""
+    """A step's task resources; the TFJob submitter keeps only storage, secrets and timeout
+    (the replicas get the compute, accelerator, node pool and node selector, and the retries,
+    as the TFJob's ``backoffLimit``: components/tfjob.py; a KFP retry of the task on top
+    would run up to (retries + 1)^2 attempts)."""
     resources = pipeline.resources.get(step_name, Resources())
     if not _runs_tfjob(step_name, pipeline):
         return resources
     return dataclasses.replace(resources, cpu_request=None, cpu_limit=None, memory_request=None,
                                memory_limit=None, accelerator=None, node_pool=None,
-                               tolerations=())
+                               node_selector={}, gke_node_labels=True, tolerations=(),
+                               ephemeral_storage=None, retries=0, retry_backoff_max=None)
 
 
 def _gate(step: str, tasks: dict) -> contextlib.AbstractContextManager:
@@ -305,6 +338,51 @@ def _check_image(image: str) -> None:
                            f"reference such as {DEFAULT_IMAGE!r}. Received: image={image!r}")
 
 
+def _check_backend(version: str) -> kfp_backends.BackendVersion:
+    try:
+        target = kfp_backends.parse(version)
+    except ValueError as err:
+        raise CompileError(str(err).replace("Received an invalid KFP backend version",
+                                            "Received an invalid value for `kfp_backend`")
+                           ) from None
+    if target < kfp_backends.OLDEST:
+        raise CompileError(f"Received an invalid value for `kfp_backend`, expected "
+                           f"{kfp_backends.OLDEST} or newer (the oldest KFP backend whose v2 "
+                           f"driver runs estflow's tasks; Kubeflow 1.10.0 ships 2.4.1). "
+                           f"Received: kfp_backend={version!r}")
+    return target
+
+
+def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
+                 ) -> tuple[Pipeline, tuple[str, ...]]:
+    """``pipeline`` with what ``target`` cannot run replaced (placement parameters by their
+    declared values), the notes saying so; CompileError for what has no replacement."""
+    notes: list[str] = []
+    resources = dict(pipeline.resources)
+    for step, r in pipeline.resources.items():
+        if r.placement_parameters and target < kfp_backends.PARAMETERISED_PLACEMENT.since:
+            resources[step] = dataclasses.replace(r, placement_parameters=False)
+            notes.append(f"resources[{step!r}].placement_parameters: KFP backend {target} "
+                         f"cannot take node selectors and tolerations from a task's outputs "
+                         f"(needs {kfp_backends.PARAMETERISED_PLACEMENT.since}): the "
+                         f"{step} task runs on its declared accelerator and node pool, and "
+                         f"the {step}_* run parameters are left out")
+        sub_paths = [p.pvc_name for p in r.pvcs if p.sub_path]
+        if sub_paths and target < kfp_backends.PVC_SUB_PATH.since:
+            raise CompileError(f"Received resources[{step!r}].pvcs with a sub_path "
+                               f"({', '.join(sub_paths)}), which KFP backend {target} ignores "
+                               f"(it mounts the whole volume; subPath needs "
+                               f"{kfp_backends.PVC_SUB_PATH.since}): mount the volume without "
+                               f"sub_path, or target a newer backend")
+        if r.retries and target < kfp_backends.RETRIES.since and not _runs_tfjob(step, pipeline):
+            notes.append(f"resources[{step!r}].retries: KFP backend {target} ignores retry "
+                         f"policies (they run from {kfp_backends.RETRIES.since})")
+    if target < kfp_backends.FINAL_STATUS.since:
+        notes.append(f"the exit handler's report task takes no final status (KFP backend "
+                     f"{target}; needs {kfp_backends.FINAL_STATUS.since}): it logs UNKNOWN")
+    return dataclasses.replace(pipeline, resources=resources), tuple(notes)
+
+
 def _check_caching(caching: Mapping[str, bool]) -> None:
     unknown = sorted(set(caching) - set(DEFAULT_CACHING))
     if unknown:
@@ -317,17 +395,25 @@ def _compact_json(text: str) -> str:
     return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
-def _description(plan: Plan) -> str:
+def _description(plan: Plan, target: kfp_backends.BackendVersion) -> str:
     return (f"estflow pipeline {plan.pipeline.name}: "
-            + " -> ".join(s.name for s in plan.steps) + ".")
+            + " -> ".join(s.name for s in plan.steps)
+            + f". Compiled for KFP backend >= {target}.")
 
 
-def _write(graph: graph_component.GraphComponent, path: Path) -> None:
-    """Compile next to ``path`` and rename, so a failed compile leaves no partial file."""
+def _write(graph: graph_component.GraphComponent, path: Path,
+           target: kfp_backends.BackendVersion) -> kfp_backends.BackendVersion:
+    """Compile next to ``path``, check the result runs on ``target``, and rename, so a failed
+    compile leaves no partial file. Returns the backend version the output needs."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.yaml")  # kfp wants a .yaml name
     try:
         compiler.Compiler().compile(graph, str(tmp))
+        needs = kfp_backends.required(list(yaml.safe_load_all(tmp.read_text())))
+        if needs > target:
+            raise CompileError(f"the compiled pipeline needs KFP backend {needs}, newer than "
+                               f"the targeted {target}")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return needs

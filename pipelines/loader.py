@@ -4,12 +4,45 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
+import sysconfig
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
+import estflow.dsl
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["LoadedPipeline", "load"]
+__all__ = ["LoadedPipeline", "PipelineFileError", "load"]
+
+
+class PipelineFileError(Exception):
+    """Running the pipeline's file (or a module it imports) raised ``error``: where it did
+    (``file``, ``line``; None when unknown) and, when that is another module, the line of
+    the pipeline file that led there (``via``).
+
+    ``str()`` is one message, ``file:line: ErrorType: message``."""
+
+    def __init__(self, error: BaseException, file: str | None, line: int | None,
+                 via: tuple[str, int] | None = None) -> None:
+        self.error, self.file, self.line, self.via = error, file, line, via
+        super().__init__(self.describe())
+
+    @property
+    def location(self) -> str:
+        """``file:line`` (``file`` relative to the working directory when under it)."""
+        if self.file is None:
+            return "<unknown>"
+        return f"{_shown(self.file)}:{self.line}" if self.line else _shown(self.file)
+
+    def describe(self, with_type: bool = True) -> str:
+        error = self.error
+        text = error.msg if isinstance(error, SyntaxError) and error.msg else str(error)
+        what = f"{type(error).__name__}: {text}" if with_type else text
+        via = f" (imported from {_shown(self.via[0])}:{self.via[1]})" if self.via else ""
+        return f"{self.location}: {what}{via}"
 
 
 class LoadedPipeline:
@@ -38,6 +71,10 @@ def load(target: str) -> LoadedPipeline:
 
     Raises:
         FileNotFoundError: the file does not exist.
+        ModuleNotFoundError: no module ``package.module`` exists.
+        PipelineFileError: running the file (or a module it imports) raised; it names the
+            file and line (the original error is its ``error``, a ``DslError`` or
+            ``DslErrors`` for an invalid declaration).
         ValueError: the module holds no Pipeline, or several and no ``attr`` was given.
     """
     path_part, _, attr = target.partition(":")
@@ -47,13 +84,62 @@ def load(target: str) -> LoadedPipeline:
             raise FileNotFoundError(f"pipeline file not found: {path_part}")
         module_name = _importable_name(file)
         importable = module_name is not None
-        module = importlib.import_module(module_name) if importable else _exec_file(file)
+        module = _running(file, (lambda: importlib.import_module(module_name)) if importable
+                          else (lambda: _exec_file(file)))
         module_name = module.__name__
     else:
-        module = importlib.import_module(path_part)
+        try:  # imports the parent packages
+            spec = importlib.util.find_spec(path_part)
+        except ModuleNotFoundError:  # a missing package: not the user's code failing
+            raise
+        except Exception as err:
+            raise _located(err, Path(path_part)) from err
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {path_part!r}", name=path_part)
+        file = Path(spec.origin or ".").resolve()
+        module = _running(file, lambda: importlib.import_module(path_part))
         module_name, importable = module.__name__, True
-        file = Path(module.__file__ or ".").resolve()
     return LoadedPipeline(_pick(module, attr, target), module_name, file, importable)
+
+
+def _running(file: Path, run: Callable[[], ModuleType]) -> ModuleType:
+    """``run()``, which runs the user's module; what it raises becomes a PipelineFileError
+    naming the user's line (KeyboardInterrupt and SystemExit pass through)."""
+    try:
+        return run()
+    except Exception as err:
+        raise _located(err, file) from err
+
+
+# Frames in these directories are not the user's code: the error is located at the user's line
+# that called into them.
+_NOT_USER = tuple(str(Path(p).resolve()) + os.sep for p in {
+    *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+    os.path.dirname(estflow.dsl.__file__), os.path.dirname(__file__)})
+
+
+def _located(err: Exception, file: Path) -> PipelineFileError:
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if not f.filename.startswith("<")]
+    target = str(file)
+    user = [f for f in frames if f.filename == target
+            or not str(Path(f.filename).resolve()).startswith(_NOT_USER)]
+    in_target = [f for f in frames if f.filename == target]
+    if isinstance(err, SyntaxError) and err.filename:
+        where, line = err.filename, err.lineno
+    elif user:
+        where, line = user[-1].filename, user[-1].lineno
+    else:
+        where, line = target, None
+    via = None
+    if in_target and where != target:
+        via = (target, in_target[-1].lineno)
+    return PipelineFileError(err, where, line, via)
+
+
+def _shown(path: str) -> str:
+    relative = os.path.relpath(path) if os.path.isabs(path) else path
+    return path if relative.startswith("..") else relative
 
 
 def _importable_name(file: Path) -> str | None:

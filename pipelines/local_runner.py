@@ -11,12 +11,19 @@ How a step runs is an executor's job (:mod:`estflow.pipelines._executors`); this
 one per step (:func:`executor_for`): one process, or, for the train step of a multi-worker
 :class:`Topology` (``estflow run --workers N``, or a declared ``RunConfig.cluster``), one
 process per TF_CONFIG task on localhost ports.
+
+Before any step, :func:`run_local` checks a local CSV source's header against the declaration
+(:mod:`estflow.pipelines.data_check`). Ctrl-C stops the running step's process and raises
+:class:`RunInterrupted`, which says what was kept (the workdir, the last checkpoint). Running
+again with the same workdir continues: every step runs again (each replaces its outputs) and
+training resumes from the last checkpoint in ``<workdir>/train/model/checkpoints``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +32,7 @@ from pathlib import Path
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
+from estflow.pipelines import data_check
 from estflow.pipelines._executors import ClusterExecutor
 from estflow.pipelines._executors import Executor
 from estflow.pipelines._executors import ProcessExecutor
@@ -37,8 +45,8 @@ from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
 
-__all__ = ["StepFailed", "RunResult", "Topology", "topology_for", "executor_for", "run_local",
-           "run_plan", "default_workdir"]
+__all__ = ["StepFailed", "RunInterrupted", "RunResult", "Topology", "topology_for",
+           "executor_for", "run_local", "run_plan", "default_workdir", "last_checkpoint"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +57,45 @@ class RunResult:
 
     def read(self, artifact: str, file: str) -> dict:
         return json.loads((self.artifacts[artifact] / file).read_text())
+
+    @property
+    def model_delivered(self) -> bool:
+        """Whether the run did what it is for: the model was pushed (with a push target), or
+        blessed (without one; no blessing file: blessed)."""
+        if "pushed" in self.artifacts:
+            return bool(self.read("pushed", Files.PUSH_RESULT).get("pushed", True))
+        evaluation = self.artifacts.get("evaluation")
+        if evaluation is None or not (evaluation / Files.BLESSING).is_file():
+            return True
+        return bool(self.read("evaluation", Files.BLESSING)["blessed"])
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run: ``step`` (the one running) was stopped; ``done`` lists the steps
+    that had finished, whose outputs stay under ``workdir``."""
+
+    def __init__(self, workdir: Path, step: str, done: tuple[str, ...]) -> None:
+        super().__init__(f"interrupted during step {step!r}")
+        self.workdir, self.step, self.done = workdir, step, done
+
+    def last_checkpoint(self) -> Path | None:
+        """The train step's newest checkpoint under ``workdir`` (None: none yet)."""
+        (model,) = TFJOB.outputs
+        return last_checkpoint(self.workdir / TFJOB.name / model / Files.CHECKPOINTS)
+
+
+def last_checkpoint(directory: Path) -> Path | None:
+    """The newest checkpoint in a model directory: what its ``checkpoint`` state file names,
+    else the ``ckpt-N.index`` with the highest N (None: none)."""
+    state = directory / "checkpoint"
+    if state.is_file():
+        match = re.search(r'^model_checkpoint_path:\s*"(.*)"', state.read_text(), re.M)
+        if match:
+            path = Path(match.group(1))
+            return path if path.is_absolute() else directory / path
+    steps = [(int(m.group(1)), p) for p in directory.glob("*.index")
+             if (m := re.search(r"-(\d+)\.index$", p.name))]
+    return max(steps)[1].with_suffix("") if steps else None
 
 
 _ONE_PROCESS = Topology()
@@ -70,24 +117,29 @@ def executor_for(step: PlannedStep, topology: Topology) -> Executor:
 def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
              env: dict[str, str] | None = None, topology: Topology = _ONE_PROCESS) -> RunResult:
     """Run every step of ``plan`` under ``workdir``; raise :class:`StepFailed` on the first
-    failure (its output stays in ``<workdir>/<step>/log.txt``). The train step runs as the
-    processes of ``topology``."""
+    failure (its output stays in ``<workdir>/<step>/log.txt``), :class:`RunInterrupted` on
+    Ctrl-C (the running step's process stopped first). The train step runs as the processes
+    of ``topology``."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / Files.SPEC
     spec.write_text(plan.pipeline.to_json())
     paths: dict[str, str] = {}
     seconds: dict[str, float] = {}
-    for index, step in enumerate(plan.steps, start=1):
-        for artifact in step.outputs:
-            paths[artifact] = str(workdir / step.name / artifact)
-            Path(paths[artifact]).mkdir(parents=True, exist_ok=True)
-        echo(f"==> step {index}/{len(plan.steps)}: {step.name} ({step.description})")
-        start = time.monotonic()
-        command = (sys.executable, "-m", step.module, *step.argv(str(spec), paths))
-        executor_for(step, topology).execute(
-            StepRun(step.name, command, workdir / step.name, echo, env or {}))
-        seconds[step.name] = time.monotonic() - start
-        echo(f"<== {step.name} done in {seconds[step.name]:.1f}s")
+    step = plan.steps[0] if plan.steps else None
+    try:
+        for index, step in enumerate(plan.steps, start=1):
+            for artifact in step.outputs:
+                paths[artifact] = str(workdir / step.name / artifact)
+                Path(paths[artifact]).mkdir(parents=True, exist_ok=True)
+            echo(f"==> step {index}/{len(plan.steps)}: {step.name} ({step.description})")
+            start = time.monotonic()
+            command = (sys.executable, "-m", step.module, *step.argv(str(spec), paths))
+            executor_for(step, topology).execute(
+                StepRun(step.name, command, workdir / step.name, echo, env or {}))
+            seconds[step.name] = time.monotonic() - start
+            echo(f"<== {step.name} done in {seconds[step.name]:.1f}s")
+    except KeyboardInterrupt:
+        raise RunInterrupted(workdir, step.name if step else "", tuple(seconds)) from None
     return RunResult(workdir, {k: Path(v) for k, v in paths.items()}, seconds)
 
 
@@ -101,10 +153,14 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
 
     Raises:
         ValueError: ``workers`` does not fit the pipeline's strategy.
+        DslErrors: the header of the local CSV data does not match the declaration (checked
+            before any step runs).
         StepFailed: a step failed.
+        RunInterrupted: Ctrl-C.
     """
     pipeline = loaded.pipeline
     topology = topology_for(pipeline, workers)
+    data_check.check_local_source(pipeline, loaded.local_source_root)
     root = Path(workdir) if workdir else default_workdir(pipeline)
     plan = build_plan(pipeline, source_root=loaded.local_source_root)
     echo(f"estflow run: pipeline {pipeline.name!r}, {len(plan.steps)} steps, workdir {root}")

@@ -62,14 +62,18 @@ class PlannedStep:
                    description=step.description)
 
     def argv(self, spec: str, paths: dict[str, str]) -> list[str]:
-        """The entry point's arguments, given the spec (path or JSON) and artifact paths."""
+        """The entry point's arguments, given the spec (path or JSON) and artifact paths.
+
+        An option whose value starts with ``-`` (Beam options: ``--direct_num_workers=2``) is
+        passed as one ``--flag=value`` argument: argparse would take a separate ``--...`` value
+        for an option of its own."""
         args = ["--spec", spec]
         for artifact, _producer in self.inputs:
             args += [f"--{artifact}", paths[artifact]]
         for artifact in self.outputs:
             args += [f"--{artifact}", paths[artifact]]
         for key, value in self.options:
-            args += [f"--{key}", value]
+            args += [f"--{key}={value}"] if value.startswith("-") else [f"--{key}", value]
         return args
 
 

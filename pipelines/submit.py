@@ -7,7 +7,16 @@ Everything goes through the unmodified ``kfp.Client`` (kfp 2.17, KFP REST API v2
 * :func:`schedule` creates a recurring run (``Client.create_recurring_run``) from a cron
   expression, converted to KFP's six fields (seconds first) by
   :func:`estflow.pipelines.cron.to_kfp_cron`, so a bad cron fails before any request;
-* :func:`list_schedules`, :func:`pause`, :func:`resume`, :func:`delete` manage recurring runs.
+* :func:`list_schedules`, :func:`pause`, :func:`resume`, :func:`delete` manage recurring runs;
+* :func:`wait` follows a run (``Client.get_run``) to its end: its state changes as they happen,
+  then the final state and, when it failed, the failing tasks and their errors.
+
+Before sending a package, :func:`submit` and :func:`schedule` compare the KFP backend version
+the package needs (:func:`estflow.pipelines._kfp.backend.required`: an exit task taking
+``PipelineTaskFinalStatus`` needs 2.14, parameterised placement 2.5) with the server's (the
+``tag_name`` its healthz answers), and refuse a server too old with the remedy
+(``estflow compile --kfp-backend ...``) instead of a run the backend fails. A server that does
+not say its version is not checked.
 
 Caching is never overridden here: the compiled YAML already carries each task's caching (set
 at compile time, see ``kfp_compiler.DEFAULT_CACHING``), while the client's ``enable_caching``
@@ -37,6 +46,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -53,14 +63,19 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from estflow.pipelines import beam_options
+from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines.cron import to_kfp_cron
 
-__all__ = ["DEFAULT_EXPERIMENT", "SubmitError", "ApiUnreachableError", "ApiHttpError",
-           "RunInfo", "ScheduleInfo", "submit", "schedule", "list_schedules", "pause", "resume",
-           "delete", "parse_params"]
+__all__ = ["DEFAULT_EXPERIMENT", "TERMINAL_STATES", "SubmitError", "ApiUnreachableError",
+           "ApiHttpError", "BackendTooOldError", "RunInfo", "ScheduleInfo", "TaskFailure",
+           "RunResult", "submit", "schedule", "wait", "list_schedules", "pause", "resume",
+           "delete", "parse_params", "server_version"]
 
 # The experiment kfp.Client itself falls back to when none is named.
 DEFAULT_EXPERIMENT = "Default"
+
+# V2beta1RuntimeState values after which a run changes no more.
+TERMINAL_STATES = ("SUCCEEDED", "SKIPPED", "FAILED", "CANCELED")
 
 _log = logging.getLogger(__name__)
 
@@ -86,6 +101,10 @@ class ApiHttpError(SubmitError):
         self.reason = reason
 
 
+class BackendTooOldError(SubmitError):
+    """The KFP backend is older than the package needs (it would fail the run)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
     """A submitted run: its id, its page in the KFP UI, its name and experiment."""
@@ -94,6 +113,29 @@ class RunInfo:
     url: str
     run_name: str
     experiment_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFailure:
+    """A task of a run that failed: its display name, its error message, its pod."""
+
+    task: str
+    message: str
+    pod: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """How a run ended (:func:`wait`): its final state, its error, the tasks that failed."""
+
+    run_id: str
+    state: str
+    error: str | None = None
+    failed_tasks: tuple[TaskFailure, ...] = ()
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "SUCCEEDED"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +158,7 @@ class ScheduleInfo:
 def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
            params: Mapping[str, Any] | None = None, run_name: str | None = None,
            namespace: str | None = None, compile_fn: CompileFn | None = None,
+           service_account: str | None = None, check_backend: bool = True,
            client_factory: ClientFactory = kfp.Client) -> RunInfo:
     """Run a pipeline once on the KFP API at ``host``.
 
@@ -129,6 +172,9 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
         namespace: Kubernetes namespace, for multi-user KFP deployments.
         compile_fn: ``compile_fn(source, output_path)`` writes the YAML when ``source`` is not
             one already, e.g. ``kfp_compiler.compile_pipeline`` for a loaded pipeline.
+        service_account: the Kubernetes service account the run's pods use (None: the
+            server's default, ``pipeline-runner`` or the profile's ``default-editor``).
+        check_backend: refuse a server older than the package needs (see the module doc).
         client_factory: builds the client (``kfp.Client``); called with ``host`` and,
             when given, ``namespace``.
 
@@ -138,6 +184,7 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
     Raises:
         ValueError: bad ``host``, package or ``beam_options`` parameter; FileNotFoundError:
             no such package.
+        BackendTooOldError: the server's KFP backend cannot run the package.
         SubmitError: the API was unreachable or answered with an error.
     """
     _check_host(host)
@@ -147,9 +194,12 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
         run_name = run_name or f"{pipeline_name} {_timestamp()}"
         with _api(host):
             client = _connect(client_factory, host, namespace)
+            if check_backend:
+                _check_backend(client, host, package)
             result = client.create_run_from_pipeline_package(
                 str(package), arguments=dict(params or {}), run_name=run_name,
-                experiment_name=experiment or DEFAULT_EXPERIMENT, namespace=namespace)
+                experiment_name=experiment or DEFAULT_EXPERIMENT, namespace=namespace,
+                service_account=service_account)
     return RunInfo(run_id=result.run_id, url=f"{host.rstrip('/')}/#/runs/details/{result.run_id}",
                    run_name=run_name, experiment_id=result.run_info.experiment_id)
 
@@ -158,12 +208,13 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
              experiment: str | None = None, params: Mapping[str, Any] | None = None,
              max_concurrency: int = 1, no_catchup: bool = True, enabled: bool = True,
              namespace: str | None = None, compile_fn: CompileFn | None = None,
+             service_account: str | None = None, check_backend: bool = True,
              client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
     """Create a recurring run of a pipeline on the KFP API at ``host``.
 
     Args:
-        source, host, experiment, params, namespace, compile_fn, client_factory: as
-            :func:`submit`.
+        source, host, experiment, params, namespace, compile_fn, service_account,
+            check_backend, client_factory: as :func:`submit`.
         cron: five fields (``"0 3 * * *"``), six (seconds first) or a macro (``@daily``).
         name: the recurring run's display name; default: the pipeline's name.
         max_concurrency: how many of its runs may run at once (KFP allows 1-10).
@@ -188,13 +239,98 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
         name = name or _pipeline_name(package)
         with _api(host):
             client = _connect(client_factory, host, namespace)
+            if check_backend:
+                _check_backend(client, host, package)
             experiment_id = client.create_experiment(
                 name=experiment or DEFAULT_EXPERIMENT, namespace=namespace).experiment_id
             created = client.create_recurring_run(
                 experiment_id=experiment_id, job_name=name, cron_expression=kfp_cron,
                 max_concurrency=max_concurrency, no_catchup=no_catchup,
-                params=dict(params or {}), pipeline_package_path=str(package), enabled=enabled)
+                params=dict(params or {}), pipeline_package_path=str(package), enabled=enabled,
+                service_account=service_account)
     return _schedule_info(created)
+
+
+def wait(host: str, run_id: str, *, namespace: str | None = None, poll_seconds: float = 10,
+         timeout: float | None = None, echo: Callable[[str], None] = print,
+         client_factory: ClientFactory = kfp.Client,
+         sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic) -> RunResult:
+    """Follow run ``run_id`` until it ends: ``echo`` one line per change of its state (with
+    the tasks running), then return how it ended.
+
+    Raises:
+        SubmitError: unreachable API, an HTTP error, or not finished within ``timeout``
+            seconds (the run goes on).
+    """
+    _check_host(host)
+    deadline = None if timeout is None else clock() + timeout
+    last = None
+    with _api(host):
+        client = _connect(client_factory, host, namespace)
+    while True:
+        with _api(host):  # each call alone: _api keeps the client's prints, not echo's
+            run = client.get_run(run_id)
+        state = str(run.state or "PENDING")
+        running = sorted(t.display_name for t in _task_details(run)
+                         if t.state == "RUNNING" and not t.child_tasks and t.display_name)
+        line = f"run {run_id}: {state}" + (f" ({', '.join(running)})" if running else "")
+        if line != last:
+            echo(line)
+            last = line
+        if state in TERMINAL_STATES:
+            return _run_result(run_id, run, state)
+        if deadline is not None and clock() >= deadline:
+            raise SubmitError(f"run {run_id} did not finish within {timeout:g}s (last state "
+                              f"{state}; it goes on: {host.rstrip('/')}/#/runs/details/"
+                              f"{run_id})")
+        sleep(poll_seconds)
+
+
+def _task_details(run: kfp_server_api.V2beta1Run) -> list:
+    return list((run.run_details.task_details or []) if run.run_details else [])
+
+
+def _run_result(run_id: str, run: kfp_server_api.V2beta1Run, state: str) -> RunResult:
+    # The failing tasks: failed leaves (a failed DAG, such as the exit handler's, only
+    # repeats its child's failure).
+    failed = tuple(
+        TaskFailure(t.display_name or t.task_id or "?",
+                    (t.error.message if t.error and t.error.message else "no error message"),
+                    t.pod_name or None)
+        for t in _task_details(run) if t.state == "FAILED" and not t.child_tasks)
+    error = run.error.message if run.error and run.error.message else None
+    return RunResult(run_id=run_id, state=state, error=error, failed_tasks=failed)
+
+
+def server_version(client: kfp.Client) -> kfp_backends.BackendVersion | None:
+    """The KFP backend version the server reports (its healthz ``tag_name``, which the
+    generated client model drops), or None when it does not say or is not a release."""
+    try:
+        response = client._healthz_api.healthz_service_get_healthz(_preload_content=False)
+        tag = json.loads(response.data).get("tag_name")
+        return kfp_backends.parse(tag)
+    except (AttributeError, ValueError, TypeError, kfp_server_api.ApiException):
+        return None
+
+
+def _check_backend(client: kfp.Client, host: str, package: Path) -> None:
+    with package.open() as stream:
+        needs = kfp_backends.required(list(yaml.safe_load_all(stream)))
+    if needs <= kfp_backends.OLDEST:
+        return
+    server = server_version(client)
+    if server is None:
+        _log.info("the KFP API at %s does not report its version; not checked against the "
+                  "%s this package needs", host, needs)
+        return
+    if server < needs:
+        features = sorted(f.what for f in kfp_backends.features_used(
+            list(yaml.safe_load_all(package.read_text()))) if f.since > server and not f.degrades)
+        raise BackendTooOldError(
+            f"the KFP backend at {host} is {server}, but {package.name} needs {needs} or newer "
+            f"({'; '.join(features)}); recompile it for this backend: estflow compile PIPELINE "
+            f"-o OUT.yaml --kfp-backend {server.major}.{server.minor}")
 
 
 def list_schedules(host: str, experiment: str | None = None, *, namespace: str | None = None,

@@ -9,8 +9,9 @@ Typed cells (Parquet, TFRecord, BigQuery) are cast when the declared dtype can h
 exactly: an int column accepts integral floats, a float column any number, a string column
 text or integers; anything else is a schema error for the whole source.
 
-Rules shared by every source: a missing cell (empty text, null, absent) takes the declared
-default or rejects the row when none is declared; a float must be finite as a float32 (nan
+Rules shared by every source: a missing cell (null, absent, or text equal to one of the
+column's missing-value tokens: CSV declares them, ``CsvSource.na_values``; elsewhere only the
+empty text) takes the declared default or rejects the row when none is declared; a float must be finite as a float32 (nan
 and inf would poison every analyzer; 1e39 would silently become inf); an int must fit int64.
 """
 
@@ -54,8 +55,14 @@ class Cells:
         return f"column {column.name!r}: expected {WHAT[column.dtype]}, got {got!r}"
 
 
-def convert(column: Column, cells: pa.Array) -> Cells:
+def convert(column: Column, cells: pa.Array, na: tuple[str, ...] | None = None) -> Cells:
     """Convert ``cells`` to ``column.dtype``.
+
+    Args:
+        column: the declared column.
+        cells: its cells (text, or typed values).
+        na: the text cells that mean "missing" (default: only the empty cell); a null is
+            always missing.
 
     Raises:
         CellTypeError: the cells' Arrow type cannot be read as the declared dtype.
@@ -66,7 +73,7 @@ def convert(column: Column, cells: pa.Array) -> Cells:
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or (
             column.dtype != "string" and (pa.types.is_binary(kind)
                                           or pa.types.is_large_binary(kind))):
-        return _from_text(column, cells.cast(pa.large_string()))
+        return _from_text(column, cells.cast(pa.large_string()), ("",) if na is None else na)
     if pa.types.is_null(kind):
         return _result(pa.nulls(len(cells), ARROW_TYPES[column.dtype]), cells,
                        np.ones(len(cells), bool), np.zeros(len(cells), bool))
@@ -93,12 +100,23 @@ def _mask(array: pa.Array) -> np.ndarray:
     return np.asarray(array.fill_null(False), dtype=bool)
 
 
-def _from_text(column: Column, cells: pa.Array) -> Cells:
+def _missing(cells: pa.Array, na: tuple[str, ...]) -> pa.Array:
+    """Where a cell is null or one of the ``na`` tokens."""
+    if na == ("",):
+        tokens = pc.equal(cells, "")
+    elif not na:
+        tokens = pa.array(np.zeros(len(cells), bool))
+    else:
+        tokens = pc.is_in(cells, value_set=pa.array(na, pa.large_string()))
+    return pc.or_(tokens.fill_null(False), cells.is_null())
+
+
+def _from_text(column: Column, cells: pa.Array, na: tuple[str, ...]) -> Cells:
     if column.dtype == "string":
-        missing = _mask(pc.equal(cells, "")) | _mask(cells.is_null())
+        missing = _mask(_missing(cells, na))
         return _result(cells.cast(pa.large_binary()), cells, missing,
                        np.zeros(len(cells), bool))
-    empty = pc.or_(pc.equal(cells, ""), cells.is_null())
+    empty = _missing(cells, na)
     try:  # clean column: one cast
         values = _cast_number(column.dtype, pc.if_else(empty, None, cells))
         missing = _mask(empty)

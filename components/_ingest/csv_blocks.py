@@ -1,43 +1,63 @@
-"""CSV files cut into blocks of whole records, each record with its first line number.
+"""CSV files cut into blocks of whole records, with every physical line accounted for.
 
-A *record* is one CSV row: usually one physical line, more when a quoted field holds newlines.
-Records are found without a Python loop: a newline ends a record when the number of quote
-characters before it is even (RFC 4180 quoting). Every byte of the file belongs to exactly one
-record, so every row is later either written or rejected; none can be lost between blocks.
+A *record* is one CSV row: one physical line, or, where the source declares
+``multiline_values``, more while a quoted value is open (bounded by ``max_row_lines`` and
+``max_row_bytes``; the rules are :mod:`.csv_exact`'s). Each block says how many physical lines
+it holds (counted from its bytes, independently of how they were cut), and every line is in
+exactly one record or is blank, so ingest can prove that lines read = header + kept +
+rejected + blank.
 
-A stray quote inside an unquoted field (``ab"c``) flips that parity. The vectorised parser then
-disagrees with the record count and the block takes the exact, slower path (Python's ``csv``
-per record, :mod:`._csv_cells`); when no even-parity newline is found in a whole chunk, the
-chunk's records fall back to physical lines. Either way nothing is dropped silently.
+Records are found without a Python loop: one per line, or, for multi-line values, a newline
+ends a record when the number of quotes before it in the record is even. That shortcut holds
+only for well-formed quoting, so it is checked vectorised (every opening quote starts a field,
+every closing quote ends one, no CR inside a record, the bounds hold); from the first record
+that fails the check, records are found by :func:`.csv_exact.scan_record`, exactly.
+
+A line longer than ``max_row_bytes`` is never held in memory whole: its first bytes are kept
+for ``rejected.jsonl``, the rest is skipped up to its newline, and it becomes a record of its
+own, rejected as ``oversized_row`` with its line and size.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
+import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
 import numpy as np
 
-__all__ = ["Block", "Header", "HeaderError", "read_blocks"]
+from estflow.components._ingest.csv_exact import CsvRules
+from estflow.components._ingest.csv_exact import oversized_reason
+from estflow.components._ingest.csv_exact import scan_record
 
-_NEWLINE, _QUOTE, _CR = 10, 34, 13
+__all__ = ["Block", "CsvRules", "Header", "HeaderError", "ReadError", "read_blocks",
+           "structure_ok", "field_counts", "DEFAULT_BLOCK_BYTES", "ROW_PREFIX_BYTES"]
+
+_LF, _QUOTE, _CR = 10, 34, 13
 _BOM = b"\xef\xbb\xbf"
 DEFAULT_BLOCK_BYTES = 4 << 20  # ~100k rows of a few columns: big batches make tft fast
-_RUNAWAY_BYTES = 64 << 20  # an unclosed quote: stop looking for its end after this much
+ROW_PREFIX_BYTES = 1024
+"""The most bytes of a rejected row that ``rejected.jsonl`` keeps."""
 
 
 class HeaderError(ValueError):
     """The file has no usable header row."""
 
 
+class ReadError(OSError):
+    """The file's bytes cannot be read (a truncated or corrupt compressed file, an I/O error)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Header:
-    """The header row of a CSV file."""
+    """The header row of a CSV file: its fields, the lines it spans, the blank lines before
+    it and the line it starts on."""
 
     fields: list[str]
-    lines: int  # physical lines it spans
+    lines: int
+    blank_lines: int = 0
+    first_line: int = 1
 
 
 @dataclasses.dataclass
@@ -46,12 +66,18 @@ class Block:
 
     Attributes:
         path: the file.
-        data: the bytes of the records (a record's text is ``data[starts[i]:ends[i]]``, line
-            terminator excluded).
-        starts, ends: record offsets in ``data`` (blank lines already removed).
-        lines: the 1-based line number in the file where each record starts.
-        quoted: whether the block holds any quote character (parsing needs more care).
-        blank_lines: empty lines skipped in this block.
+        data: the bytes of the records (a record's text is ``data[starts[i]:ends[i]]``).
+        starts, ends: record offsets in ``data``; ``ends`` excludes the line ending (LF and
+            the CRs before it). Blank lines are not records.
+        sizes: each record's size in bytes (its lines, without the last line's LF); for an
+            oversized line only its first bytes are in ``data``.
+        lines: the 1-based line in the file where each record starts.
+        spans: the physical lines of each record.
+        problems: record index -> ``(kind, message)`` for records rejected while cutting
+            (oversized lines; unclosed quotes and malformed records of multi-line sources).
+        rules: the rules the records were cut by.
+        blank_lines: blank lines in the block.
+        physical_lines: the lines the block's bytes hold (= sum of spans + blank lines).
         index: the block's position in its file (0, 1, ...).
         first_line: the file line where ``data`` starts.
     """
@@ -60,137 +86,373 @@ class Block:
     data: bytes
     starts: np.ndarray
     ends: np.ndarray
+    sizes: np.ndarray
     lines: np.ndarray
-    quoted: bool
+    spans: np.ndarray
+    problems: dict[int, tuple[str, str]]
+    rules: CsvRules
     blank_lines: int
+    physical_lines: int
     index: int
     first_line: int
 
     def __len__(self) -> int:
         return len(self.starts)
 
+    @property
+    def quoted(self) -> bool:
+        return b'"' in self.data
+
     def text(self, i: int) -> str:
-        """Record ``i`` as read (bytes that are not UTF-8 shown as ``\\xNN``)."""
-        return self.data[self.starts[i]:self.ends[i]].decode("utf-8", errors="backslashreplace")
+        """Record ``i`` as read, at most its first ``ROW_PREFIX_BYTES`` bytes (bytes that are
+        not UTF-8 shown as ``\\xNN``)."""
+        start, end, size = int(self.starts[i]), int(self.ends[i]), int(self.sizes[i])
+        shown = self.data[start:min(end, start + ROW_PREFIX_BYTES)]
+        text = shown.decode("utf-8", errors="backslashreplace")
+        if len(shown) == ROW_PREFIX_BYTES and size > ROW_PREFIX_BYTES:
+            text += f"... [{size} bytes in all]"
+        return text
+
+    def raw(self, i: int) -> bytes:
+        """Record ``i``'s bytes with its line endings (the last LF excluded)."""
+        start = int(self.starts[i])
+        return self.data[start:start + int(self.sizes[i])]
 
     def bad_utf8(self) -> np.ndarray:
-        """Per record: the 1-based file line of its first non-UTF-8 line, 0 when valid."""
+        """Per record: the 1-based file line of its first line that is not UTF-8, else 0."""
         bad = np.zeros(len(self), dtype=np.int64)
-        if self.data.isascii():
+        if self.data.isascii() or not len(self):
             return bad
+        self._bad_utf8(0, len(self), bad)
+        return bad
+
+    def _bad_utf8(self, low: int, high: int, bad: np.ndarray) -> None:
+        """Bisect: one decode for a clean run of records, record by record at the leaves."""
         try:
-            self.data.decode("utf-8")
-            return bad
+            self.data[int(self.starts[low]):int(self.ends[high - 1])].decode("utf-8")
+            return
         except UnicodeDecodeError:
             pass
-        for i, (start, end) in enumerate(zip(self.starts.tolist(), self.ends.tolist(), strict=True)):
+        if high - low > 32:
+            middle = (low + high) // 2
+            self._bad_utf8(low, middle, bad)
+            self._bad_utf8(middle, high, bad)
+            return
+        for i in range(low, high):
+            start, end = int(self.starts[i]), int(self.ends[i])
             for offset, line in enumerate(self.data[start:end].split(b"\n")):
                 try:
                     line.decode("utf-8")
                 except UnicodeDecodeError:
                     bad[i] = int(self.lines[i]) + offset
                     break
-        return bad
 
 
-def read_blocks(handle: BinaryIO, path: str, *, delimiter: str = ",",
-                block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[Header | Block]:
+def read_blocks(handle: BinaryIO, path: str, rules: CsvRules | None = None, *,
+                block_bytes: int = DEFAULT_BLOCK_BYTES, exact: bool = False
+                ) -> Iterator[Header | Block]:
     """Yield the file's :class:`Header`, then its records in :class:`Block` s.
+
+    Args:
+        handle: the file's bytes (decompressed).
+        path: the file, for messages.
+        rules: how records are cut (default: ``CsvRules()``, one line per record).
+        block_bytes: about how many bytes a block holds.
+        exact: cut multi-line records with the exact parser only (tests compare both ways).
 
     Raises:
         HeaderError: the file is empty or its header is not valid UTF-8 / CSV.
+        ReadError: the bytes cannot be read (naming the file and the last line read).
     """
-    reader = _Chunks(handle, block_bytes)
-    header, line = _read_header(reader, path, delimiter)
-    yield header
+    reader = _Reader(handle, path, rules or CsvRules(), block_bytes, exact)
+    yield reader.header()
     index = 0
-    while (found := reader.records()) is not None:
-        block = _block(*found, reader.eof_reached, path, line, index)
-        reader.consume(len(block.data))
-        line += block.data.count(b"\n")
+    while (block := reader.block(index)) is not None:
         yield block
         index += 1
 
 
-class _Chunks:
-    """Buffered reads of about ``block_bytes`` that end on a record boundary."""
+class _Reader:
+    """Buffered reads of about ``block_bytes``; the buffer always starts at a record start,
+    on file line ``line``."""
 
-    def __init__(self, handle: BinaryIO, block_bytes: int) -> None:
-        self.handle, self.block_bytes = handle, block_bytes
+    def __init__(self, handle: BinaryIO, path: str, rules: CsvRules, block_bytes: int,
+                 exact: bool) -> None:
+        self.handle, self.path, self.rules = handle, path, rules
+        self.block_bytes, self.exact = max(1, block_bytes), exact
         self.buffer = b""
-        self.eof_reached = False
+        self.eof = False
+        self.line = 1
+
+    # --- reading ---------------------------------------------------------------------------
 
     def fill(self, size: int) -> None:
-        while len(self.buffer) < size and not self.eof_reached:
-            more = self.handle.read(max(size - len(self.buffer), self.block_bytes))
+        while len(self.buffer) < size and not self.eof:
+            try:
+                more = self.handle.read(max(size - len(self.buffer), self.block_bytes))
+            except (OSError, EOFError, zlib.error) as err:
+                last = self.line - 1 + self.buffer.count(b"\n")
+                raise ReadError(f"cannot read {self.path} after line {last}: "
+                                f"{type(err).__name__}: {err}") from None
             if not more:
-                self.eof_reached = True
+                self.eof = True
             self.buffer += more
 
-    def consume(self, size: int) -> None:
+    def more(self) -> None:
+        self.fill(max(2 * len(self.buffer), self.block_bytes))
+
+    def consume(self, size: int, lines: int) -> None:
         self.buffer = self.buffer[size:]
+        self.line += lines
 
-    def records(self) -> tuple[bytes, np.ndarray] | None:
-        """The unread bytes and the offsets of the newlines ending records in them, read
-        until at least one record is complete (or the file ends); None at the end."""
-        self.fill(self.block_bytes)
-        while self.buffer:
-            arr = np.frombuffer(self.buffer, np.uint8)
-            ends = _record_ends(arr, b'"' in self.buffer)
-            if len(ends) or self.eof_reached:
-                return self.buffer, ends
-            if len(self.buffer) >= max(_RUNAWAY_BYTES, 16 * self.block_bytes):
-                # A quote that never closes: take physical lines (the exact parser decides).
-                return self.buffer, np.flatnonzero(arr == _NEWLINE)
-            self.fill(2 * len(self.buffer))
-        return None
+    # --- the header --------------------------------------------------------------------------
+
+    def header(self) -> Header:
+        self.fill(max(self.block_bytes, len(_BOM)))
+        if self.buffer.startswith(_BOM):  # what spreadsheet exports put first
+            self.buffer = self.buffer[len(_BOM):]
+        blank, bound = 0, self.rules.max_row_bytes
+        while True:
+            self.fill(1)
+            buf = self.buffer
+            if not buf:
+                raise HeaderError(f"{self.path} is empty: expected a header row" if not blank
+                                  else f"{self.path} has only blank lines: expected a header row")
+            newline = buf.find(b"\n", 0, bound + 1)
+            if newline < 0 and len(buf) > bound:
+                raise HeaderError(f"the header (line {self.line}) of {self.path} has more than "
+                                  f"max_row_bytes={bound} bytes")
+            if newline < 0 and not self.eof:
+                self.more()
+                continue
+            end = newline if newline >= 0 else len(buf)
+            if not buf[:end].strip(b"\r"):
+                blank += 1
+                self.consume(end + 1, 1)
+                continue
+            scan = scan_record(buf, 0, self.rules, self.eof)
+            if scan is None:
+                self.more()
+                continue
+            break
+        where = f"the header (line {self.line}) of {self.path}"
+        if scan.problem:
+            raise HeaderError(f"{where} is not a CSV row: {scan.problem[1]}")
+        try:
+            fields = [field.decode("utf-8") for field in scan.fields]
+        except UnicodeDecodeError:
+            raise HeaderError(f"{where} is not valid UTF-8") from None
+        header = Header(fields, scan.lines, blank, self.line)
+        self.consume(scan.end + 1, scan.lines)
+        return header
+
+    # --- blocks ------------------------------------------------------------------------------
+
+    def block(self, index: int) -> Block | None:
+        bound = self.rules.max_row_bytes
+        while True:
+            self.fill(self.block_bytes)
+            buf = self.buffer
+            if not buf:
+                return None
+            if buf.find(b"\n", 0, bound + 1) < 0:
+                if len(buf) > bound:
+                    return self._oversized_line(index)
+                if not self.eof:
+                    self.more()
+                    continue
+            cut = self._records(buf)
+            if cut is not None:
+                block = _make_block(self, buf, *cut, index)
+                self.consume(len(block.data), block.physical_lines)
+                return block
+            self.more()
+
+    def _oversized_line(self, index: int) -> Block:
+        """The line at the start of the buffer is longer than max_row_bytes: keep its first
+        bytes, skip the rest without holding it, and make it a record of its own."""
+        prefix = self.buffer[:ROW_PREFIX_BYTES].split(b"\n", 1)[0]
+        size = 0
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                size += newline
+                self.buffer = self.buffer[newline + 1:]
+                break
+            size += len(self.buffer)
+            self.buffer = b""
+            if self.eof:
+                break
+            self.fill(self.block_bytes)
+        line = self.line
+        self.line += 1
+        one = np.ones(1, dtype=np.int64)
+        return Block(self.path, prefix, np.zeros(1, np.int64), one * len(prefix), one * size,
+                     one * line, one, {0: oversized_reason(line, size, self.rules.max_row_bytes)},
+                     self.rules, 0, 1, index, line)
+
+    def _records(self, buf: bytes):
+        """``(used bytes, record starts, record ends, problems)`` for the whole records at
+        the front of ``buf`` (ends: offsets of their last LF), or None when more data is
+        needed."""
+        arr = np.frombuffer(buf, np.uint8)
+        newlines = np.flatnonzero(arr == _LF)
+        if not self.rules.multiline or (not self.exact and b'"' not in buf):
+            return self._lines(buf, newlines)
+        if self.exact:
+            return self._exact_records(buf, 0, [], [])
+        offset, starts, ends = _fast_multiline(buf, arr, newlines, self.rules, self.eof)
+        if offset is None:  # every record cut vectorised (or none whole yet: None)
+            return (min(int(ends[-1]) + 1, len(buf)), starts, ends, {}) if len(ends) else None
+        return self._exact_records(buf, offset, starts.tolist(), ends.tolist())
+
+    def _lines(self, buf: bytes, newlines: np.ndarray):
+        if self.eof and not buf.endswith(b"\n"):
+            newlines = np.append(newlines, len(buf))
+        used = min(int(newlines[-1]) + 1, len(buf))
+        starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64)
+        return used, starts, newlines.astype(np.int64), {}
+
+    def _exact_records(self, buf: bytes, pos: int, starts: list[int], ends: list[int]):
+        """Cut records one by one from ``pos`` on, after those already cut."""
+        problems: dict[int, tuple[str, str]] = {}
+        bound, size = self.rules.max_row_bytes, len(buf)
+        while pos < size:
+            newline = buf.find(b"\n", pos)
+            line_end = newline if newline >= 0 else size
+            if newline < 0 and not self.eof:
+                break  # an incomplete line (an oversized one is taken on the next call)
+            if line_end - pos > bound or not buf[pos:line_end].strip(b"\r"):
+                starts.append(pos)  # oversized or blank: a line of its own
+                ends.append(line_end)
+                pos = line_end + 1
+                continue
+            scan = scan_record(buf, pos, self.rules, self.eof)
+            if scan is None:
+                break
+            if scan.problem:
+                problems[len(starts)] = scan.problem
+            starts.append(pos)
+            ends.append(scan.end)
+            pos = scan.end + 1
+        if not starts:
+            return None
+        return (min(pos, size), np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
+                problems)
 
 
-def _read_header(reader: _Chunks, path: str, delimiter: str) -> tuple[Header, int]:
-    found = reader.records()
-    buffer = found[0] if found else b""
-    bom = len(_BOM) if buffer.startswith(_BOM) else 0  # what spreadsheet exports put first
-    if not buffer[bom:].strip(b"\r\n"):
-        raise HeaderError(f"{path} is empty: expected a header row")
-    ends = found[1]
-    end = int(ends[0]) if len(ends) else len(buffer)
-    raw = buffer[bom:end]
-    try:
-        text = raw.decode("utf-8").rstrip("\r")
-    except UnicodeDecodeError:
-        raise HeaderError(f"the header (line 1) of {path} is not valid UTF-8") from None
-    try:
-        fields = next(csv.reader([text], delimiter=delimiter, strict=True))
-    except (csv.Error, StopIteration) as err:
-        raise HeaderError(f"the header (line 1) of {path} is not a CSV row: {err}") from None
-    lines = raw.count(b"\n") + 1
-    reader.consume(end + 1)
-    return Header(fields, lines), lines + 1
-
-
-def _record_ends(arr: np.ndarray, quoted: bool) -> np.ndarray:
-    """Offsets of the newlines that end records (even number of quotes before them)."""
-    newlines = np.flatnonzero(arr == _NEWLINE)
-    if not quoted or not len(newlines):
-        return newlines
-    quotes = np.cumsum(arr == _QUOTE, dtype=np.int64)
-    return newlines[quotes[newlines] % 2 == 0]
-
-
-def _block(chunk: bytes, ends: np.ndarray, eof: bool, path: str, first_line: int,
-           index: int) -> Block:
-    """The whole records at the front of ``chunk`` (``ends``: their newlines)."""
-    if eof and (not len(ends) or ends[-1] != len(chunk) - 1):
-        ends = np.append(ends, len(chunk))  # a last record without its newline
-    used = min(int(ends[-1]) + 1, len(chunk))
-    data = chunk[:used]
-    arr = np.frombuffer(data, np.uint8)
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+def _fast_multiline(buf: bytes, arr: np.ndarray, newlines: np.ndarray, rules: CsvRules,
+                    eof: bool) -> tuple[int | None, np.ndarray, np.ndarray]:
+    """Records cut where the quotes before a newline are even in number, checked:
+    ``(None, starts, ends)`` when that holds for every whole record and what follows them
+    can wait for more data, else ``(offset, starts, ends)`` of the records before the offset
+    where exact cutting must take over."""
+    parity = np.cumsum(arr == _QUOTE, dtype=np.uint8) & 1
+    ends = newlines[parity[newlines] == 0]
+    if eof and not buf.endswith(b"\n") and parity[-1] == 0:
+        ends = np.append(ends, len(buf))  # a last record without its newline
     ends = ends.astype(np.int64)
-    has_cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == _CR)
-    ends = ends - has_cr
-    newlines = np.flatnonzero(arr == _NEWLINE)
-    lines = first_line + np.searchsorted(newlines, starts)
-    keep = ends > starts
-    return Block(path, data, starts[keep], ends[keep], lines[keep], b'"' in data,
-                 int(np.count_nonzero(~keep)), index, first_line)
+    starts = np.concatenate([[0], ends[:-1] + 1])[:len(ends)].astype(np.int64)
+    spans = np.searchsorted(newlines, ends) - np.searchsorted(newlines, starts) + 1
+    content = _strip_cr(arr, starts, ends)
+    good = (ends - starts <= rules.max_row_bytes) & (spans <= rules.max_row_lines) & \
+        structure_ok(arr, starts, content, ord(rules.delimiter))
+    bad = np.flatnonzero(~good)
+    if len(bad):
+        first = int(bad[0])
+        return int(starts[first]), starts[:first], ends[:first]
+    tail = int(ends[-1]) + 1 if len(ends) else 0  # where an unfinished record starts
+    if tail < len(buf):
+        lines = len(newlines) - int(np.searchsorted(newlines, tail))
+        if eof or len(buf) - tail > rules.max_row_bytes or lines >= rules.max_row_lines:
+            return tail, starts, ends  # exact cutting decides the quote left open
+    return None, starts, ends
+
+
+def _make_block(reader: _Reader, buf: bytes, used: int, starts: np.ndarray, ends: np.ndarray,
+                problems: dict, index: int) -> Block:
+    data = buf[:used]
+    arr = np.frombuffer(data, np.uint8)
+    physical = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    sizes = ends - starts
+    content = _strip_cr(arr, starts, ends)
+    if len(starts) == physical:  # one line per record
+        spans = np.ones(len(starts), dtype=np.int64)
+        lines = reader.line + np.arange(len(starts), dtype=np.int64)
+    else:
+        newlines = np.flatnonzero(arr == _LF)
+        spans = np.searchsorted(newlines, ends) - np.searchsorted(newlines, starts) + 1
+        lines = reader.line + np.searchsorted(newlines, starts)
+    bound = reader.rules.max_row_bytes
+    oversized = sizes > bound
+    blank = (content == starts) & ~oversized
+    keep = ~blank
+    renumber = np.cumsum(keep) - 1
+    kept_problems = {int(renumber[i]): problem for i, problem in problems.items() if keep[i]}
+    for i in np.flatnonzero(oversized).tolist():
+        kept_problems[int(renumber[i])] = oversized_reason(int(lines[i]), int(sizes[i]), bound)
+    return Block(reader.path, data, starts[keep], content[keep], sizes[keep], lines[keep],
+                 spans[keep], kept_problems, reader.rules, int(blank.sum()), physical, index,
+                 reader.line)
+
+
+def _strip_cr(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Record ends without the CRs of their line ending."""
+    ends = ends.copy()
+    while True:
+        cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == _CR)
+        if not cr.any():
+            return ends
+        ends -= cr
+
+
+def structure_ok(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, delimiter: int
+                 ) -> np.ndarray:
+    """Per record ``[starts, ends)``: whether its quoting is plain enough for the vectorised
+    path: an even number of quotes, each opening quote at the start of a field, each closing
+    quote at its end (or doubled inside it), and no CR. The others take the exact path."""
+    ok = np.ones(len(starts), dtype=bool)
+    if not len(starts):
+        return ok
+    region = arr[:int(ends[-1])]
+    for byte, check in ((_CR, False), (_QUOTE, True)):
+        if byte not in region:
+            continue
+        where = np.flatnonzero(region == byte)
+        record = np.searchsorted(starts, where, side="right") - 1
+        inside = (record >= 0) & (where < ends[np.maximum(record, 0)])
+        where, record = where[inside], record[inside]
+        if not check:
+            ok[record] = False
+            continue
+        k = np.arange(len(where)) - np.searchsorted(where, starts[record])
+        previous = arr[np.maximum(where - 1, 0)]
+        following = arr[np.minimum(where + 1, len(arr) - 1)]
+        opens = (where == starts[record]) | (previous == delimiter) | (previous == _QUOTE)
+        closes = (where + 1 == ends[record]) | (following == delimiter) | (following == _QUOTE)
+        placed = np.where(k % 2 == 0, opens, closes)
+        ok[record[~placed]] = False
+        ok &= np.bincount(record, minlength=len(starts)) % 2 == 0
+    return ok
+
+
+def field_counts(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, delimiter: int,
+                 quoted: bool) -> np.ndarray:
+    """Per record: 1 + the delimiters outside quotes (exact for records that pass
+    :func:`structure_ok`), from prefix counts: no search per delimiter."""
+    delims = arr == delimiter
+    if not quoted:
+        counts = _prefix_count(delims)
+        return counts[ends] - counts[starts] + 1
+    parity = np.cumsum(arr == _QUOTE, dtype=np.uint8) & 1  # quotes so far, mod 2
+    even = _prefix_count(delims & (parity == 0))
+    odd = _prefix_count(delims & (parity == 1))
+    base = np.where(starts > 0, parity[np.maximum(starts - 1, 0)], 0)  # parity at the start
+    return np.where(base == 0, even[ends] - even[starts], odd[ends] - odd[starts]) + 1
+
+
+def _prefix_count(mask: np.ndarray) -> np.ndarray:
+    """``counts[i]``: how many of ``mask[:i]`` are set."""
+    counts = np.zeros(len(mask) + 1, dtype=np.int32)  # a block is far below 2 GiB
+    np.cumsum(mask, out=counts[1:])
+    return counts

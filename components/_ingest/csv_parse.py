@@ -1,18 +1,20 @@
 """The cells of a CSV block as Arrow string columns, and the records that are not rows.
 
-The fast path gives the whole block to Arrow's C++ CSV reader (needed columns only, every cell
-as text, no type inference) and checks its row count against the records found by
-:mod:`._csv_blocks`. Field counts come from the delimiters outside quotes, also vectorised, so
-a row with the wrong number of fields is rejected with its line whichever path parses the
-block. When Arrow and the record count disagree (odd quoting), the block is parsed record by
-record with Python's ``csv`` module, which is exact and slower.
+Each record gets one verdict, in this order: rejected while cutting (an oversized line;
+an unclosed quote or a malformed record of a multi-line source), not UTF-8, malformed CSV
+(an unclosed quote, text after a closing quote, a CR in an unquoted value), a field count other
+than the header's; the others are rows.
+
+The fast path gives Arrow's C++ CSV reader the records whose quoting passes
+:func:`.csv_blocks.structure_ok` (needed columns only, every cell as text) and counts their
+fields from the delimiters outside quotes, vectorised; Arrow's row count must match those
+records. Every other record, and a whole block where Arrow disagrees, goes through
+:func:`.csv_exact.scan_record`: the same verdicts, a record at a time.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -20,10 +22,17 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from estflow.components._ingest.csv_blocks import Block
+from estflow.components._ingest.csv_blocks import field_counts
+from estflow.components._ingest.csv_blocks import structure_ok
+from estflow.components._ingest.csv_exact import INVALID_UTF8
+from estflow.components._ingest.csv_exact import OVERSIZED
+from estflow.components._ingest.csv_exact import WRONG_FIELD_COUNT
+from estflow.components._ingest.csv_exact import scan_record
 
 __all__ = ["CsvLayout", "TextRows", "parse_block"]
 
-_QUOTE = 34
+_LF = 10
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,154 +54,126 @@ class TextRows:
         records: for each parsed row, its record index.
         rejected: ``(record index, kind, message)`` of records that are not rows.
         lines: record index -> the 1-based line where the record starts.
-        text: record index -> the record as read.
+        spans: record index -> the physical lines it spans.
+        text: record index -> the record as read (a bounded prefix).
         count: the number of records (blank lines excluded).
         blank_lines: blank lines skipped.
+        physical_lines: the physical lines of the block.
     """
 
     columns: dict[str, pa.Array]
     records: np.ndarray
     rejected: list[tuple[int, str, str]]
     lines: np.ndarray
+    spans: np.ndarray
     text: Callable[[int], str]
     count: int
     blank_lines: int
+    physical_lines: int
 
 
-def parse_block(block: Block, layout: CsvLayout) -> TextRows:
-    """Split every record of ``block`` into the needed cells, or reject it with a reason."""
+def parse_block(block: Block, layout: CsvLayout, *, exact: bool = False) -> TextRows:
+    """Split every record of ``block`` into the needed cells, or reject it with a reason.
+
+    Args:
+        block: whole records of one file.
+        layout: where the needed columns are.
+        exact: parse every record with the exact parser (tests compare both ways).
+    """
+    verdicts: dict[int, tuple[str, str]] = {}
+    for i, problem in block.problems.items():
+        if problem[0] == OVERSIZED:
+            verdicts[i] = problem
     bad_utf8 = block.bad_utf8()
-    counts = _field_counts(block, layout.delimiter)
-    rejected = [(int(i), "invalid_utf8", f"line {int(bad_utf8[i])} is not valid UTF-8")
-                for i in np.flatnonzero(bad_utf8)]
-    wrong = np.flatnonzero((counts != layout.width) & (bad_utf8 == 0))
-    rejected += [(int(i), "wrong_field_count", f"expected {layout.width} fields (as in the "
-                  f"header), got {int(counts[i])}") for i in wrong]
-    rows = np.flatnonzero(counts == layout.width)  # bad UTF-8 rows too: dropped below
-    columns = _arrow_parse(block, layout, len(rows))
-    if columns is None:
-        return _python_parse(block, layout)
-    if len(rejected) > len(wrong):  # keep only valid UTF-8 rows
-        keep = bad_utf8[rows] == 0
-        columns = {name: col.filter(pa.array(keep)) for name, col in columns.items()}
-        rows = rows[keep]
-    return TextRows(columns, rows, sorted(rejected), block.lines, block.text, len(block),
-                    block.blank_lines)
-
-
-def _field_counts(block: Block, delimiter: str) -> np.ndarray:
+    for i in np.flatnonzero(bad_utf8).tolist():
+        verdicts.setdefault(i, (INVALID_UTF8, f"line {int(bad_utf8[i])} is not valid UTF-8"))
+    for i, problem in block.problems.items():
+        verdicts.setdefault(i, problem)
+    candidate = np.ones(len(block), dtype=bool)
+    candidate[list(verdicts)] = False
     arr = np.frombuffer(block.data, np.uint8)
-    delims = np.flatnonzero(arr == ord(delimiter))
-    if block.quoted and len(delims):
-        quotes = np.cumsum(arr == _QUOTE, dtype=np.int64)
-        delims = delims[quotes[delims] % 2 == 0]
-    record = np.searchsorted(block.starts, delims, side="right") - 1
-    inside = (record >= 0) & (delims < block.ends[np.maximum(record, 0)])
-    return np.bincount(record[inside], minlength=len(block)) + 1
+    delimiter = ord(layout.delimiter)
+    if exact:
+        fast = np.zeros(len(block), dtype=bool)
+    elif block.quoted or b"\r" in block.data:
+        fast = candidate & structure_ok(arr, block.starts, block.ends, delimiter)
+    else:
+        fast = candidate
+    counts = field_counts(arr, block.starts, block.ends, delimiter, block.quoted)
+    for i in np.flatnonzero(fast & (counts != layout.width)).tolist():
+        verdicts[i] = _wrong_count(layout.width, int(counts[i]))
+    rows = np.flatnonzero(fast & (counts == layout.width))
+    columns = _arrow_parse(block, layout, rows, fast, candidate) if len(rows) else None
+    if columns is None and len(rows):  # Arrow disagrees: parse those rows exactly
+        fast[rows] = False
+        rows = rows[:0]
+    exact_rows, exact_cells = [], {name: [] for name in layout.positions}
+    for i in np.flatnonzero(candidate & ~fast).tolist():
+        scan = scan_record(block.raw(i), 0, block.rules, eof=True)
+        if scan.problem:
+            verdicts[i] = scan.problem
+        elif len(scan.fields) != layout.width:
+            verdicts[i] = _wrong_count(layout.width, len(scan.fields))
+        else:
+            exact_rows.append(i)
+            for name, position in layout.positions.items():
+                exact_cells[name].append(scan.fields[position].decode("utf-8"))
+    columns, records = _merge(layout, columns, rows, exact_cells, exact_rows)
+    rejected = sorted((i, kind, message) for i, (kind, message) in verdicts.items())
+    return TextRows(columns, records, rejected, block.lines, block.spans, block.text,
+                    len(block), block.blank_lines, block.physical_lines)
 
 
-def _arrow_parse(block: Block, layout: CsvLayout, expected: int) -> dict[str, pa.Array] | None:
-    """Arrow's parse of the block, or None when its rows do not match the records."""
+def _wrong_count(width: int, got: int) -> tuple[str, str]:
+    return WRONG_FIELD_COUNT, f"expected {width} fields (as in the header), got {got}"
+
+
+def _arrow_parse(block: Block, layout: CsvLayout, rows: np.ndarray, fast: np.ndarray,
+                 candidate: np.ndarray) -> dict[str, pa.Array] | None:
+    """Arrow's cells of ``rows``, or None when Arrow's rows do not match them. Records that
+    are not on the fast path are blanked out (made newlines) in a copy of the bytes."""
+    data = block.data
+    others = np.flatnonzero(~fast)
+    if len(others):
+        arr = np.frombuffer(data, np.uint8).copy()
+        edges = np.bincount(block.starts[others], minlength=len(arr) + 1) - \
+            np.bincount(block.ends[others], minlength=len(arr) + 1)
+        arr[np.cumsum(edges[:-1]) > 0] = _LF
+        data = arr.tobytes()
+    if data.startswith(_BOM):  # Arrow would drop it from the first row
+        data = b"\n" + data
     names = [f"f{i}" for i in range(layout.width)]
-    skipped = []
     try:
         table = pa_csv.read_csv(
-            pa.py_buffer(block.data),
+            pa.py_buffer(data),
             read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pa_csv.ParseOptions(
-                delimiter=layout.delimiter, newlines_in_values=block.quoted,
-                invalid_row_handler=lambda row: skipped.append(row) or "skip"),
+                delimiter=layout.delimiter,
+                newlines_in_values=block.rules.multiline and block.quoted,
+                invalid_row_handler=lambda row: "skip"),
             convert_options=pa_csv.ConvertOptions(
                 column_types={names[i]: pa.large_string() for i in layout.positions.values()},
                 include_columns=[names[i] for i in layout.positions.values()],
                 check_utf8=False, strings_can_be_null=False, quoted_strings_can_be_null=False))
     except pa.ArrowInvalid:
         return None
-    if table.num_rows != expected:
+    if table.num_rows != len(rows):
         return None
     return {name: table.column(names[i]).combine_chunks()
             for name, i in layout.positions.items()}
 
 
-def _python_parse(block: Block, layout: CsvLayout) -> TextRows:
-    """The block's physical lines through Python's csv module: exact (records as csv sees
-    them, e.g. a stray quote inside an unquoted field is a literal), and slower."""
-    lines = _Lines(block.data, block.first_line)
-    reader = csv.reader(lines, delimiter=layout.delimiter, strict=True)
-    cells: dict[str, list[str]] = {name: [] for name in layout.positions}
-    rows, rejected, starts, texts = [], [], [], []
-    while True:
-        start = lines.number + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error:
-            fields = None
-        bad_line, raw = lines.bad_line, lines.take()
-        if fields == []:  # an empty line: not a row, only counted
-            lines.blank_lines += 1
-            continue
-        index = len(starts)
-        starts.append(start)
-        texts.append(raw)
-        problem = _problem(fields, bad_line, layout.width)
-        if problem:
-            rejected.append((index, *problem))
-            continue
-        rows.append(index)
-        for name, position in layout.positions.items():
-            cells[name].append(fields[position])
-    columns = {name: pa.array(values, pa.large_string()) for name, values in cells.items()}
-    return TextRows(columns, np.array(rows, dtype=np.int64), rejected,
-                    np.array(starts, dtype=np.int64), texts.__getitem__, len(starts),
-                    lines.blank_lines)
-
-
-def _problem(fields, bad_line: int | None, width: int) -> tuple[str, str] | None:
-    if bad_line is not None:
-        return "invalid_utf8", f"line {bad_line} is not valid UTF-8"
-    if fields is None:
-        return "malformed_csv", "the CSV parser could not read this row"
-    if len(fields) != width:
-        return "wrong_field_count", f"expected {width} fields (as in the header), got " \
-            f"{len(fields)}"
-    return None
-
-
-class _Lines:
-    """Feeds csv.reader one decoded line at a time, remembering the raw text of the current
-    record and whether any of its lines was not UTF-8, so a bad line rejects one row."""
-
-    def __init__(self, data: bytes, first_line: int) -> None:
-        pieces = data.split(b"\n")
-        self._lines = (piece + b"\n" for piece in pieces[:-1])
-        if pieces[-1]:  # a last line without its newline
-            self._lines = itertools.chain(self._lines, [pieces[-1]])
-        self.number = first_line - 1
-        self.blank_lines = 0
-        self._pending: list[str] = []
-        self.bad_line: int | None = None
-
-    def __iter__(self) -> _Lines:
-        return self
-
-    def __next__(self) -> str:
-        line = next(self._lines)
-        self.number += 1
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            # backslashreplace keeps the offending bytes visible in rejected.jsonl.
-            text = line.decode("utf-8", errors="backslashreplace")
-            if self.bad_line is None:
-                self.bad_line = self.number
-        self._pending.append(text)
-        return text
-
-    def take(self) -> str:
-        """The raw text of the record just read (without its final newline); resets state."""
-        raw = "".join(self._pending).rstrip("\r\n")
-        self._pending = []
-        self.bad_line = None
-        return raw
+def _merge(layout: CsvLayout, columns: dict[str, pa.Array] | None, rows: np.ndarray,
+           exact_cells: dict[str, list[str]], exact_rows: list[int]):
+    """The fast and the exact rows' cells, in record order."""
+    if columns is None:
+        columns = {name: pa.array([], pa.large_string()) for name in layout.positions}
+        rows = rows[:0]
+    if not exact_rows:
+        return columns, rows.astype(np.int64)
+    records = np.concatenate([rows, np.array(exact_rows, dtype=np.int64)])
+    order = np.argsort(records, kind="stable")
+    merged = {name: pa.concat_arrays([columns[name],
+                                      pa.array(exact_cells[name], pa.large_string())])
+              .take(pa.array(order)) for name in layout.positions}
+    return merged, records[order]

@@ -9,7 +9,9 @@ on every runner and carries floats).
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 
 import apache_beam as beam
 import numpy as np
@@ -38,8 +40,7 @@ from estflow.components._runtime import entry
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["STATS_FILE", "Ingest", "prepare",
-           "finish"]
+__all__ = ["STATS_FILE", "Ingest", "prepare", "run_job", "remove_leftovers", "finish"]
 
 """Shards are ``<split>/part-SSSSS-of-NNNNN.tfrecord.gz`` (readers glob the directory)."""
 STATS_FILE = ".ingest-stats.json"
@@ -69,7 +70,8 @@ class _SplitAndEncode(beam.DoFn):
         batch = chunk.batch
         if batch.num_rows:
             framed = encode_batch(batch)
-            which = assign_splits(self._split, batch, self._key, framed.crcs)
+            row_hashes = framed.crcs if chunk.hashes is None else chunk.hashes
+            which = assign_splits(self._split, batch, self._key, row_hashes)
             for index, name in enumerate(self._names):
                 rows = np.flatnonzero(which == index)
                 stats["splits"][name] = len(rows)
@@ -135,6 +137,41 @@ class Ingest(beam.PTransform):
         return {name: parts[name] for name in names}
 
 
+def run_job(beam_pipeline: beam.Pipeline, out: str, splits: tuple[str, ...]) -> None:
+    """Run the job. When it fails, remove what it left in ``out`` (its unfinished writes and
+    statistics; the split directories are already empty) before the error goes on; a source
+    that cannot be read (a truncated file) becomes an IngestError naming the file and line.
+
+    Raises:
+        IngestError: a source file cannot be read.
+    """
+    try:
+        beam_pipeline.run().wait_until_finish()
+    except BaseException as err:
+        remove_leftovers(out, splits)
+        if isinstance(err, SourceError):  # Beam re-raises a DoFn's error with its context
+            raise IngestError(re.sub(r" \[while running '[^]]*'\]", "", str(err))) from None
+        raise
+
+
+def remove_leftovers(out: str, splits: tuple[str, ...]) -> None:
+    """Remove a failed job's temporary directories (next to the rejected rows and in each
+    split's directory) and its statistics from ``out``."""
+    leftovers = [path for folder in (out, *(FileSystems.join(out, name) for name in splits))
+                 for path in _temp_paths(folder)]
+    for path in leftovers + [FileSystems.join(out, STATS_FILE)]:
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+
+
+def _temp_paths(folder: str) -> list[str]:
+    """The unfinished writes in ``folder``: temporary directories (local) or their files."""
+    pattern = FileSystems.join(folder, TEMP_PREFIX + "*")
+    if "://" not in folder:  # Beam's local match skips these hidden directories
+        return sorted(glob.glob(glob.escape(folder) + os.sep + TEMP_PREFIX + "*"))
+    return expand_pattern(pattern) + expand_pattern(FileSystems.join(pattern, "*"))
+
+
 def prepare(pipeline: Pipeline, out: str, source_root: str | None,
             progress: entry.Progress) -> list[str]:
     """Find the source files, check them (headers, schemas) and clear previous outputs."""
@@ -151,7 +188,8 @@ def prepare(pipeline: Pipeline, out: str, source_root: str | None,
 
 def _clear_outputs(out: str, splits: tuple[str, ...]) -> None:
     # Replace only what this step writes, so a rerun never mixes old shards with new ones.
-    leftovers = expand_pattern(FileSystems.join(out, TEMP_PREFIX + "*"))
+    leftovers = [path for folder in (out, *(FileSystems.join(out, name) for name in splits))
+                 for path in _temp_paths(folder)]
     for path in [FileSystems.join(out, name) for name in
                  (*splits, Files.REJECTED, Files.INGEST_STATS, STATS_FILE)] + leftovers:
         if FileSystems.exists(path):

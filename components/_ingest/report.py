@@ -1,12 +1,19 @@
 """What ingest reports and enforces once its job has run: the summary written to
-``ingest.json``, the lines printed at the end of the step, the rejected-rows threshold and
-the optional schema check."""
+``ingest.json``, the lines printed at the end of the step, the line accounting of each file,
+the rejected-lines threshold and the optional schema check.
+
+``max_rejected_fraction`` bounds rejected *lines* among data lines (a rejected row spanning
+five lines costs five; header and blank lines are not data), so the threshold measures what
+was lost, whatever the parser made of it. A row of a typed source is one line."""
 
 from __future__ import annotations
 
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["IngestError", "summarize", "summary_lines", "check_summary"]
+
+_LINES = ("read", "header", "kept", "rejected", "blank")
+"""The line accounting of each file: read = header + kept + rejected + blank."""
 
 
 class IngestError(RuntimeError):
@@ -20,6 +27,8 @@ def summarize(pipeline: Pipeline, files: list[str], stats: dict, elapsed: float)
     rejected = sum(stats["rejected_by_reason"].values())
     raw = pipeline.raw_columns()
     columns = stats["columns"]
+    per_file = {path: stats["files"][path] for path in sorted(stats["files"])}
+    lines = {key: sum(entry[key] for entry in per_file.values()) for key in _LINES}
     return {
         "source": type(pipeline.source).__name__,
         "source_files": files,
@@ -27,6 +36,8 @@ def summarize(pipeline: Pipeline, files: list[str], stats: dict, elapsed: float)
         **splits,
         "splits": splits,
         "rejected": rejected,
+        "lines": lines,
+        "files": per_file,
         "rejected_by_reason": dict(sorted(stats["rejected_by_reason"].items())),
         "missing_by_column": {c.name: columns[c.name]["written_missing"] for c in raw},
         "blank_lines": stats["blank_lines"],
@@ -76,8 +87,12 @@ def _schema_report(pipeline: Pipeline, stats: dict) -> dict:
 def summary_lines(summary: dict) -> list[str]:
     """The statistics shown at the end of the step."""
     splits = ", ".join(f"{n} {c}" for n, c in summary["splits"].items())
+    count = summary["lines"]
     lines = [f"read {summary['read']} rows: {splits}, {summary['rejected']} rejected, "
-             f"{summary['blank_lines']} blank lines skipped"]
+             f"{summary['blank_lines']} blank lines skipped",
+             f"{count['read']} lines read: {count['header']} header, {count['kept']} kept, "
+             f"{count['rejected']} rejected, {count['blank']} blank "
+             f"({len(summary['files'])} file(s), each balanced)"]
     if summary["rejected_by_reason"]:
         lines.append("rejected by reason: " + ", ".join(
             f"{k} {v}" for k, v in summary["rejected_by_reason"].items()))
@@ -95,18 +110,28 @@ def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str) -> None
     """Enforce ``max_rejected_fraction`` and the schema check.
 
     Raises:
-        IngestError: no rows, too many rejected rows (pointing to ``rejected_path``), or a
-            schema check violation (listing all of them).
+        IngestError: a file's lines do not add up, no rows, too many rejected lines
+            (pointing to ``rejected_path``), or a schema check violation (listing all of
+            them).
     """
-    read = summary["read"]
-    if read == 0:
+    for path, entry in summary["files"].items():
+        if entry["read"] != sum(entry[key] for key in _LINES[1:]):
+            raise IngestError(  # a bug, never bad data: no line may go unaccounted for
+                f"the lines of {path} do not add up: {entry['read']} read, but "
+                f"{entry['header']} header + {entry['kept']} kept + {entry['rejected']} "
+                f"rejected + {entry['blank']} blank")
+    if summary["read"] == 0:
         raise IngestError(f"no data rows in {', '.join(summary['source_files']) or 'the source'}")
-    fraction = summary["rejected"] / read
+    lines = summary["lines"]
+    data_lines = lines["kept"] + lines["rejected"]
+    fraction = lines["rejected"] / data_lines if data_lines else 0.0
     limit = pipeline.source.max_rejected_fraction
     if fraction > limit:
         top = sorted(summary["rejected_by_reason"].items(), key=lambda kv: -kv[1])[:5]
+        rows = summary["rejected"]  # a row may span several lines
         raise IngestError(
-            f"{summary['rejected']} of {read} rows rejected ({fraction:.2%}), more than "
+            f"{lines['rejected']} of {data_lines} data lines rejected ({fraction:.2%}; "
+            f"{rows} of {summary['read']} rows rejected), more than "
             f"source.max_rejected_fraction={limit} allows; most common reasons: "
             f"{', '.join(f'{k}: {n}' for k, n in top)}; every rejected row with its file, "
             f"line and reason is in {rejected_path}")

@@ -44,19 +44,23 @@ def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
     return pa.schema([(c.name, pa.large_list(ARROW_TYPES[c.dtype])) for c in columns])
 
 
-def validate(pipeline: Pipeline, cells: Mapping[str, pa.Array], num_rows: int) -> Validated:
+def validate(pipeline: Pipeline, cells: Mapping[str, pa.Array], num_rows: int, *,
+             na: Mapping[str, tuple[str, ...]] | None = None) -> Validated:
     """Convert the cells of every raw column, reject bad rows, keep the others.
 
     Args:
         pipeline: supplies the raw columns (dtype, default) and the label.
         cells: raw column name -> one cell per input row (text or typed Arrow arrays).
         num_rows: the number of input rows.
+        na: raw column name -> the text cells that mean "missing" in it (CSV); default: only
+            the empty cell.
 
     Raises:
         CellTypeError: a column's source type cannot hold its declared dtype.
     """
     raw = pipeline.raw_columns()
-    converted = {c.name: convert(c, cells[c.name]) for c in raw}
+    na = na or {}
+    converted = {c.name: convert(c, cells[c.name], na.get(c.name)) for c in raw}
     failure = np.full(num_rows, -1, dtype=np.int64)
     checks = []
     for column in raw:

@@ -33,7 +33,7 @@ def source_files(source, root: str) -> list[str]:
     BigQuery.
 
     Raises:
-        SourceError: no file matches.
+        SourceError: no file matches, or a match is a directory.
     """
     if isinstance(source, s.BigQuerySource):
         return []
@@ -45,10 +45,17 @@ def source_files(source, root: str) -> list[str]:
     except BeamIOError as err:
         raise SourceError(f"cannot list source.path={source.path!r} ({pattern!r}): "
                           f"{err}") from None
+    kind = {s.CsvSource: "CSV", s.ParquetSource: "Parquet"}.get(type(source), "TFRecord")
     if not files:
-        kind = {s.CsvSource: "CSV", s.ParquetSource: "Parquet"}.get(type(source), "TFRecord")
         raise SourceError(f"no {kind} file matches source.path={source.path!r} (resolved to "
                           f"{pattern!r} against source root {root!r})")
+    for path in files:
+        if "://" not in path and os.path.isdir(path):
+            suffix = {"CSV": "*.csv", "Parquet": "*.parquet"}.get(kind, "*.tfrecord*")
+            hint = f"{source.path.rstrip('/')}/{suffix}"
+            raise SourceError(f"{path} is a directory, not a {kind} file (source.path="
+                              f"{source.path!r}): declare a file or a glob of files, e.g. "
+                              f"{hint!r}")
     return files
 
 

@@ -1,9 +1,13 @@
 """Sources whose values carry types: Parquet files, TFRecord files of tf.Example, BigQuery.
 
-Each value is checked against its declared column like a CSV cell (:mod:`._cells`): a missing
+Each value is checked against its declared column like a CSV cell (:mod:`.cells`): a missing
 value takes the default or rejects the row, a value the declared dtype cannot hold exactly
 rejects the row. What a CSV cannot have: a TFRecord feature with several values, a record that
 is not an Example, or a feature of the wrong kind in some records, each rejects that row.
+
+A TFRecord row's split hash is that of the record's bytes as read; Parquet and BigQuery rows
+hold no such text, so their split hashes the encoded Example of the declared columns (declare
+``Split(key=...)`` to keep their split fixed while the declarations change).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from estflow.components._ingest.rows import Validated
 from estflow.components._ingest.rows import merge_stats
 from estflow.components._ingest.rows import validate
 from estflow.components._ingest.split import scalar_values
+from estflow.components._ingest.split import text_hashes
 from estflow.components._io.tfrecords import read_records
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.sources import BigQuerySource
@@ -120,7 +125,8 @@ class ReadTFRecord(beam.DoFn):
         return make_chunk(validated, path, lines=lambda i: start + i + 1,
                           texts=lambda i: texts.get(i, f"<{len(records[i])} bytes, not a "
                                                        "tf.train.Example>"),
-                          read=len(records), unseen=self._unseen(decoded))
+                          read=len(records), unseen=self._unseen(decoded),
+                          hashes=_record_hashes(records, validated.rows))
 
     def _decode_each(self, records: list[bytes]):
         decoded, early = [], []
@@ -153,6 +159,15 @@ class ReadTFRecord(beam.DoFn):
     def _unseen(self, decoded) -> list[str]:
         names = {c.name for c in self._pipeline.raw_columns()}
         return sorted({n for _, batch in decoded for n in batch.schema.names} - names)
+
+
+def _record_hashes(records: list[bytes], rows: np.ndarray) -> np.ndarray:
+    """The hash of each kept record's bytes as read (:func:`.split.text_hashes`): the row's
+    split does not depend on which of its features are declared."""
+    kept = [records[i] for i in rows.tolist()]
+    ends = np.cumsum(np.array([len(r) for r in kept], dtype=np.int64))
+    starts = ends - np.array([len(r) for r in kept], dtype=np.int64)
+    return text_hashes(np.frombuffer(b"".join(kept), np.uint8), starts, ends)
 
 
 def _feature_cells(batch: pa.RecordBatch, column) -> tuple[pa.Array, list[tuple[int, str]]]:

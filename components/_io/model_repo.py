@@ -15,12 +15,22 @@ Two implementations of :class:`PushDestination`:
   cannot load, so they keep serving the previous version until the push completes. The final
   listing is verified against the export.
 
-Neither ever overwrites a version. Staging directories left by a killed push are removed by a
-later push once nothing in them changed for an hour (:data:`STALE_STAGING_SECONDS`).
+Neither ever overwrites a version. A push that picks its version number (``take_next``) and
+finds it taken by a concurrent push takes the next free one, without copying again (locally
+the rename is the atomic claim; on object stores, which have no atomic claim, two pushes in the
+same instant can still collide, and the final verification then fails the later one). Staging
+directories left by a killed push are removed by a later push once nothing in them changed for
+an hour (:data:`STALE_STAGING_SECONDS`).
+
+A local version's files are created by this process, not copied with their modes: their
+permissions follow the umask (and default ACLs) like any new file, so a server running as
+another user can read a version when the umask lets it (the train step's export is private:
+its temporary directory is 0700).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import shutil
@@ -35,6 +45,7 @@ __all__ = ["PushDestination", "LocalDestination", "GFileDestination", "destinati
 STAGING_PREFIX = ".tmp-"
 STALE_STAGING_SECONDS = 3600.0
 _SAVED_MODEL = "saved_model.pb"
+_MAX_CLAIMS = 1000  # versions tried after a taken one, with take_next
 
 
 class PushDestination(Protocol):
@@ -48,11 +59,15 @@ class PushDestination(Protocol):
     def is_complete(self, version: int) -> bool:
         """Whether the version holds a ``saved_model.pb`` (what a server can load)."""
 
-    def publish(self, export_dir: str, version: int) -> str:
+    def publish(self, export_dir: str, version: int, *, take_next: bool = False) -> str:
         """Copy ``export_dir`` to version ``version``; return its path.
 
+        With ``take_next``, a version that is taken (by a concurrent push) is not an error:
+        the next free number is used (the returned path says which).
+
         Raises:
-            FileExistsError: the version exists (versions are never overwritten).
+            FileExistsError: the version exists and not ``take_next`` (versions are never
+                overwritten).
         """
 
     def remove_version(self, version: int) -> None:
@@ -107,30 +122,47 @@ class LocalDestination:
     def is_complete(self, version: int) -> bool:
         return (self.path / str(version) / _SAVED_MODEL).is_file()
 
-    def publish(self, export_dir: str, version: int) -> str:
+    def publish(self, export_dir: str, version: int, *, take_next: bool = False) -> str:
         if not (Path(export_dir) / _SAVED_MODEL).is_file():
             raise FileNotFoundError(f"no SavedModel to push: {export_dir}/{_SAVED_MODEL} is "
                                     "missing")
         self.path.mkdir(parents=True, exist_ok=True)
-        final = self.path / str(version)
-        if final.exists():
-            raise FileExistsError(f"version {version} already exists at {final}; versions are "
-                                  "never overwritten")
+        if (self.path / str(version)).exists() and not take_next:
+            raise FileExistsError(f"version {version} already exists at "
+                                  f"{self.path / str(version)}; versions are never overwritten")
         staging = self.path / _staging_name(version)
-        shutil.copytree(export_dir, staging)
-        _fsync_tree(staging)
         try:
-            # atomic on one filesystem; fails if a concurrent push created a non-empty `final`
-            os.rename(staging, final)
-        except OSError as e:
+            _copy_tree(Path(export_dir), staging)
+            _fsync_tree(staging)
+            final = self._claim(staging, version, take_next)
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-            raise FileExistsError(f"version {version} appeared at {final} during the push: "
-                                  f"{e}") from e
+            raise
         _fsync_dir(self.path)
         return str(final)
 
+    def _claim(self, staging: Path, version: int, take_next: bool) -> Path:
+        """Rename ``staging`` to the version (the next free one with ``take_next``)."""
+        for _ in range(_MAX_CLAIMS):
+            final = self.path / str(version)
+            try:
+                os.rename(staging, final)  # atomic; fails if `final` exists (and is not empty)
+                return final
+            except OSError as e:
+                if e.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise
+                if not take_next:
+                    raise FileExistsError(f"version {version} appeared at {final} during the "
+                                          "push; versions are never overwritten") from e
+            version += 1
+        raise FileExistsError(f"no free version in {_MAX_CLAIMS} tries after {version} under "
+                              f"{self.path}")
+
     def remove_version(self, version: int) -> None:
-        shutil.rmtree(self.path / str(version))
+        try:
+            shutil.rmtree(self.path / str(version))
+        except FileNotFoundError:  # a concurrent push pruned it first
+            pass
 
     def clean_staging(self, older_than_seconds: float) -> list[str]:
         if not self.path.is_dir():
@@ -154,6 +186,18 @@ def _newest_mtime(root: Path) -> float:
             except OSError:
                 continue
     return newest
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """Copy a directory's files (contents, not modes: new files and directories get the
+    permissions the umask gives them); symlinks are copied as what they point to."""
+    os.mkdir(target)
+    for folder, dirs, files in os.walk(source, followlinks=True):
+        here = target / os.path.relpath(folder, source)
+        for name in dirs:
+            os.mkdir(here / name)
+        for name in files:
+            shutil.copyfile(os.path.join(folder, name), here / name)
 
 
 def _fsync_dir(folder: str | Path) -> None:
@@ -191,9 +235,9 @@ class GFileDestination:
     def is_complete(self, version: int) -> bool:
         return self._gfile.exists(self._join(version, _SAVED_MODEL))
 
-    def publish(self, export_dir: str, version: int) -> str:
+    def publish(self, export_dir: str, version: int, *, take_next: bool = False) -> str:
         final = self._join(version)
-        if self._gfile.exists(final):
+        if self._gfile.exists(final) and not take_next:
             raise FileExistsError(f"version {version} already exists at {final}; versions are "
                                   "never overwritten")
         manifest = _manifest(self._gfile, export_dir)
@@ -207,9 +251,18 @@ class GFileDestination:
             if self._gfile.exists(staging):  # best effort; else a later push cleans it
                 self._gfile.rmtree(staging)
             raise
-        if self._gfile.exists(final):
+        for _ in range(_MAX_CLAIMS):
+            final = self._join(version)
+            if not self._gfile.exists(final):
+                break
+            if not take_next:
+                self._gfile.rmtree(staging)
+                raise FileExistsError(f"version {version} appeared at {final} during the push")
+            version += 1
+        else:
             self._gfile.rmtree(staging)
-            raise FileExistsError(f"version {version} appeared at {final} during the push")
+            raise FileExistsError(f"no free version in {_MAX_CLAIMS} tries under "
+                                  f"{self.model_base}")
         # saved_model.pb last: until it lands, servers cannot load the version
         for relative in sorted(manifest, key=lambda r: (r == _SAVED_MODEL, r)):
             self._gfile.makedirs(os.path.dirname(f"{final}/{relative}"))

@@ -26,13 +26,34 @@ __all__ = ["step_parser", "load_pipeline", "resolve", "resolve_source_root", "Pr
 _TYPES = {"str": str, "int": int, "float": float}
 
 
+class _StepParser(argparse.ArgumentParser):
+    """argparse reads ``--beam-options --runner=X`` as two options; a KFP task passes a
+    parameter's value as its own argument, whatever it starts with. A text option's next
+    argument is therefore always its value."""
+
+    text_flags: tuple[str, ...] = ()
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        joined, i = [], 0
+        while i < len(args):
+            if args[i] in self.text_flags and i + 1 < len(args):
+                joined.append(f"{args[i]}={args[i + 1]}")
+                i += 2
+            else:
+                joined.append(args[i])
+                i += 1
+        return super().parse_known_args(joined, namespace)
+
+
 def step_parser(step: Step, description: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of a step's entry point, built from its contract (dsl/contracts.py):
     ``--spec``, one ``--<artifact>`` per input and output artifact, then the step's options.
     The runners build the same arguments from the same :class:`Step`, so they cannot differ.
     A Beam step parses with ``parse_known_args``: the rest are Beam pipeline options."""
-    parser = argparse.ArgumentParser(prog=step.module, description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _StepParser(prog=step.module, description=description,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.text_flags = tuple(f"--{o.flag}" for o in step.options if o.type == "str")
     parser.add_argument("--spec", required=True, help="pipeline spec: JSON file path or text")
     for artifact in step.inputs:
         parser.add_argument(f"--{artifact}", required=True, metavar="DIR",

@@ -10,7 +10,12 @@
   model's ``estflow_raw_features.json`` when it lists them (see
   :func:`estflow.components._serve.models.read_raw_features`), otherwise from the JSON values
   like TF Serving (integers and booleans -> ``int64_list``, any decimal -> ``float_list``,
-  strings and ``{"b64": ...}`` -> ``bytes_list``).
+  strings and ``{"b64": ...}`` -> ``bytes_list``). When the model lists its features, a
+  feature it does not list is refused (400, naming the known ones) rather than silently
+  ignored by the model's parser, which would score the example with defaults.
+* Bodies are bounded: JSON nested more than :data:`MAX_JSON_DEPTH` levels is refused (400)
+  before anything walks it, as is a number Python cannot parse (an integer literal of more than
+  4300 digits); the HTTP layer bounds the body's bytes (413).
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
-from estflow.components._serve.models import ServingError
+from estflow.components._serve.errors import ServingError
 from estflow.components._serve.models import Signature
 
 __all__ = ["parse_body", "signature_name", "predict_inputs", "run_signature", "predict_response",
-           "serialized_examples", "classify_response", "regress_response"]
+           "serialized_examples", "classify_response", "regress_response", "MAX_JSON_DEPTH"]
+
+MAX_JSON_DEPTH = 64
+"""Levels of JSON nesting a request may have (the body's object is level 1): room for tensors
+of rank 60, and a bound on the work (and recursion) a request can cause."""
 
 _B64 = "b64"
 _INT_RANGES = {dtype: (int(np.iinfo(dtype.as_numpy_dtype).min),
@@ -56,11 +65,33 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise _bad("the request body is empty; expected a JSON object")
     try:
         doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RecursionError:  # deeper than the interpreter's recursion limit (~1000)
+        raise _too_deep() from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 4300+ digit integer
         raise _bad(f"malformed JSON in request body: {e}") from None
+    _check_depth(doc)
     if not isinstance(doc, dict):
         raise _bad(f"the request body must be a JSON object, got {type(doc).__name__}")
     return doc
+
+
+def _too_deep() -> ServingError:
+    return _bad(f"the request JSON is nested more than {MAX_JSON_DEPTH} levels deep")
+
+
+def _check_depth(doc: Any) -> None:
+    """A 400 if ``doc`` nests lists/objects deeper than MAX_JSON_DEPTH (iterative: a deep
+    document cannot exhaust the stack here)."""
+    if not isinstance(doc, (list, dict)):
+        return
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        for child in (value.values() if isinstance(value, dict) else value):
+            if isinstance(child, (list, dict)):
+                if depth >= MAX_JSON_DEPTH:
+                    raise _too_deep()
+                stack.append((child, depth + 1))
 
 
 def signature_name(doc: dict[str, Any], default: str) -> str:
@@ -247,21 +278,28 @@ def predict_response(outputs: dict[str, np.ndarray], row_format: bool) -> dict[s
                             for i in range(batch)]}
 
 
-def serialized_examples(doc: dict[str, Any], raw_features: dict[str, str] | None) -> np.ndarray:
+def serialized_examples(doc: dict[str, Any], raw_features: dict[str, str] | None,
+                        owner: str = "the model") -> np.ndarray:
     """The ``examples`` of a ``:classify``/``:regress`` body as serialized tf.Examples, each
-    with the ``context`` features added (a feature may not be in both, as in TF Serving)."""
+    with the ``context`` features added (a feature may not be in both, as in TF Serving).
+
+    With ``raw_features`` (the model's features and their types), a feature name it does not
+    list is a 400 naming the known ones (``owner`` says whose: ``model 'taxi' version 2``).
+    """
     examples, context = doc.get("examples"), doc.get("context", {})
     if not isinstance(examples, list) or not examples:
         raise _bad(f"'examples' must be a non-empty list of objects, got {_brief(examples)}")
     if not isinstance(context, dict):
         raise _bad(f"'context' must be an object of features, got {_brief(context)}")
     types = raw_features or {}
+    _known(context, raw_features, "context", owner)
     shared = {name: _feature(name, value, types.get(name), "context")
               for name, value in context.items()}
     serialized = np.empty(len(examples), dtype=object)
     for i, example in enumerate(examples):
         if not isinstance(example, dict):
             raise _bad(f"examples[{i}] must be an object of features, got {_brief(example)}")
+        _known(example, raw_features, f"examples[{i}]", owner)
         features = dict(shared)
         for name, value in example.items():
             if name in shared:
@@ -271,6 +309,14 @@ def serialized_examples(doc: dict[str, Any], raw_features: dict[str, str] | None
         proto = tf.train.Example(features=tf.train.Features(feature=features))
         serialized[i] = proto.SerializeToString()
     return serialized
+
+
+def _known(features: dict, raw_features: dict[str, str] | None, where: str, owner: str) -> None:
+    if raw_features is None or features.keys() <= raw_features.keys():
+        return
+    unknown = sorted(features.keys() - raw_features.keys())
+    raise _bad(f"{where} feature {unknown[0][:100]!r} is not a feature of {owner}; known "
+               f"features: {', '.join(sorted(raw_features))}")
 
 
 def _feature(name: str, value: Any, dtype: str | None, where: str) -> tf.train.Feature:

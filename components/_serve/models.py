@@ -13,7 +13,12 @@ serving and the failure is logged and reported by the status API (it is retried 
 version's files change).
 
 Requests never touch the filesystem: they look names up in the in-memory registry, so no URL
-can make the server read outside BASE_PATH.
+can make the server read outside BASE_PATH. Nor can the files: every model directory, version
+directory and file is resolved (symlinks followed) and must lie inside the resolved BASE_PATH.
+A model directory that resolves outside is refused (404, saying where it points); a version
+that does, or holds a file or directory that does, is refused like a version that fails to
+load (reported by the status API, the previous version keeps serving). A version is never
+walked outside BASE_PATH, so a version symlinked to ``/`` costs one ``stat``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
 from estflow.components._io.model_repo import version_dirs
+from estflow.components._serve.errors import ServingError
 
 __all__ = ["ServingError", "Signature", "ServedModel", "ModelRegistry", "load_model",
            "read_raw_features", "RAW_FEATURES_FILE", "MODEL_NAME_PATTERN"]
@@ -43,15 +49,6 @@ RAW_FEATURES_FILE = "assets.extra/estflow_raw_features.json"
 RAW_FEATURE_DTYPES = ("float", "int", "string")
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _INTERNAL_SIGNATURES = ("__saved_model_init_op",)
-
-
-class ServingError(Exception):
-    """An error answered to the client as ``{"error": message}`` with an HTTP status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,32 +175,64 @@ def load_model(name: str, version: int, version_dir: Path) -> ServedModel:
                        raw_features, loaded)
 
 
-def _scan(base_path: Path) -> dict[str, dict[int, Path]]:
-    """model name -> {version: directory} for every model under ``base_path``."""
-    found = {}
+class _Outside(Exception):
+    """A path that resolves outside the base path (the message says where)."""
+
+
+def _inside(path: Path | str, base: Path) -> Path:
+    """``path`` resolved; :class:`_Outside` unless it lies in ``base`` (resolved)."""
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(base):
+        raise _Outside(f"{path} resolves to {real}, outside the base path {base}")
+    return real
+
+
+def _scan(base_path: Path) -> tuple[dict[str, dict[int, Path]], dict[str, str]]:
+    """(model name -> {version: directory} for every model under ``base_path``, model name ->
+    why it is refused for model directories that resolve outside it)."""
+    found, refused = {}, {}
     for child in sorted(base_path.iterdir()):
         if child.name.startswith(".") or not child.is_dir():
             continue
         if not MODEL_NAME_PATTERN.fullmatch(child.name):
             log.debug("ignoring %s: not a valid model name", child)
             continue
+        try:
+            _inside(child, base_path)
+        except _Outside as e:
+            refused[child.name] = str(e)
+            continue
         versions = version_dirs(child)
         if versions:
             found[child.name] = versions
-    return found
+    return found, refused
 
 
-def _fingerprint(folder: Path) -> tuple:
-    """Cheap identity of a version's files, to retry a failed load only when they change."""
+def _inspect(folder: Path, base: Path) -> tuple:
+    """Check that nothing in a version directory resolves outside ``base`` (raises
+    :class:`_Outside` at the first such path, before descending into it); return a cheap
+    identity of its files, to retry a failed load only when they change. Symlinks inside
+    ``base`` are followed, each real directory walked once."""
+    root = _inside(folder, base)
+    seen = {root}
     entries = []
-    for root, _dirs, files in os.walk(folder):
-        for file in files:
+    for here, dirs, files in os.walk(root, followlinks=True):
+        for name in list(dirs):
+            path = os.path.join(here, name)
+            if os.path.islink(path):
+                real = _inside(path, base)
+                if real in seen:
+                    dirs.remove(name)
+                seen.add(real)
+        for name in files:
+            path = os.path.join(here, name)
+            if os.path.islink(path):
+                _inside(path, base)
             try:
-                stat = os.stat(os.path.join(root, file))
+                stat = os.stat(path)
             except OSError:
                 continue
-            entries.append((os.path.relpath(os.path.join(root, file), folder), stat.st_size,
-                            stat.st_mtime_ns))
+            entries.append((os.path.relpath(path, root), stat.st_size, stat.st_mtime_ns))
     return tuple(sorted(entries))
 
 
@@ -226,6 +255,7 @@ class ModelRegistry:
         self._lock = threading.Lock()          # guards the swap of _models / _failures
         self._refresh_lock = threading.Lock()  # one scan-and-load at a time
         self._models: dict[str, ServedModel] = {}
+        self._refused: dict[str, str] = {}  # model name -> why its directory is not read
         self._failures: dict[tuple[str, int], _Failure] = {}
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
@@ -240,6 +270,10 @@ class ModelRegistry:
             model = self._models.get(name)
             failures = {v: f for (n, v), f in self._failures.items() if n == name}
         if model is None:
+            with self._lock:
+                refused = self._refused.get(name)
+            if refused is not None:
+                raise ServingError(404, f"model {name!r} is not served: {refused}")
             if failures:
                 newest = max(failures)
                 raise ServingError(404, f"model {name!r} is not available: version {newest} "
@@ -276,16 +310,22 @@ class ModelRegistry:
         """Scan the base path; load each model's newest version if it is not served yet."""
         with self._refresh_lock:
             try:
-                found = _scan(self.base_path)
+                found, refused = _scan(self.base_path)
             except OSError as e:
                 log.error("cannot scan %s: %s", self.base_path, e)
                 return
+            for name, reason in refused.items():
+                if self._refused.get(name) != reason:
+                    log.error("refusing model %s: %s (nothing outside the base path is read)",
+                              name, reason)
             for name, versions in found.items():
                 self._refresh_model(name, versions)
             with self._lock:
+                self._refused = refused
                 for name in set(self._models) - set(found):
-                    log.warning("model %s has no versions left under %s; no longer served",
-                                name, self.base_path)
+                    if name not in refused:
+                        log.warning("model %s has no versions left under %s; no longer served",
+                                    name, self.base_path)
                     del self._models[name]
                 self._failures = {key: f for key, f in self._failures.items()
                                   if key[1] in found.get(key[0], {})}
@@ -297,7 +337,17 @@ class ModelRegistry:
             failure = self._failures.get((name, latest))
         if current is not None and current.version == latest:
             return
-        fingerprint = _fingerprint(versions[latest])
+        still = f"; still serving version {current.version}" if current else ""
+        try:
+            fingerprint = _inspect(versions[latest], self.base_path)
+        except _Outside as e:
+            message = f"refused: {e}"
+            if failure is None or failure.message != message:
+                log.error("model %s version %s %s (nothing outside the base path is read)%s",
+                          name, latest, message, still)
+                with self._lock:
+                    self._failures[(name, latest)] = _Failure(("outside", message), message)
+            return
         if failure is not None and failure.fingerprint == fingerprint:
             return
         try:
@@ -305,8 +355,7 @@ class ModelRegistry:
         except Exception as e:  # noqa: BLE001 - any load failure keeps the old version serving
             message = f"{type(e).__name__}: {e}".splitlines()[0][:500]
             log.error("model %s version %s failed to load from %s: %s%s", name, latest,
-                      versions[latest], message,
-                      f"; still serving version {current.version}" if current else "")
+                      versions[latest], message, still)
             with self._lock:
                 self._failures[(name, latest)] = _Failure(fingerprint, message)
             return

@@ -410,6 +410,11 @@ class Distribution:
         return self.strategy is None or bool(self.strategy.extended.should_checkpoint)
 
     @property
+    def coordinated(self) -> bool:
+        """Whether a coordinator schedules the steps on workers (ParameterServerStrategy)."""
+        return self._coordinator is not None
+
+    @property
     def num_replicas(self) -> int:
         return 1 if self.strategy is None else int(self.strategy.num_replicas_in_sync)
 

@@ -9,7 +9,9 @@ creates there is *the model* (shared by every mode, what exports carry).
 
 The model_fn is traced as tf.estimator ran it, in graph mode without AutoGraph: Python
 control flow runs once, at trace time (branch on ``mode``, not on tensor values; use
-``tf.cond``/``tf.while_loop`` for those), and errors it raises keep their type.
+``tf.cond``/``tf.while_loop`` for those), and errors it raises keep their type. TF 1 code in it
+sees tf.estimator's graph world (:mod:`._engine.tf1`): the global step, collections,
+``tf.compat.v1.train`` optimizers, ``tf.compat.v1.summary`` into model_dir.
 
 State lives in memory between calls and is saved to ``model_dir`` every
 ``save_checkpoints_steps`` (or ``save_checkpoints_secs``) and at the end of ``train``; a new
@@ -125,11 +127,14 @@ class Estimator:
             self._checkpoint, self._distribution.write_dir(self.model_dir),
             max_to_keep=self.config.keep_checkpoint_max or None, checkpoint_name=_CKPT_NAME,
             keep_checkpoint_every_n_hours=self.config.keep_checkpoint_every_n_hours)
+        self._writer = None  # the TensorBoard writer of training (see _summary_writer)
         self._trainer = Trainer(self._store, self._model_fn, self._global_step, self._optimizers,
-                                self._distribution)
+                                self._distribution, summary_writer=self._summary_writer,
+                                summary_steps=self.config.save_summary_steps)
         # distribution: config.eval_distribute (None: evaluate on one device).
         self._evaluator = Evaluator(self._store, self._model_fn,
-                                    Distribution.for_eval(self.config, self._distribution))
+                                    Distribution.for_eval(self.config, self._distribution),
+                                    self._global_step)
         self._predictor = Predictor(self.predictions)
         self._synced = -1  # tracked-variable count at the last restore; -1: never restored
         self._holds: str | None = None  # the checkpoint in-memory state equals (None: none)
@@ -249,7 +254,8 @@ class Estimator:
         establish = not self._store.established
         if establish and self.config.tf_random_seed is not None:
             keras.utils.set_random_seed(self.config.tf_random_seed)
-        with self._store.scope(ModeKeys.PREDICT, establish=establish):
+        with self._store.scope(ModeKeys.PREDICT, establish=establish,
+                               global_step=self._global_step):
             spec = self._model_fn(features, None, ModeKeys.PREDICT)
         self._prediction_hooks = spec.prediction_hooks  # hooks: the latest PREDICT trace's
         return spec
@@ -293,8 +299,7 @@ class Estimator:
         runner.begin()
         self._progress(f"training from global step {start}"
                        + (f" to {target}" if target is not None else " until the input ends"))
-        reporter = Reporter(self._distribution.write_dir(self.model_dir),
-                            self.config.save_summary_steps,
+        reporter = Reporter(self._summary_writer(), self.config.save_summary_steps,
                             self.config.log_step_count_steps, self._progress, start)
         engine = LoopEngine(lambda size, names: self._run_loop(iterator, size, names),
                             self._save, self._rollback, self.config, self._progress)
@@ -305,6 +310,16 @@ class Estimator:
             self._distribution.cleanup()  # distribution: a non-chief's scratch summaries
         runner.end()
         return self
+
+    def _summary_writer(self) -> tf.summary.SummaryWriter:
+        """The writer of training's TensorBoard events in model_dir: the engine's scalars
+        (loss, steps/sec) and the model_fn's summaries, one per Estimator (the training loop
+        holds it once traced)."""
+        if self._writer is None:
+            with tf.init_scope():
+                self._writer = tf.summary.create_file_writer(
+                    self._distribution.write_dir(self.model_dir))
+        return self._writer
 
     def _session(self) -> HookSession:
         return HookSession(self._global_step, self.variables)
@@ -409,8 +424,10 @@ class Estimator:
         return self._weights(checkpoint_path)
 
     def serving_variables(self) -> list[tf.Variable]:
-        """Variables a PREDICT-mode graph reads: the model (not optimizer state) and locals."""
-        return self._store.model_variables() + self._store.local_variables(ModeKeys.PREDICT)
+        """Variables a PREDICT-mode graph reads: the model (not optimizer state), locals and
+        the global step."""
+        return (self._store.model_variables() + self._store.local_variables(ModeKeys.PREDICT)
+                + [self._global_step])  # a PREDICT model_fn may read the global step
 
 
 def _check_steps(steps: int | None, max_steps: int | None) -> None:

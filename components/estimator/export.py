@@ -1,10 +1,13 @@
 """SavedModel export: serving signatures over the trained model, written atomically.
 
-TF 2 has no placeholders, so tf.estimator's ``serving_input_receiver_fn`` returns a
+TF 2 has no placeholders, so estflow's ``serving_input_receiver_fn`` returns a
 :class:`ServingInputReceiver` describing the signature's inputs (``receiver_specs``) and how to
 turn them into the model_fn's features (``features_fn``, traced inside the signature). Objects
 the features_fn uses that own resources (a tf.Transform layer and its tables, vocabularies)
-go in ``trackables`` so the SavedModel carries them.
+go in ``trackables`` so the SavedModel carries them. tf.estimator's forms work too:
+``build_parsing_serving_input_receiver_fn``, ``build_raw_serving_input_receiver_fn``, and
+``ServingInputReceiver(features, receiver_tensors)`` / ``TensorServingInputReceiver`` built from
+``tf.compat.v1.placeholder``s (:func:`resolve_receiver` runs such a fn in a TF 1 graph).
 
 Signatures are traced on a plain ``tf.Module`` that tracks only what serving needs: the model
 variables (no optimizer slots) and the trackables. TF 2's ``tf.saved_model.save`` writes every
@@ -38,9 +41,11 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-__all__ = ["ServingInputReceiver", "parsing_serving_input_receiver_fn", "export_module",
-           "save", "export_saved_model", "as_outputs", "signature_function",
-           "ClassificationOutput", "RegressionOutput", "PredictOutput", "CLASSIFY", "REGRESS"]
+__all__ = ["ServingInputReceiver", "TensorServingInputReceiver",
+           "parsing_serving_input_receiver_fn", "build_parsing_serving_input_receiver_fn",
+           "build_raw_serving_input_receiver_fn", "resolve_receiver", "export_module", "save",
+           "export_saved_model", "as_outputs", "signature_function", "ClassificationOutput",
+           "RegressionOutput", "PredictOutput", "CLASSIFY", "REGRESS"]
 
 CLASSIFY = "tensorflow/serving/classify"
 REGRESS = "tensorflow/serving/regress"
@@ -89,9 +94,23 @@ class PredictOutput:
 _METHODS = {ClassificationOutput: CLASSIFY, RegressionOutput: REGRESS}
 
 
-@dataclasses.dataclass(frozen=True)
+_SINGLE_FEATURE = "feature"  # tf.estimator's names for a lone features / receiver tensor
+_SINGLE_RECEIVER = "input"
+
+
 class ServingInputReceiver:
     """The inputs of a serving signature and how they become features.
+
+    Two forms:
+
+    - estflow's (TF 2): ``ServingInputReceiver(features_fn, receiver_specs, trackables={})``;
+    - tf.estimator's (TF 1): ``ServingInputReceiver(features, receiver_tensors)`` built by a
+      ``serving_input_receiver_fn`` from ``tf.compat.v1.placeholder``s (``receiver_tensors``)
+      and the ops turning them into ``features``. The export calls such a fn inside a TF 1
+      graph (``tf.compat.v1.wrap_function``) and keeps the ops between the placeholders and
+      the features as the signature's ``features_fn`` (:func:`resolve_receiver`). A lone
+      features tensor becomes ``{"feature": tensor}``, a lone receiver tensor
+      ``{"input": tensor}``, as in tf.estimator.
 
     Args:
         features_fn: receiver tensors (a dict keyed like ``receiver_specs``) -> the model_fn's
@@ -99,23 +118,167 @@ class ServingInputReceiver:
         receiver_specs: ``{input name: tf.TensorSpec}``, the signature's inputs.
         trackables: objects ``features_fn`` uses that the SavedModel must carry (layers with
             lookup tables, assets).
+        features: (TF 1 form) a tensor or a dict of tensors (or ``SparseTensor``s): the
+            model_fn's features.
+        receiver_tensors: (TF 1 form) a placeholder or a dict of them: the signature's inputs.
+        receiver_tensors_alternatives: (TF 1 form) must be None: one signature per receiver.
+
+    Raises:
+        ValueError: neither form, or ``receiver_tensors_alternatives``.
     """
 
-    features_fn: Callable[[dict], Any]
-    receiver_specs: Mapping[str, tf.TensorSpec]
-    trackables: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    _single_feature = False  # TensorServingInputReceiver: a lone tensor stays one
+
+    def __init__(self, features_fn=None, receiver_specs=None, trackables=None, *,
+                 features=None, receiver_tensors=None,
+                 receiver_tensors_alternatives=None) -> None:
+        if features_fn is not None and not callable(features_fn):  # TF 1, positionally
+            if features is not None or receiver_tensors is not None:
+                raise ValueError("ServingInputReceiver: expected (features_fn, receiver_specs) "
+                                 "or (features, receiver_tensors); received both")
+            features, receiver_tensors, features_fn = features_fn, receiver_specs, None
+            receiver_specs, receiver_tensors_alternatives = None, trackables
+            trackables = None
+        self.features_fn = features_fn
+        self.receiver_specs = dict(receiver_specs or {})
+        self.trackables = dict(trackables or {})
+        self.features = features
+        self.receiver_tensors = receiver_tensors
+        if receiver_tensors_alternatives:
+            raise ValueError("ServingInputReceiver: receiver_tensors_alternatives (extra "
+                             "signatures) are not supported; export each receiver with its "
+                             "own serving_input_receiver_fn. Received: "
+                             f"{sorted(receiver_tensors_alternatives)}")
+        if features_fn is None and (features is None or receiver_tensors is None):
+            raise ValueError("ServingInputReceiver needs features_fn and receiver_specs "
+                             "(estflow) or features and receiver_tensors (tf.estimator); "
+                             f"received features_fn={features_fn!r}, features={features!r}, "
+                             f"receiver_tensors={receiver_tensors!r}")
+        if features_fn is not None and not self.receiver_specs:
+            raise ValueError("ServingInputReceiver(features_fn, receiver_specs): expected "
+                             "receiver_specs, a non-empty {name: tf.TensorSpec}; received "
+                             f"{receiver_specs!r}")
+
+    @property
+    def is_tf1(self) -> bool:
+        """Built from TF 1 tensors (to be resolved by :func:`resolve_receiver`)."""
+        return self.features_fn is None
+
+    def _tf1_parts(self) -> tuple[dict, Any]:
+        """(receiver tensors by name, features) with tf.estimator's default names."""
+        receivers = self.receiver_tensors
+        if not isinstance(receivers, Mapping):
+            receivers = {_SINGLE_RECEIVER: receivers}
+        features = self.features
+        if not isinstance(features, Mapping) and not self._single_feature:
+            features = {_SINGLE_FEATURE: features}
+        return dict(receivers), features
+
+
+class TensorServingInputReceiver(ServingInputReceiver):
+    """tf.estimator's ``TensorServingInputReceiver(features, receiver_tensors)``: like
+    :class:`ServingInputReceiver`'s TF 1 form, but a lone features tensor reaches the model_fn
+    as that tensor, not as ``{"feature": tensor}``."""
+
+    _single_feature = True
+
+    def __init__(self, features, receiver_tensors, receiver_tensors_alternatives=None) -> None:
+        super().__init__(features=features, receiver_tensors=receiver_tensors,
+                         receiver_tensors_alternatives=receiver_tensors_alternatives)
+
+
+def resolve_receiver(serving_input_receiver_fn: Callable[[], Any]) -> ServingInputReceiver:
+    """Call ``serving_input_receiver_fn`` and return its receiver in estflow's form.
+
+    A fn building a TF 1 receiver (placeholders: they fail when called eagerly) is called
+    again inside a TF 1 graph, and the ops from its receiver tensors to its features become
+    the ``features_fn``."""
+    try:
+        receiver = serving_input_receiver_fn()
+    except RuntimeError as err:
+        if "placeholder" not in str(err):
+            raise
+        receiver = None
+    if receiver is not None and not getattr(receiver, "is_tf1", False):
+        return receiver
+    box: dict[str, Any] = {}
+
+    def build():
+        box["receiver"] = serving_input_receiver_fn()
+
+    graph_fn = tf.compat.v1.wrap_function(build, [])
+    receiver = box["receiver"]
+    if not getattr(receiver, "is_tf1", False):
+        raise TypeError("serving_input_receiver_fn returned a receiver without features_fn "
+                        f"in a TF 1 graph: {type(receiver).__name__}")
+    receivers, features = receiver._tf1_parts()
+    names = sorted(receivers)
+    feeds = [receivers[n] for n in names]
+    for name, tensor in zip(names, feeds, strict=True):
+        if not isinstance(tensor, tf.Tensor):
+            raise TypeError(f"receiver_tensors[{name!r}]: expected a tf.compat.v1.placeholder "
+                            f"(a dense tensor); received {type(tensor).__name__}")
+    pruned = graph_fn.prune(feeds=feeds, fetches=features)
+    specs = {n: tf.TensorSpec(t.shape, t.dtype, name=n) for n, t in zip(names, feeds,
+                                                                          strict=True)}
+    return ServingInputReceiver(
+        features_fn=lambda inputs: pruned(*[inputs[n] for n in names]),
+        receiver_specs=specs)
+
+
+def _parsing_receiver_fn(feature_spec: Mapping[str, Any], name: str,
+                         batch_size: int | None) -> Callable[[], ServingInputReceiver]:
+    spec = dict(feature_spec)
+
+    def receiver_fn() -> ServingInputReceiver:
+        return ServingInputReceiver(
+            features_fn=lambda inputs: tf.io.parse_example(inputs[name], spec),
+            receiver_specs={name: tf.TensorSpec([batch_size], tf.string, name=name)})
+
+    return receiver_fn
 
 
 def parsing_serving_input_receiver_fn(feature_spec: Mapping[str, Any],
                                       name: str = "examples") -> Callable[[], ServingInputReceiver]:
     """A receiver fn taking serialized ``tf.Example``s (string ``[None]``) parsed with
     ``feature_spec`` (tf.estimator's ``build_parsing_serving_input_receiver_fn``)."""
-    spec = dict(feature_spec)
+    return _parsing_receiver_fn(feature_spec, name, None)
+
+
+def build_parsing_serving_input_receiver_fn(
+        feature_spec: Mapping[str, Any],
+        default_batch_size: int | None = None) -> Callable[[], ServingInputReceiver]:
+    """tf.estimator's name: a receiver fn taking serialized ``tf.Example``s as ``examples``
+    (string ``[default_batch_size]``), parsed with ``feature_spec``."""
+    return _parsing_receiver_fn(feature_spec, "examples", default_batch_size)
+
+
+def build_raw_serving_input_receiver_fn(
+        features: Mapping[str, Any],
+        default_batch_size: int | None = None) -> Callable[[], ServingInputReceiver]:
+    """tf.estimator's raw receiver: the signature takes each feature as an input of the same
+    name, fed to the model_fn as is. ``features`` maps names to anything with a ``dtype`` and
+    a ``shape`` (a tensor, a ``tf.TensorSpec``, a numpy array): the first dimension becomes
+    ``default_batch_size`` (None: any batch size).
+
+    Raises:
+        TypeError: ``features`` is not a dict of such values.
+    """
+    if not isinstance(features, Mapping) or not features:
+        raise TypeError("build_raw_serving_input_receiver_fn: expected features, a non-empty "
+                        f"dict of tensors or tf.TensorSpecs; received {type(features).__name__}")
+    specs = {}
+    for name, value in features.items():
+        if not (hasattr(value, "dtype") and hasattr(value, "shape")):
+            raise TypeError(f"build_raw_serving_input_receiver_fn: features[{name!r}] is a "
+                            f"{type(value).__name__}; expected a tensor or a tf.TensorSpec")
+        shape = tf.TensorShape(value.shape)
+        if shape.rank:
+            shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
+        specs[name] = tf.TensorSpec(shape, tf.as_dtype(value.dtype), name=name)
 
     def receiver_fn() -> ServingInputReceiver:
-        return ServingInputReceiver(
-            features_fn=lambda inputs: tf.io.parse_example(inputs[name], spec),
-            receiver_specs={name: tf.TensorSpec([None], tf.string, name=name)})
+        return ServingInputReceiver(features_fn=dict, receiver_specs=specs)
 
     return receiver_fn
 
@@ -143,6 +306,16 @@ def export_module(estimator, trackables: Mapping[str, Any] | None = None) -> tf.
     module = tf.Module(name="export")
     module.assets = dict(trackables or {})
     return module
+
+
+_UNTRACKED_TABLE = (
+    "The serving signature uses a lookup table the SavedModel cannot carry: "
+    "tf.feature_column / tf.compat.v1.feature_column vocabulary and hash columns (through "
+    "tf.compat.v1.feature_column.input_layer, tf.keras.layers.DenseFeatures) create a new "
+    "table on every trace and keep none of them. Use "
+    "estflow.components.estimator.feature_column (same names: input_layer, DenseFeatures, "
+    "categorical_column_with_vocabulary_list, ...): its lookups are constant ops; or pass "
+    "the objects owning the tables as ServingInputReceiver trackables.")
 
 
 def _patch_method_names(export_dir: Path, method_names: Mapping[str, str]) -> None:
@@ -178,7 +351,12 @@ def save(module: tf.Module, estimator, export_dir: str | os.PathLike,
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         with estimator.weights(checkpoint_path):
-            tf.saved_model.save(module, str(tmp), signatures=concrete)
+            try:
+                tf.saved_model.save(module, str(tmp), signatures=concrete)
+            except AssertionError as err:
+                if "untracked" in str(err) and "LookupInterface" in str(err):
+                    raise ValueError(_UNTRACKED_TABLE) from err
+                raise
         if method_names:
             _patch_method_names(tmp, method_names)
         os.replace(tmp, target)
@@ -251,7 +429,7 @@ def export_saved_model(estimator, export_dir_base: str | os.PathLike,
     """The model's signatures (its PREDICT spec's ``export_outputs``, else
     ``serving_default`` returning all predictions; see the module docstring) under
     ``export_dir_base/<unix timestamp>``, like tf.estimator's export layout."""
-    receiver = serving_input_receiver_fn()
+    receiver = resolve_receiver(serving_input_receiver_fn)
     module = export_module(estimator, receiver.trackables)
     signatures, methods = _export_signatures(estimator, receiver, progress or (lambda m: None))
     module.serve = signatures["serving_default"]

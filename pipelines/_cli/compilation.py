@@ -1,5 +1,7 @@
 """``estflow compile``: a pipeline to Kubeflow Pipelines v2 IR YAML
-(:mod:`estflow.pipelines.kfp_compiler`)."""
+(:mod:`estflow.pipelines.kfp_compiler`), for a KFP backend version (``--kfp-backend``); and
+``estflow rbac``: the Kubernetes RBAC manifests the multi-worker train task needs
+(:mod:`estflow.pipelines._kfp.rbac`)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,21 @@ import argparse
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines._cli.usage import PIPELINE_HELP
 from estflow.pipelines._cli.usage import UsageError
+from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import load_target
+from estflow.pipelines._kfp import backend as kfp_backends
+from estflow.pipelines._kfp import rbac
 
 __all__ = ["add_commands"]
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Register ``compile``."""
+    """Register ``compile`` and ``rbac``."""
     cmd = commands.add_parser(
         "compile", help="compile a pipeline to Kubeflow Pipelines v2 IR YAML",
         description="Compile a pipeline to Kubeflow Pipelines v2 IR YAML (one task per step). "
@@ -42,12 +48,40 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                      "checked for the runner, and the default of "
                      "the beam_options pipeline parameter (override per run with "
                      "estflow submit --param beam_options=...)")
+    releases = ", ".join(f"{k}: {v.major}.{v.minor}.{v.patch}"
+                         for k, v in kfp_backends.KUBEFLOW_RELEASES.items())
+    cmd.add_argument("--kfp-backend", default=kfp_compiler.DEFAULT_KFP_BACKEND,
+                     metavar="VERSION",
+                     help="the oldest KFP backend (API server) version the pipeline must run "
+                     "on (default: %(default)s). Older than 2.14: the exit handler's report "
+                     "gets no final state; older than 2.5: placement parameters become the "
+                     f"declared constants. Kubeflow releases ship: {releases}")
     cmd.set_defaults(handler=_compile)
+
+    cmd = commands.add_parser(
+        "rbac", help="write the RBAC manifests the multi-worker train task needs",
+        description="Write a Role (create/get/list/watch/delete TFJobs and TrainJobs) and its "
+        "RoleBinding to the service account KFP runs the pipeline's tasks with, as YAML "
+        "(kubectl apply -f OUT.yaml). Needed when RunConfig(cluster=...) trains on several "
+        "workers.")
+    cmd.add_argument("-o", "--output", required=True, metavar="OUT.yaml",
+                     help="the YAML file to write ('-': stdout)")
+    cmd.add_argument("--namespace", default=rbac.DEFAULT_NAMESPACE,
+                     help="where the pipeline's pods run (default: %(default)s, a standalone "
+                     "KFP; a Kubeflow profile's namespace in multi-user Kubeflow)")
+    cmd.add_argument("--service-account", default=rbac.DEFAULT_SERVICE_ACCOUNT,
+                     help="the runs' service account (default: %(default)s; default-editor in "
+                     "a Kubeflow profile; the one given to estflow submit --service-account)")
+    cmd.add_argument("--create-service-account", action="store_true",
+                     help="also create the service account (it then needs KFP's runner "
+                     "permissions too)")
+    cmd.set_defaults(handler=_rbac)
 
 
 def _compile(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     loaded = load_target(args.pipeline)
+    check_local_data(loaded, args.pipeline)  # only a CSV source readable on this machine
     if args.source_root is None and not loaded.importable:
         print(f"estflow compile: note: {args.pipeline} is not an importable module, so the "
               f"source_root parameter defaults to the local directory {loaded.file.parent}, "
@@ -57,10 +91,34 @@ def _compile(args: argparse.Namespace) -> int:
         compiled = kfp_compiler.compile_pipeline(
             loaded, args.output, image=args.image, source_root=args.source_root,
             caching=caching, beam_runner=args.beam_runner,
-            beam_options=shlex.split(args.beam_options))
+            beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend)
     except kfp_compiler.CompileError as err:
         raise UsageError(str(err)) from None
+    for note in compiled.notes:
+        print(f"estflow compile: note: {note}", file=sys.stderr)
     print(f"Compiled pipeline {loaded.pipeline.name!r} to {compiled.path}: "
           f"{len(compiled.tasks)} tasks ({' -> '.join(compiled.tasks)}), image {args.image}, "
+          f"needs KFP backend >= {compiled.kfp_backend}, "
           f"in {time.perf_counter() - start:.2f}s")
+    return 0
+
+
+def _rbac(args: argparse.Namespace) -> int:
+    try:
+        documents = rbac.manifests(args.namespace, args.service_account,
+                                   create_service_account=args.create_service_account)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    text = rbac.render(documents)
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    path = Path(args.output)
+    if not path.parent.is_dir():
+        raise UsageError(f"Received an invalid value for `--output`, expected a file in an "
+                         f"existing directory. Received: {args.output}")
+    path.write_text(text)
+    kinds = ", ".join(d["kind"] for d in documents)
+    print(f"Wrote {kinds} for service account {args.namespace}/{args.service_account} to "
+          f"{path}; apply with: kubectl apply -f {path}")
     return 0

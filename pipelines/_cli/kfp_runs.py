@@ -2,8 +2,9 @@
 on a Kubeflow Pipelines API, through the KFP client in :mod:`estflow.pipelines.submit`.
 
 Each handler prints one line per result and returns the exit status: 0, 2 for the user's
-mistakes (bad cron, ``--param``, host, package), 1 when the KFP API is unreachable or answers
-an error; messages go to stderr.
+mistakes (bad cron, ``--param``, host, package), 1 when the KFP API is unreachable, answers
+an error or is older than the package needs, or when ``submit --wait`` followed a run that did
+not succeed; messages go to stderr.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     _add_api_options(cmd)
     _add_run_options(cmd)
     cmd.add_argument("--run-name", help="the run's name (default: pipeline name and time)")
+    cmd.add_argument("--wait", action="store_true",
+                     help="follow the run: print its state as it changes, then how it ended "
+                     "and the failing task; exit 1 unless it succeeded")
+    cmd.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="with --wait: give up following after this long (the run goes on)")
+    cmd.add_argument("--poll-seconds", type=float, default=10, metavar="SECONDS",
+                     help="with --wait: seconds between two looks at the run (default: "
+                     "%(default)s)")
     cmd.set_defaults(handler=_handler(_submit))
 
     cmd = commands.add_parser(
@@ -84,15 +93,26 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         f"{submit.DEFAULT_EXPERIMENT}; created if missing)")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="a pipeline parameter; repeat for several")
+    parser.add_argument("--service-account", metavar="NAME",
+                        help="the Kubernetes service account of the run's pods (default: the "
+                        "server's; see estflow rbac for what multi-worker training needs)")
+    parser.add_argument("--skip-backend-check", action="store_true",
+                        help="send the package even when the server's KFP backend version is "
+                        "older than the package needs")
 
 
-def _handler(command: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], int]:
-    """Wrap ``command`` (which returns the text to print) with the exit-status convention."""
+def _handler(command: Callable[[argparse.Namespace], str | tuple[str, int]],
+             ) -> Callable[[argparse.Namespace], int]:
+    """Wrap ``command`` (which returns the text to print, or the text and the exit status)
+    with the exit-status convention."""
     def handle(args: argparse.Namespace) -> int:
         prog = " ".join(filter(None, ["estflow", getattr(args, "command", None),
                                       getattr(args, "action", None)]))
         try:
-            print(command(args))
+            result = command(args)
+            text, code = result if isinstance(result, tuple) else (result, 0)
+            print(text, flush=True)
+            return code
         except submit.SubmitError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             return 1
@@ -103,11 +123,27 @@ def _handler(command: Callable[[argparse.Namespace], str]) -> Callable[[argparse
     return handle
 
 
-def _submit(args: argparse.Namespace) -> str:
+def _submit(args: argparse.Namespace) -> str | tuple[str, int]:
+    if not args.wait and (args.timeout is not None):
+        raise ValueError("--timeout follows a run: give it with --wait")
     run = submit.submit(args.pipeline, host=args.host, experiment=args.experiment,
                         params=submit.parse_params(args.param), run_name=args.run_name,
-                        namespace=args.namespace, compile_fn=compile_target)
-    return f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
+                        namespace=args.namespace, compile_fn=compile_target,
+                        service_account=args.service_account,
+                        check_backend=not args.skip_backend_check)
+    submitted = f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
+    if not args.wait:
+        return submitted
+    print(submitted, flush=True)
+    result = submit.wait(args.host, run.run_id, namespace=args.namespace,
+                         poll_seconds=args.poll_seconds, timeout=args.timeout,
+                         echo=lambda line: print(line, flush=True))
+    lines = [f"Run {run.run_id} finished: {result.state}"
+             + (f": {result.error}" if result.error and not result.succeeded else "")]
+    for failure in result.failed_tasks:
+        lines.append(f"  failed task {failure.task}: {failure.message}"
+                     + (f" (pod {failure.pod})" if failure.pod else ""))
+    return "\n".join(lines), 0 if result.succeeded else 1
 
 
 def _schedule(args: argparse.Namespace) -> str:
@@ -115,7 +151,8 @@ def _schedule(args: argparse.Namespace) -> str:
                               experiment=args.experiment, params=submit.parse_params(args.param),
                               max_concurrency=args.max_concurrency, no_catchup=not args.catchup,
                               enabled=not args.paused, namespace=args.namespace,
-                              compile_fn=compile_target)
+                              compile_fn=compile_target, service_account=args.service_account,
+                              check_backend=not args.skip_backend_check)
     return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r}, "
             f"{created.state}")
 

@@ -1,5 +1,11 @@
 """``estflow run`` and ``estflow preprocess``: a pipeline, or only its preprocessing, on this
-machine through the local runner (:mod:`estflow.pipelines.local_runner`)."""
+machine through the local runner (:mod:`estflow.pipelines.local_runner`).
+
+Both check a local CSV source's header before any step runs. ``estflow run`` exits 0 when the
+model was pushed (without a push target: blessed), 3 when every step ran but it was not, 1 when
+a step failed, 2 for a usage error, 130 on Ctrl-C (after saying what was kept and the command
+that continues).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,16 @@ import shlex
 import sys
 from pathlib import Path
 
+from estflow.dsl.errors import DslErrors
 from estflow.pipelines import beam_options
 from estflow.pipelines import local_runner
+from estflow.pipelines._cli.usage import EXIT_FAILED
+from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
+from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
 from estflow.pipelines._cli.usage import PIPELINE_HELP
 from estflow.pipelines._cli.usage import UsageError
+from estflow.pipelines._cli.usage import check_local_data
+from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines.plan import build_preprocess_plan
 
@@ -30,10 +42,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
         "run", help="run a pipeline end to end on this machine",
         description="Run every step of a pipeline on this machine, each in its own process "
-        "(the same entry points a Kubeflow task runs).")
+        "(the same entry points a Kubeflow task runs). Exit status: 0 the model was pushed "
+        "(without a push target: blessed), 3 it was not (every step ran), 1 a step failed, "
+        "2 a usage error, 130 interrupted (Ctrl-C).")
     cmd.add_argument("pipeline", metavar="PIPELINE", help=PIPELINE_HELP)
     cmd.add_argument("--workdir", default=None, metavar="DIR",
-                     help="where artifacts go (default: estflow_runs/<pipeline>/<timestamp>)")
+                     help="where artifacts go (default: estflow_runs/<pipeline>/<timestamp>); "
+                     "an interrupted run's DIR continues it (training resumes from its last "
+                     "checkpoint)")
     cmd.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                      help="train with N worker processes on localhost ports (TF_CONFIG as a "
                      "Kubeflow TFJob sets it; MultiWorkerMirroredStrategy, worker 0 writes the "
@@ -53,12 +69,37 @@ def _run(args: argparse.Namespace) -> int:
         local_runner.topology_for(loaded.pipeline, args.workers)
     except ValueError as err:  # --workers does not fit the declared strategy
         raise UsageError(str(err)) from None
+    workdir = args.workdir or str(local_runner.default_workdir(loaded.pipeline))
     try:
-        local_runner.run_local(loaded, args.workdir, workers=args.workers)
+        result = local_runner.run_local(loaded, workdir, workers=args.workers)
+    except DslErrors as err:  # the local data's header does not match the declaration
+        raise data_mismatch(args.pipeline, err) from None
     except local_runner.StepFailed as err:
         print(f"estflow run: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
+    except local_runner.RunInterrupted as stop:
+        again = ["estflow", "run", args.pipeline, "--workdir", str(stop.workdir)]
+        if args.workers is not None:
+            again += ["--workers", str(args.workers)]
+        checkpoint = stop.last_checkpoint()
+        _interrupted("run", stop, [f"last checkpoint: {checkpoint or 'none yet'}",
+                                   (f"to continue (training resumes from the last "
+                                    f"checkpoint): {shlex.join(again)}" if checkpoint else
+                                    f"to run it again in the same directory: "
+                                    f"{shlex.join(again)}")])
+        return EXIT_INTERRUPTED
+    if not result.model_delivered:
+        print(f"estflow run: exit status {EXIT_NOT_PUSHED}: every step ran, but the model was "
+              "not blessed, so it was not pushed (see the reasons above)", file=sys.stderr)
+        return EXIT_NOT_PUSHED
     return 0
+
+
+def _interrupted(command: str, stop: local_runner.RunInterrupted, lines: list[str]) -> None:
+    done = f" (steps done: {', '.join(stop.done)})" if stop.done else ""
+    print(f"estflow {command}: interrupted during step {stop.step!r}{done}\n"
+          f"  kept: {stop.workdir}\n" + "".join(f"  {line}\n" for line in lines),
+          end="", file=sys.stderr)
 
 
 # --- estflow preprocess: ingest + transform only, one Beam job (contracts.PREPROCESS) ----------
@@ -99,6 +140,7 @@ def _add_preprocess(commands: argparse._SubParsersAction) -> None:
 
 def _preprocess(args: argparse.Namespace) -> int:
     loaded = load_target(args.pipeline)
+    check_local_data(loaded, args.pipeline)
     own, rest = _PREPROCESS_OWN.parse_known_args(args.beam_options)
     args = argparse.Namespace(**{**vars(args), **vars(own)})  # given after PIPELINE: they win
     try:
@@ -115,7 +157,17 @@ def _preprocess(args: argparse.Namespace) -> int:
         result = local_runner.run_plan(plan, workdir.resolve())
     except local_runner.StepFailed as err:
         print(f"estflow preprocess: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
+    except local_runner.RunInterrupted as stop:
+        again = ["estflow", "preprocess", args.pipeline, "--output", str(stop.workdir)]
+        if args.runner:
+            again += ["--runner", args.runner]
+        if args.gzip_level != 1:
+            again += ["--gzip-level", str(args.gzip_level)]
+        if args.num_shards:
+            again += ["--num-shards", str(args.num_shards)]
+        _interrupted("preprocess", stop, [f"to run it again: {shlex.join(again + rest)}"])
+        return EXIT_INTERRUPTED
     for artifact, path in result.artifacts.items():
         print(f"{artifact}: {path}")
     return 0

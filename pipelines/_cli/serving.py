@@ -1,5 +1,6 @@
 """``estflow serve``: the TF-Serving-compatible REST server over pushed models
-(:data:`estflow.dsl.contracts.SERVE_MODULE`)."""
+(:data:`estflow.dsl.contracts.SERVE_MODULE`, with the options of
+:data:`estflow.dsl.contracts.SERVE_OPTIONS`, which the component's parser is built from too)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import os
 import sys
 
 from estflow.dsl.contracts import SERVE_MODULE
+from estflow.dsl.contracts import SERVE_OPTIONS
 from estflow.pipelines._cli.usage import UsageError
 
 __all__ = ["add_commands"]
+
+_TYPES = {"str": str, "int": int, "float": float}
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -20,18 +24,30 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         description="Serve the models under BASE_PATH (<model_name>/<version>/ SavedModels, as "
         "pushed by a pipeline) over TF Serving's REST API; picks up new versions as they are "
         "pushed.", add_help=True)
-    cmd.add_argument("base_path", metavar="BASE_PATH")
-    cmd.add_argument("rest", nargs=argparse.REMAINDER,
-                     help="server options: --port, --host, --poll-seconds, --max-body-bytes")
+    cmd.add_argument("base_path", metavar="BASE_PATH",
+                     help="push base path: BASE_PATH/<model_name>/<integer version>/")
+    for option in SERVE_OPTIONS:
+        extra: dict = {}
+        if option.choices is not None:
+            extra["choices"] = range(option.choices[0], option.choices[1] + 1)
+            extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
+        cmd.add_argument(f"--{option.flag}", type=_TYPES[option.type], default=option.default,
+                         required=option.required,
+                         help=f"{option.help} (default: {option.default})", **extra)
     cmd.set_defaults(handler=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.base_path):
         raise UsageError(f"BASE_PATH {args.base_path!r} is not a directory")
+    options = []
+    for option in SERVE_OPTIONS:
+        value = getattr(args, option.flag.replace("-", "_"))
+        if value is not None:
+            options += [f"--{option.flag}", str(value)]
     # The server is a component (it imports TensorFlow); this package never imports components,
-    # so the command replaces this process with the component's entry point.
-    argv = [sys.executable, "-m", SERVE_MODULE, args.base_path, *args.rest]
-    # TensorFlow's C++ start-up logging stays out of the server's output unless asked for.
+    # so the command replaces this process with the component's entry point, which binds the
+    # port first (a busy port fails at once) and filters TensorFlow's start-up logging.
+    argv = [sys.executable, "-m", SERVE_MODULE, args.base_path, *options]
     os.execve(sys.executable, argv, {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ})
     return 0  # not reached

@@ -17,6 +17,12 @@ runs only those; ``install_kfp_package=False`` because the estflow image already
 A step may also return a parameter (:data:`RESULTS`): evaluate returns whether the model is
 blessed, read from the blessing it wrote, and the compiler runs push only when it is.
 
+A step may also have outputs for the KFP UI only (:data:`UI_OUTPUTS`), filled from files the
+step wrote: evaluate logs ``metrics`` (``system.Metrics``: the scalar metrics of
+``kfp_metrics.json``), ``classification`` (``system.ClassificationMetrics``: ROC curve and
+confusion matrix of ``kfp_classification.json``; empty for regression) and ``html_report``
+(``system.HTML``: ``report.html``), which the run page shows as metrics, plots and the report.
+
 This module writes Python source, which is why it never imports ``estflow.components``: the
 generated code does, inside the container.
 """
@@ -35,7 +41,8 @@ from kfp.dsl import python_component
 from estflow.dsl.contracts import Files
 from estflow.pipelines.plan import PlannedStep
 
-__all__ = ["ARTIFACT_TYPES", "PARAMETERS", "RESULTS", "RESULT_OUTPUT", "param_placeholder",
+__all__ = ["ARTIFACT_TYPES", "UI_OUTPUTS", "PARAMETERS", "RESULTS", "RESULT_OUTPUT",
+           "param_placeholder",
            "build_component", "render_source", "define"]
 
 # Artifact name (dsl/contracts.py) -> KFP artifact type. Directories all; the types only tell
@@ -44,8 +51,42 @@ ARTIFACT_TYPES: dict[str, type] = {
     "examples": dsl.Dataset,
     "transformed": dsl.Dataset,
     "model": dsl.Model,
-    "evaluation": dsl.Artifact,  # metrics.json + blessing; no KFP Metrics metadata is logged
+    "evaluation": dsl.Artifact,  # metrics.json + blessing; the UI's views: UI_OUTPUTS
     "pushed": dsl.Artifact,
+}
+
+# Step name -> ((output name, KFP artifact type), ...): outputs for the KFP UI, logged by the
+# lines of UI_LOGGING after ``main`` succeeded (not part of the Plan: local runs have the files).
+UI_OUTPUTS: dict[str, tuple[tuple[str, type], ...]] = {
+    "evaluate": (("metrics", dsl.Metrics), ("classification", dsl.ClassificationMetrics),
+                 ("html_report", dsl.HTML)),
+}
+# What components.evaluate.log_to_kfp does, inline: the task must not depend on more of the
+# step module than ``main`` (a test checks both log the same metadata).
+UI_LOGGING: dict[str, tuple[str, ...]] = {
+    "evaluate": (
+        "import json",
+        "import os",
+        "import shutil",
+        f"kfp_metrics = os.path.join(evaluation.path, {Files.KFP_METRICS!r})",
+        "if os.path.isfile(kfp_metrics):",
+        "    with open(kfp_metrics) as f:",
+        "        for name, value in sorted(json.load(f).items()):",
+        "            metrics.log_metric(name, value)",
+        f"kfp_classification = os.path.join(evaluation.path, {Files.KFP_CLASSIFICATION!r})",
+        "if os.path.isfile(kfp_classification):",
+        "    with open(kfp_classification) as f:",
+        "        plots = json.load(f)",
+        "    if 'roc' in plots:",
+        "        roc = plots['roc']",
+        "        classification.log_roc_curve(roc['fpr'], roc['tpr'], roc['thresholds'])",
+        "    if 'confusion_matrix' in plots:",
+        "        matrix = plots['confusion_matrix']",
+        "        classification.log_confusion_matrix(matrix['categories'], matrix['matrix'])",
+        f"report = os.path.join(evaluation.path, {Files.REPORT!r})",
+        "if os.path.isfile(report):",
+        "    shutil.copyfile(report, html_report.path)",
+    ),
 }
 
 # Pipeline parameters a step's argv may use (string-typed, in this order in each signature).
@@ -75,6 +116,7 @@ RESULTS: dict[str, tuple[str, tuple[str, ...]]] = {
 _PLACEHOLDER = re.compile(r"\{\{estflow-(param|path):(\w+)\}\}")
 _NAMESPACE = {"Input": dsl.Input, "Output": dsl.Output, "Artifact": dsl.Artifact,
               "Dataset": dsl.Dataset, "Model": dsl.Model, "Metrics": dsl.Metrics,
+              "ClassificationMetrics": dsl.ClassificationMetrics, "HTML": dsl.HTML,
               "NamedTuple": typing.NamedTuple,
               "PipelineTaskFinalStatus": dsl.PipelineTaskFinalStatus}
 
@@ -106,6 +148,8 @@ def render_source(step: PlannedStep) -> str:
     signature = [f"{p}: str" for p in params]
     signature += [f"{a}: Input[{_type_name(a)}]" for a, _ in step.inputs]
     signature += [f"{a}: Output[{_type_name(a)}]" for a in step.outputs]
+    signature += [f"{name}: Output[{kind.__name__}]" for name, kind in
+                  UI_OUTPUTS.get(step.name, ())]
     package, _, module = step.module.rpartition(".")
     failure = f"estflow step {step.name} exited with code %s"
     returns, result = RESULTS.get(step.name, ("", ()))
@@ -118,6 +162,7 @@ def render_source(step: PlannedStep) -> str:
              "    ])",
              "    if exit_code:",
              f"        raise RuntimeError({failure!r} % exit_code)",
+             *(f"    {line}" for line in UI_LOGGING.get(step.name, ())),
              *(f"    {line}" for line in result),
              ""]
     return "\n".join(lines)

@@ -2,7 +2,11 @@
 
 Each reads a :class:`TaskContext` and sets one thing on a ``PipelineTask``: the display name,
 caching, pod labels, cpu/memory, the accelerator, node selectors, tolerations, secrets, PVC
-mounts, retries, the timeout. kfp-kubernetes writes its part (node selectors, tolerations,
+mounts, scratch space (``ephemeral_storage``), retries, the timeout.
+
+Every task gets cpu and memory requests: the declared ones, else :data:`DEFAULT_REQUESTS`
+(a pod without requests is BestEffort: first evicted, scheduled anywhere). A declared limit
+without a request leaves the request to Kubernetes (which sets it to the limit). kfp-kubernetes writes its part (node selectors, tolerations,
 secrets, PVCs, timeout, labels) into the task's platform config, which the compiler emits as the
 second YAML document (the PlatformSpec).
 
@@ -22,7 +26,22 @@ from kfp.dsl import pipeline_task
 from estflow.dsl.placement import Placement
 from estflow.dsl.resources import Resources
 
-__all__ = ["TaskContext", "TaskSetting", "TASK_SETTINGS", "POD_LABELS"]
+__all__ = ["TaskContext", "TaskSetting", "TASK_SETTINGS", "POD_LABELS", "DEFAULT_REQUESTS",
+           "SMALL_REQUESTS", "SCRATCH_VOLUME", "SCRATCH_PATH"]
+
+# (cpu, memory) requests of a task whose Resources declare neither request nor limit. Sized
+# for the example pipelines' steps in the estflow image (Python + TensorFlow or Beam loaded);
+# declare Resources(cpu_request=..., memory_request=...) for real data.
+DEFAULT_REQUESTS: dict[str, tuple[str, str]] = {
+    "ingest": ("1", "2Gi"), "transform": ("1", "4Gi"), "train": ("1", "4Gi"),
+    "evaluate": ("1", "2Gi"), "push": ("500m", "1Gi"),
+    "tfjob": ("250m", "512Mi"),  # the train task that submits a TFJob and follows it
+}
+SMALL_REQUESTS = ("100m", "256Mi")  # report and placement tasks: a few lines of Python
+
+# Resources.ephemeral_storage: an emptyDir of that size limit, where temporary files go.
+SCRATCH_VOLUME = "estflow-scratch"
+SCRATCH_PATH = "/tmp"
 
 # Every pod estflow starts carries these (Kubernetes' recommended label keys), plus
 # app.kubernetes.io/component=<task>: `kubectl get pods -l app.kubernetes.io/component=train`.
@@ -38,12 +57,14 @@ class TaskContext:
         caching: whether KFP may reuse the task's cached result.
         resources: the task's declared resources (empty: the cluster's defaults).
         placement: the task computing the accelerator and node pool at run time, if any.
+        default_requests: the (cpu, memory) requests when ``resources`` declares none.
     """
 
     name: str
     caching: bool
     resources: Resources = Resources()
     placement: pipeline_task.PipelineTask | None = None
+    default_requests: tuple[str, str] = SMALL_REQUESTS
 
 
 TaskSetting = Callable[[pipeline_task.PipelineTask, TaskContext], None]
@@ -64,8 +85,11 @@ def _pod_labels(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
 
 def _cpu_memory(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
     r = ctx.resources
-    setters = ((r.cpu_request, task.set_cpu_request), (r.cpu_limit, task.set_cpu_limit),
-               (r.memory_request, task.set_memory_request),
+    cpu, memory = ctx.default_requests
+    cpu_request = r.cpu_request or (None if r.cpu_limit else cpu)
+    memory_request = r.memory_request or (None if r.memory_limit else memory)
+    setters = ((cpu_request, task.set_cpu_request), (r.cpu_limit, task.set_cpu_limit),
+               (memory_request, task.set_memory_request),
                (r.memory_limit, task.set_memory_limit))
     for value, setter in setters:
         if value is not None:
@@ -74,7 +98,7 @@ def _cpu_memory(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
 
 def _static_placement(ctx: TaskContext) -> Placement:
     """The placement of declared values (for a task without a placement task)."""
-    return Placement.of(ctx.resources.accelerator, ctx.resources.node_pool)
+    return Placement.for_resources(ctx.resources)
 
 
 def _accelerator(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
@@ -124,12 +148,21 @@ def _pvcs(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
         kubernetes.mount_pvc(task, pvc.pvc_name, pvc.mount_path, sub_path=pvc.sub_path)
 
 
+def _scratch(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
+    # KFP's IR has no ephemeral-storage request: a sized emptyDir bounds what the pod writes.
+    if ctx.resources.ephemeral_storage:
+        kubernetes.empty_dir_mount(task, SCRATCH_VOLUME, SCRATCH_PATH,
+                                   size_limit=ctx.resources.ephemeral_storage)
+
+
 def _retries(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
     r = ctx.resources
     if r.retries:
+        # backoff_max_duration is Argo's backoff.maxDuration: the window since the first
+        # attempt began in which a retry may start (Resources validates it covers the attempts)
         task.set_retry(r.retries, backoff_duration=r.retry_backoff,
-                       backoff_factor=r.retry_backoff_factor,
-                       backoff_max_duration=r.retry_backoff_max)
+                       backoff_factor=float(r.retry_backoff_factor),
+                       backoff_max_duration=f"{r.retry_window_seconds()}s")
 
 
 def _timeout(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
@@ -140,5 +173,5 @@ def _timeout(task: pipeline_task.PipelineTask, ctx: TaskContext) -> None:
 # Applied to every task, in this order (the order only shows in the YAML's list fields).
 TASK_SETTINGS: tuple[TaskSetting, ...] = (
     _display_name, _caching, _pod_labels, _cpu_memory, _accelerator, _node_selector,
-    _tolerations, _secrets, _pvcs, _retries, _timeout,
+    _tolerations, _secrets, _pvcs, _scratch, _retries, _timeout,
 )

@@ -1,8 +1,16 @@
 """The two small tasks estflow adds around the steps, both lightweight components on the
 estflow image that import no TensorFlow:
 
-* ``report``, the exit handler: it runs however the steps ended and logs the run's final state
-  (``SUCCEEDED``, ``FAILED`` or ``CANCELLED``), the pipeline job's resource name and the error;
+* ``report``, the exit handler: it runs however the steps ended and logs the run's final state,
+  one of :data:`REPORT_STATES`: ``SUCCEEDED``, ``FAILED``, ``CANCELLED``, or ``UNKNOWN``. The
+  backends name states differently: the open-source KFP backend (2.14+) passes the MLMD
+  execution state of the exit handler's DAG (``COMPLETE``, ``CACHED``, ``FAILED``,
+  ``CANCELED``, ...: ``backend/src/v2/driver/resolve.go``) and no error code or message (a
+  TODO there); ``kfp.local`` passes ``SUCCEEDED``/``FAILED``; Vertex AI ``SUCCEEDED``,
+  ``FAILED``, ``CANCELLED``. The report maps them (:data:`STATE_NAMES`) and logs the
+  backend's own value as ``backend_state``. For a backend older than 2.14 (``estflow compile
+  --kfp-backend 2.5``) the report takes no final status and logs ``UNKNOWN``: see the run's
+  page, or ``estflow submit --wait``;
 * ``<step>_placement``, for a step declared with ``Resources(placement_parameters=True)``: it
   turns the run parameters ``<step>_accelerator_type``, ``<step>_accelerator_count``,
   ``<step>_tpu_topology`` and ``<step>_node_pool`` into the accelerator resource, node
@@ -27,10 +35,19 @@ from kfp.dsl import python_component
 from estflow.dsl.resources import Resources
 from estflow.pipelines._kfp import components
 
-__all__ = ["REPORT", "PlacementParameter", "placement_parameters", "build_report_component",
-           "build_placement_component", "placement_task_name"]
+__all__ = ["REPORT", "REPORT_STATES", "STATE_NAMES", "PlacementParameter",
+           "placement_parameters", "build_report_component", "build_placement_component",
+           "placement_task_name"]
 
 REPORT = "report"
+
+# What the report logs as ``state``; the backend's own name of it is logged as backend_state.
+REPORT_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
+# Backend state name -> report state (anything else: UNKNOWN). COMPLETE, CACHED, CANCELED: the
+# MLMD execution states the open-source backend passes; SUCCEEDED, CANCELLED: kfp.local and
+# Vertex AI.
+STATE_NAMES = {"SUCCEEDED": "SUCCEEDED", "COMPLETE": "SUCCEEDED", "CACHED": "SUCCEEDED",
+               "FAILED": "FAILED", "CANCELED": "CANCELLED", "CANCELLED": "CANCELLED"}
 
 # Output name -> type of the placement task, in the forms the KFP backend reads.
 _PLACEMENT_OUTPUTS = (("resource", "str"), ("count", "str"), ("node_selector", "dict"),
@@ -67,17 +84,26 @@ def placement_task_name(step: str) -> str:
     return f"{step}-placement"
 
 
-def build_placement_component(step: str, image: str) -> python_component.PythonComponent:
-    return dsl.component(components.define(f"{step}_placement", _placement_source(step)),
+def build_placement_component(step: str, image: str, resources: Resources | None = None,
+                              ) -> python_component.PythonComponent:
+    """The placement task of ``step``; the declared ``gke_node_labels`` and free-form
+    ``node_selector`` of ``resources`` are constants of its code."""
+    return dsl.component(components.define(f"{step}_placement",
+                                           _placement_source(step, resources or Resources())),
                          base_image=image, install_kfp_package=False)
 
 
-def build_report_component(pipeline_name: str, image: str) -> python_component.PythonComponent:
-    return dsl.component(components.define(REPORT, _report_source(pipeline_name)),
-                         base_image=image, install_kfp_package=False)
+def build_report_component(pipeline_name: str, image: str, *, final_status: bool = True,
+                           ) -> python_component.PythonComponent:
+    """The exit handler's task; ``final_status=False`` for a backend older than 2.14, which
+    cannot pass ``PipelineTaskFinalStatus``."""
+    source = _report_source(pipeline_name) if final_status else \
+        _plain_report_source(pipeline_name)
+    return dsl.component(components.define(REPORT, source), base_image=image,
+                         install_kfp_package=False)
 
 
-def _placement_source(step: str) -> str:
+def _placement_source(step: str, resources: Resources) -> str:
     outputs = ", ".join(f"({name!r}, {kind})" for name, kind in _PLACEMENT_OUTPUTS)
     doc = f"estflow: the {step} task's accelerator and node pool, chosen by run parameters."
     lines = [f"def {step}_placement(",
@@ -91,7 +117,8 @@ def _placement_source(step: str) -> str:
              "    from estflow.dsl.placement import Placement",
              "    placement = Placement.from_parameters(",
              "        accelerator_type, accelerator_count, tpu_topology, node_pool,",
-             f"        prefix={step + '_'!r})",
+             f"        prefix={step + '_'!r}, gke_node_labels={resources.gke_node_labels!r},",
+             f"        extra_selector={dict(resources.node_selector)!r})",
              "    outputs = placement.to_outputs()",
              f"    print('estflow {step} placement: ' + json.dumps(outputs, sort_keys=True))",
              "    return tuple(outputs[name] for name in "
@@ -106,14 +133,30 @@ def _report_source(pipeline_name: str) -> str:
     lines = [f"def {REPORT}(status: PipelineTaskFinalStatus):",
              f"    {doc!r}",
              "    import json",
-             f"    summary = {{'pipeline': {pipeline_name!r}, 'state': status.state,",
+             f"    state = {STATE_NAMES!r}.get(str(status.state).upper(), 'UNKNOWN')",
+             f"    summary = {{'pipeline': {pipeline_name!r}, 'state': state,",
+             "               'backend_state': status.state,",
              "               'pipeline_job': status.pipeline_job_resource_name,",
              "               'task': status.pipeline_task_name,",
              "               'error_code': status.error_code,",
              "               'error_message': status.error_message}",
              f"    print({headline!r} % (",
-             "        status.state, ' (%s)' % status.error_message if status.error_message "
-             "else ''))",
+             "        state, ' (%s)' % status.error_message if status.error_message else ''))",
              "    print(json.dumps(summary, sort_keys=True))",
+             ""]
+    return "\n".join(lines)
+
+
+def _plain_report_source(pipeline_name: str) -> str:
+    doc = (f"estflow: log that the run of pipeline {pipeline_name} ended (the exit handler; "
+           "this KFP backend passes no final state).")
+    headline = (f"estflow pipeline {pipeline_name} finished: UNKNOWN (a KFP backend older than "
+                "2.14 passes exit tasks no final state: see the run's page)")
+    lines = [f"def {REPORT}():",
+             f"    {doc!r}",
+             "    import json",
+             f"    print({headline!r})",
+             f"    print(json.dumps({{'pipeline': {pipeline_name!r}, 'state': 'UNKNOWN'}}, "
+             "sort_keys=True))",
              ""]
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-__all__ = ["FEATURE_SPEC", "RAW_FEATURES", "WEIGHTS", "TaxiModel", "save_version",
+__all__ = ["FEATURE_SPEC", "RAW_FEATURES", "WEIGHTS", "TaxiModel", "save_version", "http_request",
            "save_estimator_style", "write_versions", "serialize_example", "drop_raw_features"]
 
 FEATURE_SPEC = {
@@ -143,3 +143,21 @@ def serialize_example(fare: float | None = None, trip_seconds: int | None = None
             bytes_list=tf.train.BytesList(value=[payment_type.encode()]))
     example = tf.train.Example(features=tf.train.Features(feature=feature))
     return example.SerializeToString()
+
+
+def http_request(host: str, port: int, method: str, path: str, body=None, *,
+                 raw: bytes | None = None, connection=None, headers=None,
+                 timeout: float = 30.0) -> tuple[int, dict]:
+    """(status, decoded JSON) of one request on loopback; ``body`` is JSON-encoded (NaN allowed,
+    as TF Serving's clients may send it), ``raw`` is sent as is."""
+    import http.client
+
+    conn = connection or http.client.HTTPConnection(host, port, timeout=timeout)
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    conn.request(method, path, body=data,
+                 headers={"Content-Type": "application/json", **(headers or {})})
+    response = conn.getresponse()
+    payload = json.loads(response.read())
+    if connection is None:
+        conn.close()
+    return response.status, payload

@@ -32,6 +32,7 @@ ROWS = [
     (7, b"r6,1.0,,blue,1,e\n"),                 # required n empty
     (8, b"r7,1.0,2,caf\xe9,1,f\n"),             # latin-1 byte: not UTF-8
     (9, b'r8,"2.5",7,"multi\nline",1,g\n'),     # a quoted newline: one record on lines 9-10
+                                                # (the source declares multiline_values)
     (11, b"r9,3.0,8,green,1,h\n"),
     (12, b"\n"),                                # blank line: skipped, counted
     (13, b"r10,4,9.0,red,0,i\n"),               # "9.0" is an integral value: accepted
@@ -79,7 +80,7 @@ def by_id(examples: Path) -> dict[str, tf.train.Example]:
 def ingested(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ingest")
     csv_path = write_csv(tmp / "data.csv")
-    pipeline = make_pipeline("data.csv", max_rejected_fraction=0.6)
+    pipeline = make_pipeline("data.csv", multiline_values=True, max_rejected_fraction=0.6)
     summary = ingest.run(pipeline, tmp / "examples", source_root=tmp)
     return pipeline, tmp, csv_path, summary
 
@@ -105,6 +106,9 @@ def test_summary_counts(ingested):
     assert summary["rejected"] == 5
     assert summary["train"] + summary["eval"] == 5
     assert summary["blank_lines"] == 1
+    # Every physical line accounted for: 13 = header + 6 (r8 spans two) + 5 rejected + blank.
+    assert summary["lines"] == {"read": 13, "header": 1, "kept": 6, "rejected": 5, "blank": 1}
+    assert summary["files"] == {str(csv_path): summary["lines"]}
     assert summary["rejected_by_reason"] == {kind: 1 for kind, _ in EXPECTED_REJECTS.values()}
     assert summary["missing_by_column"] == {"id": 0, "x": 1, "n": 0, "color": 1, "label": 0}
     assert summary["source_files"] == [str(csv_path)]
@@ -133,12 +137,12 @@ def test_missing_cells_with_defaults_are_absent_not_filled(ingested):
 
 def test_too_many_rejected_rows_fail_naming_the_rejected_file(tmp_path):
     write_csv(tmp_path / "data.csv")
-    pipeline = make_pipeline("data.csv")  # default max_rejected_fraction=0.01
+    pipeline = make_pipeline("data.csv", multiline_values=True)  # max_rejected_fraction=0.01
     out = tmp_path / "examples"
     with pytest.raises(ingest.IngestError) as err:
         ingest.run(pipeline, out, source_root=tmp_path)
     message = str(err.value)
-    assert "5 of 10 rows rejected" in message
+    assert "5 of 11 data lines rejected (45.45%; 5 of 10 rows rejected)" in message
     assert str(out / Files.REJECTED) in message
     assert len((out / Files.REJECTED).read_text().splitlines()) == 5
     assert not (out / Files.INGEST_STATS).exists()  # ingest.json marks success only
@@ -258,7 +262,7 @@ def test_string_label_outside_vocabulary_is_rejected(tmp_path):
 
 def test_main_reads_spec_text_and_returns_exit_codes(tmp_path, capsys):
     write_csv(tmp_path / "data.csv")
-    good = make_pipeline("data.csv", max_rejected_fraction=0.6).to_json()
+    good = make_pipeline("data.csv", multiline_values=True, max_rejected_fraction=0.6).to_json()
     argv = ["--spec", good, "--examples", str(tmp_path / "ok"), "--source-root", str(tmp_path)]
     assert ingest.main(argv) == 0
     assert (tmp_path / "ok" / Files.INGEST_STATS).exists()
@@ -317,7 +321,8 @@ TRICKY_EXPECTED = [(2, ["a,1", "1", "x"]), (3, ["b\nstill b", "2", "y"]),
 
 def _parse_all(data: bytes, block_bytes: int) -> tuple[list, int]:
     layout = csv_parse.CsvLayout(3, {"id": 0, "v": 1, "w": 2})
-    blocks = csv_blocks.read_blocks(io.BytesIO(data), "t.csv", block_bytes=block_bytes)
+    blocks = csv_blocks.read_blocks(io.BytesIO(data), "t.csv",
+                                    csv_blocks.CsvRules(multiline=True), block_bytes=block_bytes)
     assert next(blocks).fields == ["id", "v", "w"]
     found, blank = [], 0
     for block in blocks:
@@ -336,8 +341,8 @@ def test_any_block_size_gives_the_same_records_and_lines(block_bytes):
 
 
 def test_a_stray_quote_takes_the_exact_path_and_loses_no_row():
-    # A quote inside an unquoted field is a literal for csv; Arrow's row count then disagrees
-    # with the quote-parity records and the block is parsed line by line by Python's csv.
+    # A quote inside an unquoted field is a literal for csv; its record fails the vectorised
+    # quoting check and is cut and parsed by the exact parser.
     data = b'id,v,w\nab"c,1,x\nd,2,y\ne,3\n'
     found, _ = _parse_all(data, 1 << 20)
     assert found == [(2, ['ab"c', "1", "x"]), (3, ["d", "2", "y"]), (4, "wrong_field_count")]

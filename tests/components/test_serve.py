@@ -443,6 +443,7 @@ def test_command_line_prints_a_ready_line_and_serves(base):
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+        process.stdout.close()
 
 
 def test_a_premade_estimators_export_answers_classify_and_predict(tmp_path):

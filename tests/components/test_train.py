@@ -4,6 +4,7 @@ tf.Examples exactly like the engine scores the same rows transformed in-process)
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -87,8 +88,15 @@ def test_export_signatures_and_method_names(trained):
     proto.ParseFromString((out / Files.EXPORT / "saved_model.pb").read_bytes())
     sigs = proto.meta_graphs[0].signature_def
     assert set(sigs) - {"__saved_model_init_op"} == {"serving_default", "transform_features",
-                                                     "classify"}
+                                                     "classify", "predict_raw"}
     assert set(sigs["serving_default"].inputs) == {"examples"}
+    raw = sigs["predict_raw"]
+    assert {name: (t.dtype, [d.size for d in t.tensor_shape.dim]) for name, t in
+            raw.inputs.items()} == {"x": (tf.float32.as_datatype_enum, [-1]),
+                                    "z": (tf.float32.as_datatype_enum, [-1]),
+                                    "color": (tf.string.as_datatype_enum, [-1])}
+    assert set(raw.outputs) == set(sigs["serving_default"].outputs)
+    assert raw.method_name == "tensorflow/serving/predict"
     assert set(sigs["serving_default"].outputs) == {"logits", "logistic", "probabilities",
                                                     "class_ids"}
     assert set(sigs["transform_features"].outputs) == {"x", "z", "color", "label", "target"}
@@ -188,6 +196,60 @@ def test_export_without_raw_metadata_uses_the_declared_raw_spec(trained, transfo
     np.testing.assert_allclose(served["logits"], reference["logits"], rtol=1e-6)
 
 
+def test_export_writes_the_raw_feature_types_serve_reads(trained):
+    """What makes ``"x": 3`` (a JSON integer for a float column) a float feature when served."""
+    out, _ = trained
+    doc = json.loads((out / Files.EXPORT / "assets.extra" / "estflow_raw_features.json")
+                     .read_text())
+    assert doc == {"columns": [{"name": "color", "dtype": "string", "required": False},
+                               {"name": "target", "dtype": "float", "required": False},
+                               {"name": "x", "dtype": "float", "required": True},
+                               {"name": "z", "dtype": "float", "required": False}]}
+
+
+def test_the_served_export_takes_json_features_and_raw_instances(trained, tmp_path):
+    """Over HTTP, as a TF Serving client: :classify with JSON features (whole numbers for float
+    columns included), :predict on ``predict_raw`` with raw feature instances; both equal the
+    in-process signatures on the same rows as tf.Examples."""
+    from estflow.components import serve
+    from tests.components._serving_fixtures import http_request
+
+    out, _ = trained
+    shutil.copytree(out / Files.EXPORT, tmp_path / "models" / "clf" / "1")
+    rows = [{"x": 3, "z": 0.5, "color": "red"}, {"x": -1.25, "z": 2, "color": "blue"},
+            {"x": 0, "z": 0.0, "color": ""}]
+    as_floats = [{"x": float(r["x"]), "z": float(r["z"]), "color": r["color"]} for r in rows]
+    model = tf.saved_model.load(str(out / Files.EXPORT))
+    examples = tf.constant([_example(r, False) for r in as_floats])
+    expected = model.signatures["serving_default"](examples=examples)
+    scores = model.signatures["classify"](inputs=examples)["scores"].numpy()
+    with serve.serve(tmp_path / "models", poll_seconds=0) as running:
+        def post(verb, body):
+            return http_request(running.host, running.port, "POST", f"/v1/models/clf:{verb}",
+                                body)
+
+        status, payload = post("classify", {"examples": rows})
+        assert status == 200, payload
+        np.testing.assert_allclose([[s for _, s in r] for r in payload["results"]], scores,
+                                   rtol=1e-6)
+        status, payload = post("predict", {"signature_name": "predict_raw", "instances": rows})
+        assert status == 200, payload
+        np.testing.assert_allclose([p["probabilities"] for p in payload["predictions"]],
+                                   expected["probabilities"].numpy(), rtol=1e-5, atol=1e-6)
+        status, payload = post("predict", {"signature_name": "predict_raw", "inputs": {
+            name: [r[name] for r in rows] for name in ("x", "z", "color")}})
+        assert status == 200, payload
+        np.testing.assert_allclose(payload["outputs"]["logits"], expected["logits"].numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        status, payload = post("classify", {"examples": [{"x": 1.0, "colour": "red"}]})
+        assert status == 400
+        assert payload["error"] == ("examples[0] feature 'colour' is not a feature of model "
+                                    "'clf' version 1; known features: color, target, x, z")
+        status, payload = post("predict", {"signature_name": "predict_raw",
+                                           "instances": [{"x": 1.0, "z": 0.0}]})
+        assert status == 400 and "color" in payload["error"]
+
+
 def test_rerun_resumes_and_replaces_the_export(trained, transformed_dir):
     out, _ = trained
     pipeline = fx.pipeline(train=ef.TrainSpec(max_steps=80, batch_size=16, shuffle_buffer=64))
@@ -206,7 +268,8 @@ def test_regressor_exports_regress_signature(transformed_dir, tmp_path):
         columns=(ef.Column("label", "int"),))
     result = train.run(pipeline, transformed_dir, tmp_path, progress=lambda m: None)
     model = tf.saved_model.load(result["export_dir"])
-    assert set(model.signatures) == {"serving_default", "transform_features", "regress"}
+    assert set(model.signatures) == {"serving_default", "transform_features", "regress",
+                                     "predict_raw"}
     rows = fx.make_rows(5, seed=3)
     raw = tf.constant([_example(r, True) for r in rows])
     regressed = model.signatures["regress"](inputs=raw)["outputs"].numpy()

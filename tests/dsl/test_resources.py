@@ -28,8 +28,10 @@ EXAMPLES = [
                  secrets_as_env=(ef.SecretEnv("db", {"user": "DB_USER"}),),
                  secrets_as_volume=(ef.SecretVolume("gcp-sa", "/var/secrets/gcp"),),
                  pvcs=(ef.PvcMount("data", "/data"),), retries=2, retry_backoff="1m",
-                 retry_backoff_factor=1.5, retry_backoff_max="2h", timeout_seconds=600,
+                 retry_backoff_factor=3, retry_backoff_max="2h", timeout_seconds=600,
                  caching=False, placement_parameters=True),
+    ef.Resources(accelerator=ef.Accelerator("nvidia-l4"), gke_node_labels=False,
+                 node_selector={"eks.amazonaws.com/nodegroup": "gpu"}, ephemeral_storage="20Gi"),
     taxi_gpu.pipeline,
 ]
 
@@ -105,6 +107,11 @@ def test_accelerator_errors_name_the_field(kwargs, field):
     (dict(retry_backoff="30"), "retry_backoff"),
     (dict(retry_backoff_max="1.5h"), "retry_backoff_max"),
     (dict(retry_backoff_factor=0.5), "retry_backoff_factor"),
+    (dict(retry_backoff_factor=1.5), "retry_backoff_factor"),  # KFP/Argo read an integer
+    (dict(retries=2, timeout_seconds=3600, retry_backoff_max="2h"), "retry_backoff_max"),
+    (dict(node_selector={"bad key!": "x"}), "node_selector"),
+    (dict(node_pool="gpu-pool", gke_node_labels=False), "node_pool"),
+    (dict(ephemeral_storage="10GB"), "ephemeral_storage"),
     (dict(timeout_seconds=0), "timeout_seconds"),
     (dict(caching="yes"), "caching"),
     (dict(placement_parameters=None), "placement_parameters"),

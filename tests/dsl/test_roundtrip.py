@@ -41,7 +41,7 @@ EXAMPLES = [
     ef.RunConfig(tf_random_seed=None),
     ef.Cluster(workers=2, parameter_servers=1, evaluator=True, shared_dir="gs://bucket/estflow",
                ps_resources=ef.Resources(cpu_request="2"),
-               evaluator_resources=ef.Resources(memory_request="4Gi")),
+               evaluator_resources=ef.Resources(memory_request="4Gi"), job_kind="tfjob"),
     ef.RunConfig(train_distribute="parameter_server", cluster=ef.Cluster(2, parameter_servers=1)),
     ef.RunConfig(train_distribute="mirrored", eval_distribute="mirrored"),
     ef.PushTarget("models", "taxi", keep_versions=3),

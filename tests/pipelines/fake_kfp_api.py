@@ -9,13 +9,18 @@ strings; errors as a ``google.rpc.Status`` body):
 
 =======  ===============================================  ==================================
 GET      /apis/v2beta1/healthz                            ``Client()`` (single-user: no
-                                                          namespace lookup follows)
+                                                          namespace lookup follows); like the
+                                                          real server it also answers
+                                                          ``tag_name`` (``tag_name``), which
+                                                          the client's model drops
 POST     /apis/v2beta1/experiments                        ``create_experiment``
 GET      /apis/v2beta1/experiments                        ``get_experiment(experiment_name=)``
                                                           (``filter``: display_name EQUALS)
 GET      /apis/v2beta1/experiments/{id}                   ``get_experiment(experiment_id=)``
 POST     /apis/v2beta1/runs                               ``create_run_from_pipeline_package``
-GET      /apis/v2beta1/runs, /runs/{id}                   ``list_runs``, ``get_run``
+GET      /apis/v2beta1/runs, /runs/{id}                   ``list_runs``, ``get_run`` (each
+                                                          ``get_run`` plays the next step of
+                                                          ``run_script``, see :func:`task`)
 POST     /apis/v2beta1/recurringruns                      ``create_recurring_run`` (rejects a
                                                           cron without six fields, like KFP)
 GET      /apis/v2beta1/recurringruns, /{id}               ``list_recurring_runs``,
@@ -43,7 +48,7 @@ import re
 import threading
 import urllib.parse
 
-__all__ = ["FakeKfpApi", "pipeline_name"]
+__all__ = ["FakeKfpApi", "pipeline_name", "task"]
 
 _PREFIX = "/apis/v2beta1"
 # google.rpc.Code values the real server puts in its error bodies.
@@ -55,6 +60,20 @@ class _HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def task(name: str, state: str, *, error: str | None = None, children: tuple[str, ...] = (),
+         pod: str | None = None) -> dict:
+    """A run's task detail as the API answers it (``V2beta1PipelineTaskDetail``): a DAG
+    (the exit handler, a condition) has ``child_tasks``; a failed task carries its error."""
+    detail: dict = {"task_id": f"task-{name}", "display_name": name, "state": state}
+    if error is not None:
+        detail["error"] = {"code": 2, "message": error, "details": []}
+    if children:
+        detail["child_tasks"] = [{"task_id": f"task-{child}"} for child in children]
+    if pod:
+        detail["pod_name"] = pod
+    return detail
 
 
 def pipeline_name(spec: dict) -> str | None:
@@ -73,6 +92,13 @@ class FakeKfpApi:
         self.requests: list[tuple[str, str]] = []  # (method, path with query)
         # Like a real server, answer at most this many items per page (None: as many as asked).
         self.page_size_cap: int | None = None
+        # The backend version healthz reports (None: "unknown", as a server without TAG_NAME).
+        self.tag_name: str | None = "2.16.0"
+        # What each get_run of a run shows, in turn: dicts merged into the run (e.g.
+        # {"state": "RUNNING", "run_details": {"task_details": [task(...), ...]}}); the last
+        # one stays. Empty: runs stay PENDING.
+        self.run_script: list[dict] = []
+        self._played: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server: http.server.ThreadingHTTPServer | None = None
@@ -212,7 +238,9 @@ class FakeKfpApi:
     # --- routes ------------------------------------------------------------------------------
 
     def _healthz(self, body, query):
-        return {"multi_user": False, "pipeline_store": "database"}
+        # The real handler writes commit_sha and tag_name too (backend/src/apiserver/main.go).
+        return {"commit_sha": "fake", "tag_name": self.tag_name or "unknown",
+                "multi_user": False, "pipeline_store": "database"}
 
     def _create_experiment(self, body, query):
         name = body.get("display_name")
@@ -256,7 +284,12 @@ class FakeKfpApi:
         return self._page(items, "runs", query, query.get("filter"))
 
     def _get_run(self, body, query, id):  # noqa: A002
-        return self._lookup(self.runs, "run", id)
+        run = self._lookup(self.runs, "run", id)
+        step = self._played.get(id, 0)
+        if step < len(self.run_script):
+            run.update(self.run_script[step])
+            self._played[id] = step + 1
+        return run
 
     def _create_recurring_run(self, body, query):
         self._check_source(body, "a recurring run")

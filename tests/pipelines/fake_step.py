@@ -1,20 +1,28 @@
 """A stand-in step entry point for the local runner's tests (no TensorFlow, no Beam).
 
 ``python -m tests.pipelines.fake_step --spec SPEC --name NAME [--reads A,B] [--writes C]
-[--<artifact> DIR ...] [--fail MESSAGE] [--fail-task TYPE-INDEX]``
+[--<artifact> DIR ...] [--fail MESSAGE] [--fail-task TYPE-INDEX] [--emit JSON]
+[--sleep SECONDS] [--pid-file PATH] [--ignore-sigint 1]``
 
 It prints a progress line (``[NAME ...``, which the runner echoes) and a line only the log
 gets, then writes ``<NAME>.json`` (``<NAME>-<type>-<index>.json`` under a TF_CONFIG) into each
 artifact directory of ``--writes``, recording the spec's pipeline name, its arguments, the
 listing of each artifact directory of ``--reads``, and its TF_CONFIG task. ``--fail`` (or
 ``--fail-task`` naming this process's TF_CONFIG task) makes it exit with status 3 instead.
+
+``--emit`` is a JSON object ``{relative file: content}`` also written into each artifact
+directory of ``--writes`` (a string as it is, anything else as JSON), before ``--sleep``
+seconds of sleep (``--pid-file`` gets the process id first; ``--ignore-sigint`` makes it deaf
+to Ctrl-C). Arguments are ``--flag value`` pairs, or ``--flag=value``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +30,13 @@ FAILED = 3
 
 
 def main(argv: Sequence[str]) -> int:
+    argv = [part for arg in argv for part in (
+        arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
     args = dict(zip(argv[::2], argv[1::2], strict=True))  # "--flag" -> value
+    if "--pid-file" in args:
+        Path(args["--pid-file"]).write_text(str(os.getpid()))
+    if "--ignore-sigint" in args:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     name = args["--name"]
     config = json.loads(os.environ.get("TF_CONFIG", "null"))
     task = f"{config['task']['type']}-{config['task']['index']}" if config else None
@@ -41,6 +55,11 @@ def main(argv: Sequence[str]) -> int:
     for artifact in filter(None, args.get("--writes", "").split(",")):
         out = Path(args[f"--{artifact}"]) / (f"{name}-{task}.json" if task else f"{name}.json")
         out.write_text(json.dumps(record))
+        for file, content in json.loads(args.get("--emit", "{}")).items():
+            (out.parent / file).parent.mkdir(parents=True, exist_ok=True)
+            (out.parent / file).write_text(content if isinstance(content, str)
+                                           else json.dumps(content))
+    time.sleep(float(args.get("--sleep", 0)))
     return 0
 
 

@@ -3,7 +3,8 @@ pipeline is compiled as usual, except that each task imports a stand-in of its s
 
 Each stand-in logs its step's name, creates its output directories, and reads what to do from
 the run's ``spec`` parameter (a JSON object here, not a Pipeline): evaluate writes the blessing
-``spec["blessed"]``; the step named by ``spec["fail"]`` exits 1. The real steps (TensorFlow,
+``spec["blessed"]`` and the files the KFP UI's artifacts are made of (:data:`UI_METRICS`,
+:data:`UI_CLASSIFICATION`, :data:`UI_REPORT`); the step named by ``spec["fail"]`` exits 1. The real steps (TensorFlow,
 Beam) run in the slow end-to-end test instead.
 """
 
@@ -25,6 +26,13 @@ from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines.plan import build_plan
 
 PACKAGE = "stand_in_steps"
+
+# What the evaluate stand-in writes as kfp_metrics.json, kfp_classification.json, report.html.
+UI_METRICS = {"auc": 0.75, "accuracy": 0.5, "examples": 4}
+UI_CLASSIFICATION = {
+    "roc": {"fpr": [0.0, 0.5, 1.0], "tpr": [0.0, 1.0, 1.0], "thresholds": [1.0, 0.5, 0.0]},
+    "confusion_matrix": {"categories": ["0", "1"], "matrix": [[1, 1], [0, 2]]}}
+UI_REPORT = "<!DOCTYPE html>\n<html><body><h1>stand-in report</h1></body></html>\n"
 
 # In a subprocess: kfp.local keeps its configuration in a process-wide singleton.
 KFP_LOCAL_RUN = textwrap.dedent("""
@@ -50,7 +58,14 @@ _STAND_IN = textwrap.dedent(f"""
         for output in OUTPUTS:
             os.makedirs(args["--" + output], exist_ok=True)
         if NAME == "evaluate":
-            with open(os.path.join(args["--evaluation"], {Files.BLESSING!r}), "w") as f:
+            folder = args["--evaluation"]
+            with open(os.path.join(folder, {Files.KFP_METRICS!r}), "w") as f:
+                json.dump(UI_METRICS, f)
+            with open(os.path.join(folder, {Files.KFP_CLASSIFICATION!r}), "w") as f:
+                json.dump(UI_CLASSIFICATION, f)
+            with open(os.path.join(folder, {Files.REPORT!r}), "w") as f:
+                f.write(UI_REPORT)
+            with open(os.path.join(folder, {Files.BLESSING!r}), "w") as f:
                 json.dump({{"blessed": spec["blessed"], "reasons": []}}, f)
         return 1 if spec.get("fail") == NAME else 0
 """)
@@ -62,8 +77,9 @@ def env() -> dict:
 
 
 def compile_with_stand_ins(pipeline, folder: Path, image: str = kfp_compiler.DEFAULT_IMAGE,
-                           ) -> Path:
-    """``pipeline`` compiled into ``folder``, its steps replaced by stand-ins written there."""
+                           kfp_backend: str = kfp_compiler.DEFAULT_KFP_BACKEND) -> Path:
+    """``pipeline`` compiled into ``folder`` for ``kfp_backend``, its steps replaced by
+    stand-ins written there."""
     package = folder / PACKAGE
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -71,11 +87,14 @@ def compile_with_stand_ins(pipeline, folder: Path, image: str = kfp_compiler.DEF
     steps = []
     for step in plan.steps:
         (package / f"{step.name}.py").write_text(
-            f"NAME = {step.name!r}\nOUTPUTS = {step.outputs!r}\n" + _STAND_IN)
+            f"NAME = {step.name!r}\nOUTPUTS = {step.outputs!r}\n"
+            f"UI_METRICS = {UI_METRICS!r}\nUI_CLASSIFICATION = {UI_CLASSIFICATION!r}\n"
+            f"UI_REPORT = {UI_REPORT!r}\n" + _STAND_IN)
         steps.append(dataclasses.replace(step, module=f"{PACKAGE}.{step.name}"))
     graph = kfp_compiler.build_pipeline(dataclasses.replace(plan, steps=tuple(steps)),
                                         image=image, source_root="",
-                                        caching=kfp_compiler.DEFAULT_CACHING)
+                                        caching=kfp_compiler.DEFAULT_CACHING,
+                                        kfp_backend=kfp_backend)
     path = folder / "stand_ins.yaml"
     compiler.Compiler().compile(graph, str(path))
     return path

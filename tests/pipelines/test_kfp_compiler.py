@@ -33,6 +33,7 @@ from estflow.pipelines import goldens
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 from estflow.pipelines._kfp import components as kfp_components
+from estflow.pipelines._kfp import tasks as kfp_tasks
 from estflow.pipelines.plan import build_plan
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import ROOT
@@ -174,11 +175,18 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
         _write_blessing(Path(paths["evaluation"]), True)
     kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM"}
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
+    kwargs.update(_ui_outputs(step_name, tmp_path))
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
     function(**kwargs)
     assert calls == [step.argv("SPEC", paths)]
     with pytest.raises(RuntimeError, match=f"estflow step {step_name} exited with code 3"):
         function(**kwargs)
+
+
+def _ui_outputs(step_name: str, folder: Path) -> dict:
+    """The KFP UI artifacts a step's task fills (evaluate's), as the executor passes them."""
+    return {name: kind(name=name, uri=str(folder / name))
+            for name, kind in kfp_components.UI_OUTPUTS.get(step_name, ())}
 
 
 def _write_blessing(folder: Path, blessed) -> None:
@@ -192,7 +200,7 @@ def test_evaluate_task_returns_the_blessing_the_step_wrote(ir, monkeypatch, tmp_
     _write_blessing(tmp_path / "evaluation", blessed)
     artifacts = {a: dsl.Artifact(uri=str(tmp_path / a))
                  for a in ("examples", "model", "evaluation")}
-    assert function(spec="SPEC", **artifacts) is blessed
+    assert function(spec="SPEC", **artifacts, **_ui_outputs("evaluate", tmp_path)) is blessed
     assert inspect.signature(function).return_annotation is bool
 
 
@@ -209,7 +217,35 @@ def test_evaluate_task_fails_without_a_valid_blessing(ir, monkeypatch, tmp_path,
     artifacts = {a: dsl.Artifact(uri=str(tmp_path / a))
                  for a in ("examples", "model", "evaluation")}
     with pytest.raises((RuntimeError, TypeError), match=match):
-        function(spec="SPEC", **artifacts)
+        function(spec="SPEC", **artifacts, **_ui_outputs("evaluate", tmp_path))
+
+
+def test_evaluate_task_logs_the_kfp_ui_artifacts_as_the_evaluate_step_would(
+        ir, monkeypatch, tmp_path):
+    """The KFP UI shows an Artifact as a download; metrics, ROC, confusion matrix and the HTML
+    report need system.Metrics / ClassificationMetrics / HTML outputs with their metadata. The
+    task fills them from the files the step wrote, logging exactly what
+    components.evaluate.log_to_kfp logs (its own implementation, on the same files)."""
+    from estflow.components import evaluate as evaluate_step
+
+    function = _task_function(ir, "evaluate", monkeypatch, lambda argv: 0)
+    evaluation = tmp_path / "evaluation"
+    _write_blessing(evaluation, True)
+    (evaluation / Files.KFP_METRICS).write_text(json.dumps(kfp_local_fakes.UI_METRICS))
+    (evaluation / Files.KFP_CLASSIFICATION).write_text(
+        json.dumps(kfp_local_fakes.UI_CLASSIFICATION))
+    (evaluation / Files.REPORT).write_text(kfp_local_fakes.UI_REPORT)
+    outputs = _ui_outputs("evaluate", tmp_path / "task")
+    (tmp_path / "task").mkdir()  # the KFP executor creates the outputs' folder
+    artifacts = {a: dsl.Artifact(uri=str(tmp_path / a)) for a in ("examples", "model")}
+    function(spec="SPEC", evaluation=dsl.Artifact(uri=str(evaluation)), **artifacts, **outputs)
+    expected_metrics, expected_classification = dsl.Metrics(), dsl.ClassificationMetrics()
+    evaluate_step.log_to_kfp(str(evaluation), expected_metrics, expected_classification)
+    assert outputs["metrics"].metadata == expected_metrics.metadata == {
+        "accuracy": 0.5, "auc": 0.75, "examples": 4}
+    assert outputs["classification"].metadata == expected_classification.metadata
+    assert set(outputs["classification"].metadata) == {"confidenceMetrics", "confusionMatrix"}
+    assert Path(outputs["html_report"].path).read_text() == kfp_local_fakes.UI_REPORT
 
 
 # --- the DAG ------------------------------------------------------------------------------------
@@ -273,14 +309,48 @@ def test_report_body_logs_the_final_state(ir, capsys):
     human, line = capsys.readouterr().out.splitlines()
     assert human == "estflow pipeline chicago-taxi finished: FAILED (train exited with code 1)"
     assert json.loads(line) == {"pipeline": "chicago-taxi", "state": "FAILED",
+                                "backend_state": "FAILED",
                                 "pipeline_job": "runs/123", "task": "exit-handler-1",
                                 "error_code": 9, "error_message": "train exited with code 1"}
+
+
+# The states each backend passes: the open-source KFP backend (2.14+) the MLMD execution state
+# of the exit handler's DAG (backend/src/v2/driver/resolve.go:
+# producer.GetExecution().GetLastKnownState().String(); ml_metadata's Execution.State names);
+# kfp.local SUCCEEDED/FAILED (kfp/local/orchestrator); Vertex AI SUCCEEDED/FAILED/CANCELLED.
+@pytest.mark.parametrize("backend_state, state", [
+    ("COMPLETE", "SUCCEEDED"), ("CACHED", "SUCCEEDED"), ("FAILED", "FAILED"),
+    ("CANCELED", "CANCELLED"), ("RUNNING", "UNKNOWN"), ("UNKNOWN", "UNKNOWN"),
+    ("SUCCEEDED", "SUCCEEDED"), ("CANCELLED", "CANCELLED"),
+])
+def test_report_maps_every_backends_state_to_a_documented_one(ir, capsys, backend_state, state):
+    """The report's docs promised SUCCEEDED/FAILED/CANCELLED while the open-source backend
+    passes COMPLETE, CANCELED, ...: the report maps them, and logs the backend's own value."""
+    namespace: dict = {}
+    exec(ir.container("report")["command"][-1], namespace)
+    namespace["report"](status=dsl.PipelineTaskFinalStatus(
+        state=backend_state, pipeline_job_resource_name="runs/1", pipeline_task_name="x",
+        error_code=None, error_message=None))
+    human, line = capsys.readouterr().out.splitlines()
+    assert human == f"estflow pipeline chicago-taxi finished: {state}"
+    assert json.loads(line)["state"] == state and state in kfp_tasks.REPORT_STATES
+    assert json.loads(line)["backend_state"] == backend_state
+
+
+def test_the_report_states_are_the_documented_ones():
+    sentence = kfp_tasks.__doc__.split("one of :data:`REPORT_STATES`:")[1].split(".")[0]
+    documented = re.findall(r"``([A-Z]+)``", sentence)
+    assert tuple(documented) == kfp_tasks.REPORT_STATES
+    assert set(kfp_tasks.STATE_NAMES.values()) | {"UNKNOWN"} == set(kfp_tasks.REPORT_STATES)
+    readme = (REPO / "README.md").read_text()
+    assert ", ".join(f"`{s}`" for s in kfp_tasks.REPORT_STATES) in readme
 
 
 def test_artifact_types(spec):
     expected = {"examples": "system.Dataset", "transformed": "system.Dataset",
                 "model": "system.Model", "evaluation": "system.Artifact",
-                "pushed": "system.Artifact"}
+                "pushed": "system.Artifact", "metrics": "system.Metrics",
+                "classification": "system.ClassificationMetrics", "html_report": "system.HTML"}
     seen = {}
     for component in spec.components.values():
         if component.WhichOneof("implementation") == "dag":
@@ -462,6 +532,15 @@ def test_kfp_local_runs_the_gate_and_the_exit_handler(taxi, tmp_path, blessed):
     assert ran == list(STEP_NAMES if blessed else STEP_NAMES[:-1])
     assert "estflow pipeline chicago-taxi finished: SUCCEEDED" in output
     assert f"estflow step evaluate: blessed={blessed}" in output
+    # The evaluate task's KFP UI artifacts, as kfp.local recorded them
+    [executor_output] = (tmp_path / "root").glob("*/evaluate/executor_output.json")
+    artifacts = json.loads(executor_output.read_text())["artifacts"]
+    assert artifacts["metrics"]["artifacts"][0]["metadata"] == kfp_local_fakes.UI_METRICS
+    classification = artifacts["classification"]["artifacts"][0]["metadata"]
+    assert len(classification["confidenceMetrics"]) == 3
+    assert classification["confusionMatrix"]["rows"] == [{"row": [1, 1]}, {"row": [0, 2]}]
+    html = artifacts["html_report"]["artifacts"][0]["uri"]
+    assert Path(html).read_text() == kfp_local_fakes.UI_REPORT
 
 
 def test_kfp_local_reports_a_failed_run(taxi, tmp_path):
@@ -503,3 +582,11 @@ def test_compiled_yaml_runs_end_to_end_under_kfp_local(taxi, tmp_path):
     _run_under_kfp_local(yaml_path, tmp_path, spec=small.to_json())
     versions = list((tmp_path / "serving" / "chicago_taxi").iterdir())
     assert len(versions) == 1 and (versions[0] / "saved_model.pb").is_file()
+    # The real evaluate step's files, logged to the KFP UI's artifacts
+    [executor_output] = (tmp_path / "root").glob("*/evaluate/executor_output.json")
+    artifacts = json.loads(executor_output.read_text())["artifacts"]
+    assert "auc" in artifacts["metrics"]["artifacts"][0]["metadata"]
+    classification = artifacts["classification"]["artifacts"][0]["metadata"]
+    assert classification["confidenceMetrics"] and classification["confusionMatrix"]["rows"]
+    html = Path(artifacts["html_report"]["artifacts"][0]["uri"]).read_text()
+    assert html.startswith("<!DOCTYPE html>")

@@ -1,6 +1,7 @@
-"""Declared resources in the compiled IR, per task and per concern: cpu/memory, accelerators
-(GPU and TPU), node selectors, tolerations, secrets, PVCs, retries, timeout, pod labels, and the
-placement parameters that let a run choose the accelerator and node pool.
+"""Declared resources in the compiled IR, per task and per concern: cpu/memory (and the default
+requests that keep every pod out of BestEffort), accelerators (GPU and TPU), GKE and free-form
+node selectors, tolerations, secrets, PVCs, scratch space, retries (factor and window), timeout,
+pod labels, and the placement parameters that let a run choose the accelerator and node pool.
 
 Everything is read from the YAML parsed strictly (PipelineSpec, PlatformSpec, and each task's
 ``KubernetesExecutorConfig``), never as text.
@@ -14,9 +15,12 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.dsl.placement import Placement
+from estflow.pipelines import goldens
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 from estflow.pipelines._kfp import tasks as kfp_tasks
+from estflow.pipelines._kfp.settings import DEFAULT_REQUESTS
+from estflow.pipelines._kfp.settings import SMALL_REQUESTS
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import Ir
 
@@ -66,16 +70,49 @@ def test_cpu_and_memory_requests_and_limits(taxi, tmp_path):
     # ...and the deprecated numeric fields older KFP backends read
     assert (resources["cpuRequest"], resources["cpuLimit"]) == (0.5, 2.0)
     assert resources["memoryLimit"] == pytest.approx(8 * 2**30 / 1e9)
-    for name in set(STEP_NAMES) - {"transform"}:
-        assert "resources" not in ir.container(name)
+    for name in set(STEP_NAMES) - {"transform"}:  # the others: the default requests only
+        assert _requests(ir.container(name)) == DEFAULT_REQUESTS[name]
+        assert not {"resourceCpuLimit", "resourceMemoryLimit"} & set(
+            ir.container(name)["resources"])
+
+
+def _requests(container) -> tuple[str, str]:
+    resources = container.get("resources", {})
+    return resources.get("resourceCpuRequest"), resources.get("resourceMemoryRequest")
 
 
 def test_the_gpu_example_sizes_transform_and_train(gpu):
     assert gpu.container("transform")["resources"]["resourceCpuRequest"] == "2"
     assert gpu.container("transform")["resources"]["resourceMemoryRequest"] == "8Gi"
     assert gpu.container("train")["resources"]["resourceMemoryRequest"] == "16Gi"
-    for name in ("ingest", "evaluate", "push", "report", "train-placement"):
-        assert "resources" not in gpu.container(name)
+    for name in ("ingest", "evaluate", "push"):
+        assert _requests(gpu.container(name)) == DEFAULT_REQUESTS[name]
+    for name in ("report", "train-placement"):
+        assert _requests(gpu.container(name)) == SMALL_REQUESTS
+
+
+@pytest.mark.parametrize("name", sorted(goldens.GOLDENS))
+def test_no_task_runs_best_effort(name, tmp_path):
+    """A pod with neither cpu nor memory request (nor limit) is BestEffort: scheduled anywhere,
+    evicted first. Every task of the goldens, the report and placement tasks included, asks for
+    both."""
+    path = tmp_path / name
+    goldens.render(goldens.GOLDENS[name], path)
+    ir = Ir(path)
+    for task in ir.tasks():
+        resources = ir.container(task).get("resources", {})
+        for kind in ("Cpu", "Memory"):
+            assert {f"resource{kind}Request", f"resource{kind}Limit"} & set(resources), \
+                (task, kind)
+
+
+def test_a_declared_limit_without_request_leaves_the_request_to_kubernetes(taxi, tmp_path):
+    """Kubernetes sets a missing request to the limit: no default request is added below a
+    declared limit (which could be smaller than the default)."""
+    ir = _compile(taxi, tmp_path, evaluate=ef.Resources(memory_limit="1Gi", cpu_limit="500m"))
+    resources = ir.container("evaluate")["resources"]
+    assert (resources["resourceCpuLimit"], resources["resourceMemoryLimit"]) == ("500m", "1Gi")
+    assert "resourceCpuRequest" not in resources and "resourceMemoryRequest" not in resources
 
 
 # --- accelerators, node selectors, tolerations ---------------------------------------------------
@@ -112,11 +149,60 @@ def test_a_tpu_without_topology_is_a_declaration_error():
     assert info.value.path == "tpu_topology"
 
 
+def test_free_form_node_selector_without_gke_labels(taxi, tmp_path):
+    """On EKS, AKS or on-premises no node carries GKE's labels: a GPU step selected by them
+    stays Pending. gke_node_labels=False derives none; node_selector selects the nodes."""
+    ir = _compile(taxi, tmp_path, train=ef.Resources(
+        accelerator=ef.Accelerator("nvidia-tesla-t4"), gke_node_labels=False,
+        node_selector={"eks.amazonaws.com/nodegroup": "gpu-nodes"},
+        tolerations=(ef.Toleration("sku", operator="Equal", value="gpu"),)))
+    config = ir.k8s("train")
+    assert dict(config.node_selector.labels) == {"eks.amazonaws.com/nodegroup": "gpu-nodes"}
+    assert _tolerations(config) == [("nvidia.com/gpu", "Exists", "", "NoSchedule"),
+                                    ("sku", "Equal", "gpu", "NoSchedule")]
+    accelerator = ir.container("train")["resources"]["accelerator"]
+    assert (accelerator["resourceType"], accelerator["resourceCount"]) == ("nvidia.com/gpu", "1")
+    with pytest.raises(ef.DslError) as info:
+        ef.Resources(node_pool="gpu-pool", gke_node_labels=False)
+    assert info.value.path == "node_pool"
+
+
+def test_free_form_node_selector_adds_to_gke_labels(taxi, tmp_path):
+    ir = _compile(taxi, tmp_path, transform=ef.Resources(
+        node_pool="highmem", node_selector={"kubernetes.io/arch": "amd64"}))
+    assert dict(ir.k8s("transform").node_selector.labels) == {
+        GKE_POOL: "highmem", "kubernetes.io/arch": "amd64"}
+
+
+def test_a_placement_task_keeps_the_free_form_selector(taxi, tmp_path):
+    ir = _compile(taxi, tmp_path, train=ef.Resources(
+        accelerator=ef.Accelerator("nvidia-l4"), gke_node_labels=False,
+        node_selector={"agentpool": "gpupool"}, placement_parameters=True))
+    _, _, selector, _ = _placement_function(ir)("nvidia-l4", "2", "", "")
+    assert selector == {"agentpool": "gpupool"}
+    with pytest.raises(ef.DslError) as info:  # no GKE node pool label off GKE
+        _placement_function(ir)("nvidia-l4", "2", "", "gpu-pool")
+    assert info.value.path == "train_node_pool"
+
+
+def test_ephemeral_storage_is_a_sized_scratch_volume(taxi, tmp_path):
+    """KFP's IR has no ephemeral-storage request; a sized emptyDir at /tmp bounds the scratch
+    space Beam and TensorFlow write (the kubelet evicts a pod going over)."""
+    ir = _compile(taxi, tmp_path, transform=ef.Resources(ephemeral_storage="50Gi"))
+    [scratch] = ir.k8s("transform").empty_dir_mounts
+    assert (scratch.volume_name, scratch.mount_path, scratch.size_limit) == (
+        "estflow-scratch", "/tmp", "50Gi")
+    assert not ir.k8s("ingest").empty_dir_mounts
+    with pytest.raises(ef.DslError) as info:
+        ef.Resources(ephemeral_storage="lots")
+    assert info.value.path == "ephemeral_storage"
+
+
 def test_a_node_pool_alone_selects_the_pool(taxi, tmp_path):
     ir = _compile(taxi, tmp_path, transform=ef.Resources(node_pool="highmem"))
     assert dict(ir.k8s("transform").node_selector.labels) == {GKE_POOL: "highmem"}
     assert not ir.k8s("transform").tolerations
-    assert "resources" not in ir.container("transform")
+    assert "accelerator" not in ir.container("transform")["resources"]
 
 
 # --- secrets, volumes, retries, timeout, labels ------------------------------------------------
@@ -153,9 +239,55 @@ def test_retries_where_declared(gpu):
     assert policy.max_retry_count == 3
     assert policy.backoff_duration.seconds == 30
     assert policy.backoff_factor == 2.0
-    assert policy.backoff_max_duration.seconds == 3600
+    # No timeout declared: a day-long window (KFP's own default, 1 h, would never retry a
+    # task whose first attempt ran longer than an hour).
+    assert policy.backoff_max_duration.seconds == 24 * 3600
     for name in set(STEP_NAMES) - {"ingest"}:
         assert not gpu.task(name).HasField("retry_policy")
+
+
+def test_the_retry_window_covers_every_attempt(taxi, tmp_path):
+    """KFP's backoff_max_duration is Argo's backoff.maxDuration: no retry starts once that long
+    has passed since the first attempt began. The window must cover all attempts."""
+    ir = _compile(taxi, tmp_path, train=ef.Resources(retries=2, timeout_seconds=7200,
+                                                     retry_backoff="1m"))
+    policy = ir.task("train").retry_policy
+    attempts = policy.max_retry_count + 1
+    assert policy.backoff_max_duration.seconds >= attempts * 7200
+    assert policy.backoff_max_duration.seconds == 3 * 7200 + 60 + 120  # plus the waits
+    with pytest.raises(ef.DslError) as info:  # a declared window too short for the attempts
+        ef.Resources(retries=2, timeout_seconds=7200, retry_backoff_max="1h")
+    assert info.value.path == "retry_backoff_max" and "21600s" in str(info.value)
+    declared = _compile(taxi, tmp_path, train=ef.Resources(
+        retries=1, timeout_seconds=600, retry_backoff_max="30m")).task("train").retry_policy
+    assert declared.backoff_max_duration.seconds == 1800
+
+
+def test_the_backoff_factor_is_a_whole_number(taxi, tmp_path):
+    """The KFP backend hands Argo an integer factor (2.4: int32(factor); 2.5+: a string Argo
+    parses as an int): 1.5 would silently become 1 or fail the run."""
+    with pytest.raises(ef.DslError) as info:
+        ef.Resources(retries=2, retry_backoff_factor=1.5)
+    assert info.value.path == "retry_backoff_factor"
+    assert ef.Resources(retries=1, retry_backoff_factor=3.0).retry_backoff_factor == 3
+    policy = _compile(taxi, tmp_path, ingest=ef.Resources(retries=1, retry_backoff_factor=3)
+                      ).task("ingest").retry_policy
+    assert policy.backoff_factor == 3.0 and float(policy.backoff_factor).is_integer()
+
+
+@pytest.mark.parametrize("job_kind", ["tfjob", "trainjob"])
+def test_a_multi_worker_train_task_is_not_retried_twice(taxi, tmp_path, job_kind):
+    """The training job retries (a TFJob's backoffLimit restarts its replicas; a failed TrainJob
+    is submitted again, components/tfjob.py): a KFP retry of the submitting task on top would
+    run up to (retries + 1)^2 attempts. The task keeps the timeout."""
+    train = ef.Resources(retries=2, timeout_seconds=3600, cpu_request="4")
+    pipeline = dataclasses.replace(
+        taxi, resources={"train": train}, run_config=ef.RunConfig(cluster=ef.Cluster(
+            workers=2, shared_dir="gs://bucket/shared", job_kind=job_kind)))
+    ir = Ir(kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml").path)
+    assert not ir.task("train").HasField("retry_policy")
+    assert ir.k8s("train").active_deadline_seconds == 3600
+    assert _requests(ir.container("train")) == DEFAULT_REQUESTS["tfjob"]  # not the replicas'
 
 
 def test_timeout_where_declared(gpu):

@@ -22,9 +22,13 @@ NO_PUSH = dataclasses.replace(taxi.pipeline, push=None)
 
 
 def _flags(argv: list[str]) -> list[str]:
-    """The flags of ``--flag value`` pairs (a value may itself start with ``--``)."""
-    assert len(argv) % 2 == 0 and all(a.startswith("--") for a in argv[::2]), argv
-    return [a[2:] for a in argv[::2]]
+    """The flags of ``--flag value`` pairs and of ``--flag=--value`` (a value starting with
+    ``-`` is joined to its flag, so that argparse cannot take it for an option)."""
+    pairs = [part for arg in argv for part in (
+        arg.split("=", 1) if arg.startswith("--") and "=--" in arg else [arg])]
+    assert len(pairs) % 2 == 0 and all(a.startswith("--") for a in pairs[::2]), argv
+    assert not any(a.startswith("-") for a in argv if not a.startswith("--")), argv
+    return [a[2:] for a in pairs[::2]]
 
 
 def _paths(step: PlannedStep) -> dict[str, str]:
@@ -83,7 +87,7 @@ def test_argv_lists_spec_inputs_outputs_then_options_in_contract_order():
     plan = build_plan(taxi.pipeline, source_root="/data", beam_options=BEAM)
     assert plan.step("ingest").argv("/w/pipeline.json", {"examples": "/w/ex"}) == [
         "--spec", "/w/pipeline.json", "--examples", "/w/ex", "--source-root", "/data",
-        "--beam-options", BEAM]
+        f"--beam-options={BEAM}"]
     evaluate = plan.step("evaluate")
     assert evaluate.argv("{}", {"examples": "/e", "model": "/m", "evaluation": "/v"}) == [
         "--spec", "{}", "--examples", "/e", "--model", "/m", "--evaluation", "/v"]
@@ -117,7 +121,7 @@ def test_the_preprocess_plan_is_the_one_fused_step():
     assert step.module == "estflow.components.preprocess"
     assert step.argv("s.json", {"examples": "/e", "transformed": "/t"}) == [
         "--spec", "s.json", "--examples", "/e", "--transformed", "/t", "--source-root", "/data",
-        "--gzip-level", "9", "--num-shards", "4", "--beam-options", BEAM]
+        "--gzip-level", "9", "--num-shards", "4", f"--beam-options={BEAM}"]
 
 
 def test_the_preprocess_plan_defaults_and_no_beam_options():

@@ -13,10 +13,12 @@ from kfp import dsl
 
 from estflow.pipelines import cli as estflow_cli
 from estflow.pipelines import kfp_compiler
+from estflow.pipelines import loader
 from estflow.pipelines import submit as submit_mod
 from estflow.pipelines._cli import kfp_runs
 from estflow.pipelines.submit import ApiHttpError
 from estflow.pipelines.submit import ApiUnreachableError
+from estflow.pipelines.submit import BackendTooOldError
 from estflow.pipelines.submit import SubmitError
 from estflow.pipelines.submit import delete
 from estflow.pipelines.submit import list_schedules
@@ -25,8 +27,10 @@ from estflow.pipelines.submit import pause
 from estflow.pipelines.submit import resume
 from estflow.pipelines.submit import schedule
 from estflow.pipelines.submit import submit
+from estflow.pipelines.submit import wait
 from tests.pipelines.fake_kfp_api import FakeKfpApi
 from tests.pipelines.fake_kfp_api import pipeline_name
+from tests.pipelines.fake_kfp_api import task
 
 
 @dsl.component(base_image="python:3.11")
@@ -173,6 +177,101 @@ def test_a_beam_options_parameter_is_checked_before_any_request(api, package):
         good["beam_options"]
 
 
+def test_the_service_account_is_sent(api, package):
+    run = submit(package, host=api.url, service_account="estflow-runner")
+    created = schedule(package, host=api.url, cron="@daily", service_account="estflow-runner")
+    assert api.runs[run.run_id]["service_account"] == "estflow-runner"
+    assert api.recurring_runs[created.schedule_id]["service_account"] == "estflow-runner"
+
+
+# --- the backend's version ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def taxi_packages(tmp_path_factory):
+    """The taxi example compiled for the default backend (2.14) and for 2.5."""
+    folder = tmp_path_factory.mktemp("taxi")
+    taxi = loader.load("estflow.pipelines.examples.taxi")
+    return {target: kfp_compiler.compile_pipeline(taxi, folder / f"taxi-{target}.yaml",
+                                                  kfp_backend=target).path
+            for target in ("2.14", "2.5")}
+
+
+def test_a_backend_older_than_the_package_needs_is_refused_before_the_run(api, taxi_packages):
+    """Kubeflow 1.10.x runs KFP 2.4.1/2.5.0, which fails a run whose exit task takes
+    PipelineTaskFinalStatus (2.14+): say so, with the remedy, instead of sending it."""
+    api.tag_name = "2.5.0"
+    with pytest.raises(BackendTooOldError) as info:
+        submit(taxi_packages["2.14"], host=api.url)
+    message = str(info.value)
+    assert "is 2.5.0, but taxi-2.14.yaml needs 2.14.0 or newer" in message
+    assert "PipelineTaskFinalStatus" in message and "--kfp-backend 2.5" in message
+    with pytest.raises(BackendTooOldError):
+        schedule(taxi_packages["2.14"], host=api.url, cron="@daily")
+    assert not api.runs and not api.recurring_runs
+    run = submit(taxi_packages["2.5"], host=api.url)  # compiled for it: accepted
+    assert pipeline_name(api.runs[run.run_id]["pipeline_spec"]) == "chicago-taxi"
+    submit(taxi_packages["2.14"], host=api.url, check_backend=False)  # the user's choice
+    assert len(api.runs) == 2
+
+
+@pytest.mark.parametrize("tag", ["2.14.0", "2.16.0", None, "dev"])
+def test_a_new_enough_or_unknown_backend_runs_the_package(api, taxi_packages, tag):
+    api.tag_name = tag
+    run = submit(taxi_packages["2.14"], host=api.url)
+    assert run.run_id in api.runs
+
+
+def test_server_version_reads_the_healthz_tag(api):
+    import kfp
+
+    api.tag_name = "2.15.0"
+    client = submit_mod._connect(kfp.Client, api.url, None)
+    assert submit_mod.server_version(client) == submit_mod.kfp_backends.BackendVersion(2, 15)
+
+
+# --- following a run -----------------------------------------------------------------------------
+
+_FAILED_RUN = [
+    {"state": "RUNNING", "run_details": {"task_details": [
+        task("chicago-taxi", "RUNNING", children=("train",)), task("train", "RUNNING")]}},
+    {"state": "RUNNING", "run_details": {"task_details": [
+        task("chicago-taxi", "RUNNING", children=("train",)), task("train", "RUNNING")]}},
+    {"state": "FAILED", "error": {"code": 2, "message": "the run failed"},
+     "run_details": {"task_details": [
+         task("chicago-taxi", "FAILED", children=("train",), error="a child failed"),
+         task("train", "FAILED", error="estflow step train exited with code 1",
+              pod="chicago-taxi-abc-train-123"),
+         task("report", "SUCCEEDED")]}},
+]
+
+
+def test_wait_follows_the_run_and_names_the_failing_task(api, package):
+    api.run_script = _FAILED_RUN
+    run = submit(package, host=api.url)
+    lines = []
+    result = wait(api.url, run.run_id, poll_seconds=0, echo=lines.append)
+    assert lines == [f"run {run.run_id}: RUNNING (train)", f"run {run.run_id}: FAILED"]
+    assert (result.state, result.succeeded, result.error) == ("FAILED", False, "the run failed")
+    assert [(f.task, f.message, f.pod) for f in result.failed_tasks] == [
+        ("train", "estflow step train exited with code 1", "chicago-taxi-abc-train-123")]
+
+
+def test_wait_returns_a_success(api, package):
+    api.run_script = [{"state": "PENDING"}, {"state": "SUCCEEDED"}]
+    run = submit(package, host=api.url)
+    result = wait(api.url, run.run_id, poll_seconds=0, echo=lambda line: None)
+    assert result.succeeded and result.failed_tasks == ()
+
+
+def test_wait_gives_up_after_its_timeout(api, package):
+    api.run_script = [{"state": "RUNNING"}]
+    run = submit(package, host=api.url)
+    clock = iter(range(0, 1000, 30))
+    with pytest.raises(SubmitError, match=r"did not finish within 60s \(last state RUNNING"):
+        wait(api.url, run.run_id, poll_seconds=0, timeout=60, echo=lambda line: None,
+             clock=lambda: next(clock), sleep=lambda s: None)
+
+
 # --- schedules ---------------------------------------------------------------------------------
 
 def test_schedule_sends_a_six_field_cron_and_its_options(api, package):
@@ -317,6 +416,39 @@ def test_cli_submit_prints_the_run(api, package, cli):
     assert out == f"Submitted run {run_id} ('by-cli'): {api.url}/#/runs/details/{run_id}\n"
     assert api.runs[run_id]["runtime_config"]["parameters"] == {"text": "cli", "repeat": "2"}
     assert cli.compiled == []
+
+
+def test_cli_submit_wait_prints_the_states_and_the_failing_task(api, package, cli):
+    api.run_script = _FAILED_RUN
+    code, out, err = cli("submit", package, "--host", api.url, "--wait", "--poll-seconds", "0")
+    (run_id,) = api.runs
+    assert (code, err) == (1, "")
+    assert out.splitlines() == [
+        f"Submitted run {run_id} ('{api.runs[run_id]['display_name']}'): "
+        f"{api.url}/#/runs/details/{run_id}",
+        f"run {run_id}: RUNNING (train)",
+        f"run {run_id}: FAILED",
+        f"Run {run_id} finished: FAILED: the run failed",
+        "  failed task train: estflow step train exited with code 1 "
+        "(pod chicago-taxi-abc-train-123)"]
+
+
+def test_cli_submit_wait_exits_0_on_success(api, package, cli):
+    api.run_script = [{"state": "RUNNING"}, {"state": "SUCCEEDED"}]
+    code, out, _ = cli("submit", package, "--host", api.url, "--wait", "--poll-seconds", "0",
+                       "--service-account", "estflow-runner")
+    (run_id,) = api.runs
+    assert code == 0 and out.splitlines()[-1] == f"Run {run_id} finished: SUCCEEDED"
+    assert api.runs[run_id]["service_account"] == "estflow-runner"
+
+
+def test_cli_submit_refuses_an_old_backend_with_the_remedy(api, taxi_packages, cli):
+    api.tag_name = "2.4.1"
+    code, out, err = cli("submit", taxi_packages["2.14"], "--host", api.url)
+    assert (code, out) == (1, "")
+    assert "KFP backend at" in err and "--kfp-backend 2.4" in err
+    assert cli("submit", taxi_packages["2.14"], "--host", api.url,
+               "--skip-backend-check")[0] == 0
 
 
 def test_cli_submit_compiles_a_python_target(api, cli):

@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from estflow.components.estimator._engine import tf1
 from estflow.components.estimator._engine.input_fusion import batch_first
 from estflow.dsl.model_fn import EstimatorSpec
 
@@ -72,7 +73,13 @@ class ModelFn:
             kwargs["params"] = copy.deepcopy(self.params)
         if self._pass_config:
             kwargs["config"] = self.config
-        spec = self.fn(features, labels, mode, **kwargs)
+        try:
+            spec = self.fn(features, labels, mode, **kwargs)
+        except (AttributeError, ImportError) as err:
+            explained = tf1.explain(err)  # a TF 1 idiom that cannot work on TF 2.21
+            if explained is None:
+                raise
+            raise explained.with_traceback(err.__traceback__) from None
         if not isinstance(spec, EstimatorSpec):
             raise TypeError(f"model_fn {_name(self.fn)} must return an estflow.dsl."
                             f"EstimatorSpec, returned {type(spec).__name__}")

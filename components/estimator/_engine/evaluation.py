@@ -48,9 +48,11 @@ class Evaluator:
     """Runs EVAL over a dataset and collects the model_fn's ``eval_metric_ops``."""
 
     def __init__(self, store: VariableStore, model_fn: ModelFn,
-                 distribution: Distribution | None = None) -> None:
+                 distribution: Distribution | None = None,
+                 global_step: tf.Variable | None = None) -> None:
         self._store = store
         self._model_fn = model_fn
+        self._global_step = global_step  # tf.compat.v1.train.get_global_step() in the model_fn
         # distribution: RunConfig.eval_distribute (none: one device).
         self._distribution = distribution or Distribution()
         self._metrics: dict[str, Any] = {}
@@ -62,7 +64,7 @@ class Evaluator:
         self._fn = tf.function(self._run, autograph=False)
 
     def _call(self, features, labels) -> tf.Tensor:
-        with self._store.scope(ModeKeys.EVAL):
+        with self._store.scope(ModeKeys.EVAL, global_step=self._global_step):
             spec = self._model_fn(features, labels, ModeKeys.EVAL)
         # A trace-time side effect: the metric objects of the latest trace (every trace's
         # objects read the same store variables).

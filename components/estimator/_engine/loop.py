@@ -9,19 +9,28 @@ tensors can be returned.
 
 A model_fn trains in one of two styles:
 
-- Estimator style: it applies its own gradients and returns ``train_op``;
+- Estimator style: it applies its own gradients and returns ``train_op`` (e.g. a
+  ``tf.compat.v1.train`` optimizer's ``minimize(loss, global_step=...)``);
 - estflow style: it returns ``optimizer`` (or ``(optimizer, variables)`` pairs) and the engine
-  takes the gradients of ``loss`` and applies them. The engine keeps the optimizer objects of
-  the first trace (``Optimizers``), builds their slots eagerly, outside the trace, and
-  checkpoints them; optimizers constructed by later traces of the model_fn are ignored.
+  takes the gradients of ``loss`` and applies them. The engine keeps the Keras optimizer
+  objects of the first trace (``Optimizers``), builds their slots eagerly, outside the trace,
+  and checkpoints them; optimizers constructed by later traces of the model_fn are ignored. A
+  ``tf.compat.v1.train`` optimizer is applied as TF 1 did, ``minimize`` inside the model_fn's
+  store scope (each trace's object; its slots are store variables).
+
+Either way the global step moves once per step, here. The model_fn's TF 1 global step
+(:mod:`.tf1`) is a per-step copy, so a train_op stepping it does not count twice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 
+from estflow.components.estimator._engine import tf1
 from estflow.components.estimator._engine.calls import ModelFn
 from estflow.components.estimator._engine.calls import split_element
 from estflow.components.estimator._engine.store import VariableStore
@@ -65,6 +74,25 @@ def _pairs(optimizer) -> list[tuple]:
     return [(opt, [_as_tf_variable(v) for v in variables]) for opt, variables in optimizer]
 
 
+def _minimize_v1(pairs: list[tuple], loss, store: VariableStore) -> None:
+    """Apply ``tf.compat.v1.train`` optimizers returned as ``optimizer`` (TF 1 style: each
+    minimizes ``loss`` over its variables, or over ``tf.compat.v1.trainable_variables()``);
+    the engine steps the global step."""
+    for opt, variables in pairs:
+        opt.minimize(loss, var_list=store.ordered(variables) if variables is not None else None)
+
+
+_THREADED = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+_CROSS_REPLICA = (
+    "model_fn created a variable in cross-replica context under a MirroredStrategy "
+    "(train_distribute), where the Estimator cannot keep or checkpoint it: a "
+    "tf.compat.v1.train optimizer creating its slots in merge_call. Return "
+    "EstimatorSpec(optimizer=keras.optimizers.<Name>(...)) (or a head's optimizer=) and the "
+    "engine applies it on every replica, or train without train_distribute")
+
+
 def _unlifted(next_creator, **kwargs):
     kwargs["experimental_enable_variable_lifting"] = False
     return next_creator(**kwargs)
@@ -79,13 +107,26 @@ class Trainer:
     """Builds and holds the compiled training loop of one Estimator."""
 
     def __init__(self, store: VariableStore, model_fn: ModelFn, global_step: tf.Variable,
-                 optimizers: Optimizers, distribution: Distribution | None = None) -> None:
+                 optimizers: Optimizers, distribution: Distribution | None = None, *,
+                 summary_writer: Callable[[], Any] | None = None,
+                 summary_steps: int | None = None) -> None:
         self._store = store
         self._model_fn = model_fn
         self._global_step = global_step
         self._optimizers = optimizers
         # distribution (components/estimator/distribute.py): the model_fn runs per replica.
         self._distribution = distribution or Distribution()
+        # TF 1 idioms (tf1.py): what tf.compat.v1.train.get_global_step() returns in TRAIN, the
+        # step when the step starts; a v1 optimizer's minimize(global_step=) may add to it,
+        # the engine steps `global_step` itself. Not checkpointed.
+        with tf.init_scope(), self._distribution.scope():
+            self._step_view = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="global_step",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        # model_fn summaries go to the writer (none under a coordinator: workers run steps).
+        self._summary_writer = summary_writer if not self._distribution.coordinated else None
+        self._summary_steps = summary_steps
+        self._summary_step: tf.Tensor | None = None  # at trace time: the step being traced
         self.loop = tf.function(self._loop, autograph=False)
         # hooks (hooks.py): the loop variant returning tensors hooks fetch, and what the
         # model_fn's TRAIN spec carried at the latest trace.
@@ -106,8 +147,28 @@ class Trainer:
         if self._distribution.strategy is None:
             return
         with self._distribution.scope():
-            tf.function(lambda element: self._distribution.run(self._replica_step, element),
-                        autograph=False).get_concrete_function(element_spec)
+            tf.function(self._replicas, autograph=False).get_concrete_function(element_spec)
+
+    def _replicas(self, element) -> tuple[tf.Tensor, tf.Tensor]:
+        """The replica step on every replica.
+
+        Under a strategy, a ``tf.compat.v1.train`` optimizer scales the loss for the mean over
+        replicas as under tf.estimator (its flag, set around the trace). Under a
+        MirroredStrategy the replicas trace in their own threads, and a variable created in
+        cross-replica context (``merge_call``, on this thread) cannot reach the store (a
+        ``tf.compat.v1.train`` optimizer's slots): ``tf.function`` refuses it when it traces
+        again, and the error names the replacement."""
+        strategy = self._distribution.strategy
+        if strategy is None:
+            return self._distribution.run(self._replica_step, element)
+        # tf.estimator's switch for v1 optimizers' loss scaling (no public equivalent)
+        with strategy._scale_loss_for_estimator_enabled():  # noqa: SLF001
+            try:
+                return self._distribution.run(self._replica_step, element)
+            except ValueError as err:  # tf.function refusing a variable on its second trace
+                if isinstance(strategy, _THREADED) and "singleton tf.Variables" in str(err):
+                    raise ValueError(_CROSS_REPLICA) from err
+                raise
 
     def _loop(self, iterator, n):
         """Run up to ``n`` steps; returns (steps run, last loss, examples, loss finite)."""
@@ -137,30 +198,49 @@ class Trainer:
 
     def _step(self, element) -> tuple[tf.Tensor, tf.Tensor]:
         """One step: (loss, examples), the mean loss and all examples over the replicas."""
-        loss, examples = self._distribution.run(self._replica_step, element)
+        # TF 1 idioms: the model_fn's global step holds this step's value when it starts.
+        self._step_view.assign(self._global_step)
+        self._summary_step = self._global_step.read_value() + 1
+        try:
+            loss, examples = self._replicas(element)
+        finally:
+            self._summary_step = None
         # Stateful ops run in program order inside a tf.function, so the model_fn's own
         # train_op (Estimator style) has run before the step count moves; it moves once per
-        # step, in cross-replica context.
+        # step, in cross-replica context (a v1 optimizer's minimize(global_step=...) moved the
+        # model_fn's copy, not this).
         self._global_step.assign_add(1)
         return loss, examples
+
+    def _summaries(self):
+        """Where the model_fn's summaries go in this trace (none in :meth:`build`'s)."""
+        if self._summary_writer is None or self._summary_step is None:
+            return tf1.muted()
+        return tf1.summaries(self._summary_writer(), self._summary_step, self._summary_steps)
 
     def _replica_step(self, element) -> tuple[tf.Tensor, tf.Tensor]:
         features, labels = split_element(element)
         scope = tf.compat.v1.get_default_graph().get_name_scope()  # hooks: tensor names
         with tf.GradientTape() as tape:
-            with self._store.scope(ModeKeys.TRAIN):
+            with self._store.scope(ModeKeys.TRAIN, global_step=self._step_view,
+                                   summaries=self._summaries()):
                 spec = self._model_fn(features, labels, ModeKeys.TRAIN)
-            self._observe(spec, scope)  # hooks: spec hooks, fetched tensors
-            loss = tf.cast(spec.loss, tf.float32)
-            # distribution: optimizers sum gradients over replicas; scale for their mean.
-            scaled = loss / self._distribution.num_replicas \
-                if self._distribution.num_replicas > 1 else loss
-        if spec.optimizer is not None:
-            self._apply(spec, scaled, tape)
+                self._observe(spec, scope)  # hooks: spec hooks, fetched tensors
+                loss = tf.cast(spec.loss, tf.float32)
+                # distribution: optimizers sum gradients over replicas; scale for their mean.
+                scaled = loss / self._distribution.num_replicas \
+                    if self._distribution.num_replicas > 1 else loss
+                pairs = _pairs(spec.optimizer) if spec.optimizer is not None else []
+                v1 = [(opt, v) for opt, v in pairs if tf1.is_v1_optimizer(opt)]
+                if v1:  # in the scope: their slots go to the store (and its checkpoint)
+                    with tape.stop_recording():
+                        _minimize_v1(v1, spec.loss, self._store)
+        keras_pairs = [(opt, v) for opt, v in pairs if not tf1.is_v1_optimizer(opt)]
+        if keras_pairs:
+            self._apply(keras_pairs, scaled, tape)
         return tf.identity(loss), examples_in(features)
 
-    def _apply(self, spec: EstimatorSpec, loss: tf.Tensor, tape: tf.GradientTape) -> None:
-        pairs = _pairs(spec.optimizer)
+    def _apply(self, pairs: list[tuple], loss: tf.Tensor, tape: tf.GradientTape) -> None:
         optimizers = self._optimizers.adopt([opt for opt, _ in pairs])
         watched = [v for v in tape.watched_variables() if v.trainable]
         var_lists = [self._store.ordered(v if v is not None else watched) for _, v in pairs]

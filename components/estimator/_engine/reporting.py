@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -52,7 +51,8 @@ class Reporter:
     """Reports one ``train`` call.
 
     Args:
-        model_dir: where the summary event files go (TensorBoard's log dir).
+        writer: the TensorBoard writer of model_dir (flushed by :meth:`close`, not closed: the
+            training loop writes the model_fn's summaries to it too).
         summary_steps: write scalars when the global step crosses a multiple of this (None:
             never).
         log_steps: print a progress line when the global step crosses a multiple of this
@@ -61,9 +61,9 @@ class Reporter:
         start_step: the global step training starts from.
     """
 
-    def __init__(self, model_dir: str, summary_steps: int | None, log_steps: int | None,
+    def __init__(self, writer, summary_steps: int | None, log_steps: int | None,
                  progress: Callable[[str], None], start_step: int) -> None:
-        self._writer = tf.summary.create_file_writer(str(Path(model_dir)))
+        self._writer = writer
         self._summary_steps = summary_steps
         self._log_steps = log_steps
         self._progress = progress
@@ -94,7 +94,6 @@ class Reporter:
 
     def close(self) -> None:
         self._writer.flush()
-        self._writer.close()
 
 
 def write_scalars(log_dir: str, step: int, values: dict[str, float]) -> None:

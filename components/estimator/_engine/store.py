@@ -21,6 +21,10 @@ stable across modes and processes:
   and whatever only EVAL/PREDICT creates. Never checkpointed; :meth:`reset_locals` puts them back
   to their initial values (each evaluate starts from zero).
 
+Every variable handed out is also registered in the TF 1 collections of the model_fn call
+(``tf.compat.v1.trainable_variables()`` & co., :mod:`.tf1`), and variables created under
+``tf.init_scope()`` inside the call (``tf.compat.v1.train`` optimizer slots) come here too.
+
 Under a ``tf.distribute`` strategy (see :mod:`.distribute`) the first trace runs inside the
 strategy's scope: a variable created here is a distributed one (mirrored on every replica, or
 placed on a parameter server), and every replica's trace of the model_fn gets that same
@@ -34,6 +38,8 @@ import logging
 import re
 
 import tensorflow as tf
+
+from estflow.components.estimator._engine import tf1
 
 __all__ = ["VariableStore"]
 
@@ -150,10 +156,25 @@ class VariableStore(tf.Module):
         return sorted(unique, key=lambda v: index.get(id(v), (2, 0, v.name)))
 
     @contextlib.contextmanager
-    def scope(self, mode: str, establish: bool = False):
-        """Route variable creation in a model_fn call (made while tracing) to the store."""
-        trace = _Trace(self, mode, establish)
-        with tf.variable_creator_scope(trace.creator):
+    def scope(self, mode: str, establish: bool = False, *,
+              global_step: tf.Variable | None = None, summaries=None):
+        """Route variable creation in a model_fn call (made while tracing) to the store, and
+        give the call tf.estimator's TF 1 graph state (:mod:`.tf1`): fresh collections holding
+        the variables it gets and ``global_step``; summaries inside ``summaries`` (a context
+        manager, :func:`.tf1.summaries`), else dropped.
+
+        Variables created under ``tf.init_scope()`` inside the call (the slots of a
+        ``tf.compat.v1.train`` optimizer) come to the store too."""
+        graph = tf1.ModelFnGraph(global_step)
+        trace = _Trace(self, mode, establish, graph.register)
+        with contextlib.ExitStack() as stack:
+            current = tf.compat.v1.get_default_graph()
+            with tf.init_scope():
+                if tf.compat.v1.get_default_graph() is not current:
+                    stack.enter_context(tf.variable_creator_scope(trace.creator))
+            stack.enter_context(tf.variable_creator_scope(trace.creator))
+            stack.enter_context(graph)
+            stack.enter_context(summaries if summaries is not None else tf1.muted())
             yield
         if establish:
             self._established = True
@@ -195,32 +216,40 @@ class VariableStore(tf.Module):
 class _Trace:
     """Per-trace cursor state: which stored variable answers the next request."""
 
-    def __init__(self, store: VariableStore, mode: str, establish: bool) -> None:
+    def __init__(self, store: VariableStore, mode: str, establish: bool,
+                 register=lambda var, kwargs, local=False: None) -> None:
         self.store = store
         self.mode = mode
         self.establish = establish
+        self.register = register  # TF 1 collections (tf1.ModelFnGraph.register)
         self.model_cursor = 0
         self.extra = 0
         self.metric = 0
 
     def creator(self, next_creator, **kwargs):
+        var, local = self._answer(next_creator, kwargs)
+        self.register(var, kwargs, local)
+        return var
+
+    def _answer(self, next_creator, kwargs) -> tuple[tf.Variable, bool]:
+        """(the variable for this request, whether it is a local)."""
         if _is_metric(kwargs):
             return self._local(next_creator, kwargs, f"metric:{self.mode}", self.metric,
-                               "metric")
+                               "metric"), True
         if self.establish:
             var = self.store._new(next_creator, kwargs)
             self.store._add_model(var)
-            return var
+            return var, False
         model = self.store._untracked.model
         if self.model_cursor < len(model) and _matches(model[self.model_cursor],
                                                        _signature(kwargs)):
             self.model_cursor += 1
-            return model[self.model_cursor - 1]
+            return model[self.model_cursor - 1], False
         if self.mode == _TRAIN:
-            return self._train_extra(next_creator, kwargs)
+            return self._train_extra(next_creator, kwargs), False
         _log.debug("model_fn created %r in mode %r only; it is not checkpointed",
                    kwargs.get("name"), self.mode)
-        return self._local(next_creator, kwargs, self.mode, self.extra, "extra")
+        return self._local(next_creator, kwargs, self.mode, self.extra, "extra"), False
 
     def _train_extra(self, next_creator, kwargs):
         index, self.extra = self.extra, self.extra + 1

@@ -254,6 +254,48 @@ def test_estimator_style_train_op_under_mirrored():
     _assert_same_checkpoints(single, mirrored, atol=1e-4)
 
 
+def _v1_model_fn(features, labels, mode, params):
+    """TF 1 style: get_variable, the global step, a decayed learning rate, a summary and a
+    tf.compat.v1.train optimizer's minimize(global_step=)."""
+    w = tf.compat.v1.get_variable("w", [2, 1], initializer=tf.zeros_initializer())
+    logits = tf.matmul(features["x"], w)
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, logits)
+    global_step = tf.compat.v1.train.get_global_step()
+    learning_rate = tf.compat.v1.train.exponential_decay(0.5, global_step, 5, 0.5)
+    tf.compat.v1.summary.scalar("learning_rate", learning_rate)
+    optimizer = getattr(tf.compat.v1.train, params["optimizer"])(learning_rate)
+    return EstimatorSpec(mode, loss=loss,
+                         train_op=optimizer.minimize(loss, global_step=global_step))
+
+
+@_fresh_process_unless_two_cpus
+def test_v1_idioms_under_mirrored_equal_single_device():
+    """The global step, its schedule and a slot-less v1 optimizer (its loss scaled for the mean
+    over replicas, as under tf.estimator)."""
+    params = {"optimizer": "GradientDescentOptimizer"}
+    single = Estimator(_v1_model_fn, tempfile.mkdtemp(), ef.RunConfig(**CONFIG), params=params,
+                       progress=lambda m: None)
+    single.train(whole_batch_input_fn, max_steps=10)
+    mirrored = Estimator(_v1_model_fn, tempfile.mkdtemp(),
+                         ef.RunConfig(**CONFIG, train_distribute="mirrored"), params=params,
+                         progress=lambda m: None)
+    mirrored.train(whole_batch_input_fn, max_steps=10)
+    assert mirrored.global_step == 10
+    _assert_same_checkpoints(single, mirrored)
+
+
+@_fresh_process_unless_two_cpus
+def test_v1_optimizer_slots_under_mirrored_fail_naming_the_replacement():
+    est = Estimator(_v1_model_fn, tempfile.mkdtemp(),
+                    ef.RunConfig(**CONFIG, train_distribute="mirrored"),
+                    params={"optimizer": "AdamOptimizer"}, progress=lambda m: None)
+    with pytest.raises(ValueError, match=r"cross-replica context.*keras\.optimizers"):
+        est.train(whole_batch_input_fn, max_steps=10)
+    assert est.latest_checkpoint() is None
+
+
 @_fresh_process_unless_two_cpus
 def test_premade_dnn_with_batch_norm_under_mirrored():
     """Batch norm's moving statistics are ON_READ variables (averaged over replicas)."""

@@ -1,0 +1,217 @@
+"""TF 1 idioms inside a model_fn: the graph world tf.estimator gave every model_fn call.
+
+tf.estimator built a fresh ``tf.Graph`` for each model_fn call, with a global step in it; TF 1
+code inside model_fns reads that graph's collections. The engine calls the model_fn while a
+``tf.function`` traces (a ``FuncGraph``), so it recreates that world for the call
+(:class:`ModelFnGraph`):
+
+- **collections start empty** (``GLOBAL_VARIABLES``, ``TRAINABLE_VARIABLES``, ``UPDATE_OPS``,
+  ``LOSSES``, ``SUMMARIES``, ..., and the ``tf.compat.v1.get_variable`` / ``variable_scope``
+  stores) and are put back when the call returns: nothing leaks between traces, modes or
+  Estimators (``GLOBAL_VARIABLES``/``TRAINABLE_VARIABLES`` of a ``FuncGraph`` are the
+  process-wide default graph's lists);
+- **every variable the store hands out is registered** as TF 1 graph mode registered it
+  (``GLOBAL_VARIABLES``, plus ``TRAINABLE_VARIABLES`` when trainable, or the ``collections``
+  a ``tf.compat.v1`` creation asks for; metric accumulators in ``LOCAL_VARIABLES``), so
+  ``tf.compat.v1.trainable_variables()`` and ``tf.compat.v1.train.*Optimizer.minimize(loss)``
+  (which reads that collection) see the model;
+- **names start at the graph's root**, not inside the engine's loop (``while/cond/``): op
+  names, hence the names hooks fetch, and summary tags are those tf.estimator gave;
+- **the global step is in ``GLOBAL_STEP``**: ``tf.compat.v1.train.get_global_step()`` and
+  ``get_or_create_global_step()`` return it. In TRAIN mode it is the trainer's per-step copy
+  of the engine's step (``Trainer``): it holds the step when the step starts, so learning-rate
+  schedules read the right value, and an optimizer's ``minimize(global_step=...)`` may
+  assign-add it; the engine counts the step itself, exactly once.
+
+Summaries: ``tf.compat.v1.summary.*`` (and ``tf.summary.*``) inside a TRAIN model_fn go to
+model_dir's event file at every ``save_summary_steps``-th step (:func:`summaries`); in EVAL
+and PREDICT they are dropped (:func:`muted`), as tf.estimator's evaluation ignored them.
+
+TF 1 idioms that cannot work on TF 2.21 with Keras 3 fail at the first trace with an error
+naming the call and its replacement (:func:`explain`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import tensorflow as tf
+
+__all__ = ["ModelFnGraph", "summaries", "muted", "explain", "is_v1_optimizer"]
+
+_KEYS = tf.compat.v1.GraphKeys
+# tf.compat.v1.get_variable's variable store and variable_scope's name counters (internal
+# collection keys of tensorflow/python/ops/variable_scope.py); fresh per call as in TF 1.
+_VARIABLE_STORES = (("__variable_store",), ("__varscope",))
+
+
+def _collection_keys() -> list:
+    keys = [value for name, value in vars(_KEYS).items()
+            if name.isupper() and isinstance(value, str)]
+    return sorted(set(keys)) + list(_VARIABLE_STORES)
+
+
+class ModelFnGraph:
+    """The TF 1 graph state of one model_fn call (module docstring): enter it in the graph
+    the model_fn runs in, around the call.
+
+    Args:
+        global_step: the variable ``tf.compat.v1.train.get_global_step()`` returns (None:
+            none, as in a model_fn called outside an Estimator).
+    """
+
+    def __init__(self, global_step: tf.Variable | None) -> None:
+        self._global_step = global_step
+        self._graph = None
+        self._root = None
+        self._saved: dict = {}
+
+    def __enter__(self) -> ModelFnGraph:
+        self._graph = tf.compat.v1.get_default_graph()
+        keys = set(_collection_keys()) | set(self._graph.get_all_collection_keys())
+        for key in keys:
+            ref = self._graph.get_collection_ref(key)
+            self._saved[key] = list(ref)
+            del ref[:]
+        if self._global_step is not None:
+            self._add(self._global_step, (_KEYS.GLOBAL_VARIABLES, _KEYS.GLOBAL_STEP))
+        self._root = self._graph.name_scope(None)  # the engine's loop scopes are not its
+        self._root.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._root.__exit__(*exc)
+        graph, self._graph = self._graph, None
+        for key in set(graph.get_all_collection_keys()) | set(self._saved):
+            graph.get_collection_ref(key)[:] = self._saved.get(key, [])
+        self._saved = {}
+
+    def register(self, var, kwargs: dict, local: bool = False) -> None:
+        """Put a variable the store handed to the model_fn in its TF 1 collections.
+
+        Args:
+            var: the variable.
+            kwargs: the creation request (``collections`` of a ``tf.compat.v1`` request are
+                honoured).
+            local: a metric accumulator or another variable kept out of checkpoints.
+        """
+        if self._graph is None:
+            return
+        collections = kwargs.get("collections")
+        if collections is None:
+            collections = [_KEYS.LOCAL_VARIABLES if local else _KEYS.GLOBAL_VARIABLES]
+        collections = list(collections)
+        if getattr(var, "trainable", False) and _KEYS.TRAINABLE_VARIABLES not in collections:
+            collections.append(_KEYS.TRAINABLE_VARIABLES)
+        self._add(var, collections)
+
+    def _add(self, var, collections) -> None:
+        for key in collections:
+            ref = self._graph.get_collection_ref(key)
+            if not any(v is var for v in ref):
+                ref.append(var)
+
+
+_NOOP_WRITER = tf.summary.create_noop_writer()
+
+
+def _as_default(writer, step):
+    """``writer`` as the default writer, also for a no-op writer (whose own ``as_default``
+    sets nothing, so ``tf.compat.v1.summary`` would warn about a missing writer)."""
+    return tf.summary.SummaryWriter.as_default(writer, step)
+
+
+@contextlib.contextmanager
+def summaries(writer, step: tf.Tensor, every: int | None):
+    """Inside a TRAIN model_fn call: summaries go to ``writer`` at ``step`` (the step count
+    once this step is done), recorded when ``step`` is a multiple of ``every``. (The writer is
+    not flushed at the end of the call, which ``as_default`` would do on every step: the
+    engine flushes it when ``train`` ends.)"""
+    if writer is None or not every:
+        with muted():
+            yield
+        return
+    record = tf.equal(tf.math.floormod(step, tf.cast(every, step.dtype)), 0)
+    context = _as_default(writer, step)
+    context.__enter__()
+    try:
+        with tf.summary.record_if(record):
+            yield
+    finally:
+        _as_default(_NOOP_WRITER, None).__enter__()  # what the exit below flushes
+        context.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def muted():
+    """Summaries are dropped (and ``tf.compat.v1.summary`` does not warn about a missing
+    writer)."""
+    with _as_default(_NOOP_WRITER, 0), tf.summary.record_if(False):
+        yield
+
+
+def is_v1_optimizer(value) -> bool:
+    """A ``tf.compat.v1.train.Optimizer`` (Adagrad, Adam, Ftrl, GradientDescent, Momentum,
+    RMSProp, ProximalAdagrad, ProximalGradientDescent, ...)."""
+    return isinstance(value, tf.compat.v1.train.Optimizer)
+
+
+_V1_LAYERS = {
+    "batch_normalization": "keras.layers.BatchNormalization(momentum=0.99)(x, training="
+                           "mode == ModeKeys.TRAIN) (its moving averages update in the call: "
+                           "no UPDATE_OPS to run)",
+    "dropout": "keras.layers.Dropout(rate)(x, training=mode == ModeKeys.TRAIN)",
+    "dense": "keras.layers.Dense(units, activation=...)(x)",
+    "conv1d": "keras.layers.Conv1D", "conv2d": "keras.layers.Conv2D",
+    "conv3d": "keras.layers.Conv3D", "flatten": "keras.layers.Flatten()(x)",
+    "max_pooling1d": "keras.layers.MaxPooling1D", "max_pooling2d": "keras.layers.MaxPooling2D",
+    "average_pooling1d": "keras.layers.AveragePooling1D",
+    "average_pooling2d": "keras.layers.AveragePooling2D",
+}
+_LEGACY_LAYER = re.compile(r"^`(\w+)` is not available with Keras 3\.$")
+_NO_SETTER = re.compile(r"property '(\w+)' of '(\w+)' object has no setter")
+_MISSING = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def explain(error: BaseException) -> BaseException | None:
+    """An error of ``error``'s type naming the TF 1 call behind it (raised by a model_fn) and
+    what to use instead on TF 2.21; None when ``error`` is not one of those."""
+    text = str(error)
+    if isinstance(error, AttributeError):
+        match = _LEGACY_LAYER.match(text)
+        if match:
+            name = match.group(1)
+            replacement = _V1_LAYERS.get(name) or f"keras.layers.{_camel(name)}"
+            return AttributeError(
+                f"tf.compat.v1.layers.{name} is not available on TF 2.21 (Keras 3 has no TF 1 "
+                f"layers): use {replacement} inside the model_fn; the Estimator keeps its "
+                "variables (one set for every mode, checkpointed) and registers them in "
+                "tf.compat.v1.trainable_variables()")
+        match = _NO_SETTER.search(text)
+        if match and match.group(1) == "iterations":
+            return AttributeError(
+                f"{match.group(2)}.iterations cannot be set (`optimizer.iterations = "
+                "tf.compat.v1.train.get_or_create_global_step()`, tf.keras 2.15's way to make a "
+                "Keras optimizer step the global step): Keras 3 optimizers count their own "
+                "iterations and the Estimator steps the global step itself, once per step. "
+                "Remove the assignment; read the step with "
+                "tf.compat.v1.train.get_global_step()")
+        match = _MISSING.search(text)
+        if match and match.group(2) == "DenseFeatures":
+            return AttributeError(
+                "tf.keras.layers.DenseFeatures does not exist in Keras 3: use "
+                "estflow.components.estimator.feature_column.DenseFeatures(columns)(features) "
+                "(or feature_column.input_layer(features, columns)) with this package's "
+                "feature columns")
+    if isinstance(error, ImportError) and "keras.optimizers.legacy" in text:
+        return ImportError(
+            "tf.keras.optimizers.legacy.* does not exist in Keras 3: use the Keras 3 optimizer "
+            "(keras.optimizers.Adagrad(...), passed as optimizer= to a head or an "
+            "EstimatorSpec: the engine applies it) or a tf.compat.v1.train optimizer "
+            "(tf.compat.v1.train.AdagradOptimizer(...).minimize(loss, global_step=...))")
+    return None

@@ -1,0 +1,143 @@
+"""Which KFP backend (API server + driver) a compiled pipeline needs, and what older ones lack.
+
+The IR the kfp 2.17 SDK writes runs on a recent open-source KFP backend; older backends reject
+or ignore parts of it. What each feature needs, read from the backend's source
+(github.com/kubeflow/pipelines, ``backend/src/v2``, at the release tags):
+
+=========================  ========  ===========================================================
+feature                    since     before that
+=========================  ========  ===========================================================
+retry policy               2.4.1     2.4.0's Argo compiler has no retryStrategy: retries ignored
+PVC ``subPath``            2.5.0     the driver ignores ``subPath``: the whole volume is mounted
+parameterised placement    2.5.0     no ``nodeSelectorJson``/``tolerationJson``/
+                                     ``secretNameParameter``/``pvcNameParameter``: the driver
+                                     fails the task
+``PipelineTaskFinalStatus``  2.14.0  the compiler fails the run ("task final status not
+                                     supported yet"; kubeflow/pipelines#11953)
+=========================  ========  ===========================================================
+
+Kubeflow platform releases ship (kubeflow/manifests README at the tags): 1.10.0 -> KFP 2.4.1,
+1.10.1 and 1.10.2 -> 2.5.0, 1.11.0 -> 2.15.0, 26.03 -> 2.16.0.
+
+``estflow compile --kfp-backend VERSION`` (:func:`estflow.pipelines.kfp_compiler.compile_pipeline`
+``kfp_backend=``) leaves out what VERSION lacks; :func:`required` reads a compiled file back and
+says which backend it needs (``estflow submit`` compares it with the server's version).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["BackendVersion", "Feature", "FEATURES", "RETRIES", "PVC_SUB_PATH",
+           "PARAMETERISED_PLACEMENT", "FINAL_STATUS", "OLDEST", "DEFAULT", "KUBEFLOW_RELEASES",
+           "parse", "features_used", "required"]
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class BackendVersion:
+    """A KFP backend release, ``2.4`` meaning ``2.4.0``."""
+
+    major: int
+    minor: int
+    patch: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+def parse(text: str) -> BackendVersion:
+    """``"2.5"``, ``"2.5.0"``, ``"v2.14.3"``, ``"2.15.0-rc.1"`` -> a version.
+
+    Raises:
+        ValueError: not a version.
+    """
+    match = _VERSION.match(str(text).strip()) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"Received an invalid KFP backend version, expected MAJOR.MINOR or "
+                         f"MAJOR.MINOR.PATCH such as '2.5' or '2.14.3'. Received: {text!r}")
+    major, minor, patch = match.groups()
+    return BackendVersion(int(major), int(minor), int(patch or 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """Something in the IR that a backend older than ``since`` cannot run.
+
+    Attributes:
+        degrades: an older backend still runs the pipeline, without the feature (retries);
+            else it fails the run or runs it wrongly.
+    """
+
+    name: str
+    since: BackendVersion
+    what: str
+    degrades: bool = False
+
+
+RETRIES = Feature("retries", BackendVersion(2, 4, 1),
+                  "task retry policies (KFP 2.4.0 ignores them)", degrades=True)
+PVC_SUB_PATH = Feature("pvc sub_path", BackendVersion(2, 5, 0),
+                       "a PVC mount's subPath (KFP 2.4 mounts the whole volume)")
+PARAMETERISED_PLACEMENT = Feature(
+    "parameterised placement", BackendVersion(2, 5, 0),
+    "node selectors, tolerations, secrets or PVCs taken from run parameters or task outputs")
+FINAL_STATUS = Feature(
+    "final status", BackendVersion(2, 14, 0),
+    "an exit task taking PipelineTaskFinalStatus (kubeflow/pipelines#11953)")
+FEATURES = (RETRIES, PVC_SUB_PATH, PARAMETERISED_PLACEMENT, FINAL_STATUS)
+
+OLDEST = BackendVersion(2, 4, 0)
+DEFAULT = BackendVersion(2, 14, 0)
+
+# Kubeflow platform release -> the KFP backend it installs (kubeflow/manifests).
+KUBEFLOW_RELEASES = {"1.10.0": BackendVersion(2, 4, 1), "1.10.1": BackendVersion(2, 5, 0),
+                     "1.10.2": BackendVersion(2, 5, 0), "1.11.0": BackendVersion(2, 15, 0),
+                     "26.03": BackendVersion(2, 16, 0)}
+
+
+def features_used(documents: Sequence[dict[str, Any]]) -> set[Feature]:
+    """The :data:`FEATURES` a compiled pipeline (its YAML documents: PipelineSpec, then the
+    PlatformSpec if any) uses."""
+    spec = documents[0]
+    used: set[Feature] = set()
+    for task in _tasks(spec):
+        if task.get("retryPolicy"):
+            used.add(RETRIES)
+        for parameter in (task.get("inputs") or {}).get("parameters", {}).values():
+            if "taskFinalStatus" in parameter:
+                used.add(FINAL_STATUS)
+    platform = documents[1] if len(documents) > 1 and documents[1] else {}
+    executors = (((platform.get("platforms") or {}).get("kubernetes") or {})
+                 .get("deploymentSpec") or {}).get("executors") or {}
+    for config in executors.values():
+        if (config.get("nodeSelector") or {}).get("nodeSelectorJson"):
+            used.add(PARAMETERISED_PLACEMENT)
+        if any("tolerationJson" in t for t in config.get("tolerations") or ()):
+            used.add(PARAMETERISED_PLACEMENT)
+        for secret in [*config.get("secretAsEnv", ()), *config.get("secretAsVolume", ())]:
+            if not secret.get("secretName"):  # only the parameter form: 2.5+
+                used.add(PARAMETERISED_PLACEMENT)
+        for pvc in config.get("pvcMount") or ():
+            if not pvc.get("constant"):
+                used.add(PARAMETERISED_PLACEMENT)
+            if pvc.get("subPath"):
+                used.add(PVC_SUB_PATH)
+    return used
+
+
+def required(documents: Sequence[dict[str, Any]]) -> BackendVersion:
+    """The oldest backend that runs the compiled pipeline as written (features that only
+    degrade on older backends, retries, are not counted)."""
+    return max([OLDEST, *(f.since for f in features_used(documents) if not f.degrades)])
+
+
+def _tasks(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield from ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).values()
+    for component in (spec.get("components") or {}).values():
+        yield from (component.get("dag") or {}).get("tasks", {}).values()

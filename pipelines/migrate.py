@@ -1,0 +1,896 @@
+"""``estflow migrate``: rewrite a tf.estimator program (TF <= 2.15) into an estflow one.
+
+A codemod in the spirit of ``tf_upgrade_v2``: it parses the program with :mod:`ast`, computes
+text edits for the spans it changes and applies them to the original text, so everything it
+does not change (comments, formatting, blank lines) is kept byte for byte. It never imports
+the program, TensorFlow or estflow's engine.
+
+What it rewrites (each change is reported with its line number):
+
+- ``tf.estimator.X`` / ``tf.compat.v1.estimator.X`` -> ``estimator.X``, with
+  ``import estflow.components.estimator as estimator`` added after the TensorFlow import
+  (``tf_estimator`` or ``estflow_estimator`` when the program already uses the name
+  ``estimator``); ``tf.estimator.experimental.stop_if_*`` -> ``estimator.stop_if_*``,
+  ``make_early_stopping_hook`` -> ``estimator.early_stopping.make_early_stopping_hook``;
+  ``tf.estimator.export.X`` -> ``estimator.export.X``;
+  ``tf.keras.estimator.model_to_estimator`` -> ``estimator.model_to_estimator``.
+- ``tf.feature_column.X`` (also ``compat.v1``/``compat.v2``) -> ``estimator.feature_column.X``;
+  ``tf.keras.layers.DenseFeatures`` (v1 and v2) -> ``estimator.feature_column.DenseFeatures``.
+- imports: ``from tensorflow import estimator [as e]`` and
+  ``import tensorflow.compat.v2.feature_column as fc`` become the estflow modules under the same
+  names.
+- TF 1 hooks: ``tf.compat.v1.train.{SessionRunHook, LoggingTensorHook, StopAtStepHook, ...}`` ->
+  the engine's (``estimator.X``).
+- ``tf.estimator.inputs.numpy_input_fn`` / ``pandas_input_fn`` -> the equivalent ``tf.data``
+  pipeline (``lambda: tf.data.Dataset.from_tensor_slices(...).shuffle(queue_capacity)
+  .repeat(num_epochs).batch(batch_size)``).
+- ``tf.compat.v1.estimator``'s premade classes get ``loss_reduction="sum"``, their TF 1 default
+  (TF 2's and estflow's is ``sum_over_batch_size``), unless the call sets it.
+- ``tf.compat.v1.distribute.X`` strategies -> ``tf.distribute.X`` (the engine takes TF 2 ones).
+- Keras 3: ``tf.keras.optimizers.legacy.X`` -> ``tf.keras.optimizers.X`` (there is no legacy
+  namespace in Keras 3); ``tf.compat.v1.layers.Dense``/``Flatten``/... and the functional
+  ``dense``/``flatten`` -> ``tf.keras.layers`` (``tf.compat.v1.layers`` is gone in TF 2.16+);
+  ``tf.compat.v1.train.exponential_decay(lr, global_step=get_global_step(), ...)`` and the other
+  TF 1 decays over the global step -> the ``tf.keras.optimizers.schedules`` equivalent.
+- removed: the TF 2.15-only ``optimizer.iterations = tf.compat.v1.train.get_or_create_global_step()``
+  workaround (the engine keeps the global step), and ``tf.compat.v1.disable_eager_execution()``
+  / ``disable_v2_behavior()`` (the engine runs TF 2: eager plus ``tf.function``).
+- pandas 3 (estflow's environment): ``df[col].replace(..., inplace=True)`` and the other chained
+  ``inplace=True`` calls, which copy-on-write turns into no-ops, -> ``df[col] = df[col].replace(...)``.
+
+Report line numbers are the original program's. What it cannot do is reported as "could not" with the line (the text is left as it was): names
+estflow's engine does not have (``tf.estimator.BoostedTreesClassifier``, ``LinearEstimator``,
+``add_metrics``, ...), ``EstimatorSpec(scaffold=...)``, ``tensorflow_estimator`` imports, and
+arguments it cannot carry over. TF 1 idioms the engine runs itself (``tf.compat.v1.train``
+optimizers with ``minimize(global_step=...)``, ``tf.compat.v1.metrics``/``losses``) are kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field
+
+__all__ = ["Change", "Migration", "migrate_source", "migrate_file", "ESTFLOW_MODULE"]
+
+ESTFLOW_MODULE = "estflow.components.estimator"
+
+# What estflow.components.estimator exports under tf.estimator's names (tests check that each
+# is there).
+ESTIMATOR_NAMES = frozenset({
+    "BaselineClassifier", "BaselineRegressor", "BestExporter", "BinaryClassHead",
+    "CheckpointSaverListener", "DNNClassifier", "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor", "DNNRegressor", "Estimator", "EstimatorSpec", "EvalSpec",
+    "Exporter", "FinalExporter", "Head", "LatestExporter", "LinearClassifier", "LinearRegressor",
+    "LoggingTensorHook", "LogisticRegressionHead", "ModeKeys", "MultiClassHead", "MultiHead",
+    "MultiLabelHead", "NanTensorHook", "PoissonRegressionHead", "RegressionHead", "RunConfig",
+    "SessionRunArgs", "SessionRunContext", "SessionRunHook", "SessionRunValues",
+    "StepCounterHook", "StopAtStepHook", "TrainSpec", "VocabInfo", "WarmStartSettings",
+    "train_and_evaluate",
+})
+EXPORT_NAMES = frozenset({
+    "ClassificationOutput", "PredictOutput", "RegressionOutput", "ServingInputReceiver",
+    "TensorServingInputReceiver", "build_parsing_serving_input_receiver_fn",
+    "build_raw_serving_input_receiver_fn",
+})
+EARLY_STOPPING = {
+    "stop_if_higher_hook": "stop_if_higher_hook",
+    "stop_if_lower_hook": "stop_if_lower_hook",
+    "stop_if_no_decrease_hook": "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook": "stop_if_no_increase_hook",
+    "make_early_stopping_hook": "early_stopping.make_early_stopping_hook",
+}
+FEATURE_COLUMN_NAMES = frozenset({
+    "bucketized_column", "categorical_column_with_hash_bucket", "categorical_column_with_identity",
+    "categorical_column_with_vocabulary_file", "categorical_column_with_vocabulary_list",
+    "crossed_column", "embedding_column", "indicator_column", "input_layer", "linear_model",
+    "make_parse_example_spec", "numeric_column", "shared_embeddings",
+    "weighted_categorical_column", "DenseFeatures", "LinearModel",
+})
+# tf.compat.v1.train.X hooks -> the engine's.
+V1_TRAIN_HOOKS = frozenset({
+    "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues",
+    "LoggingTensorHook", "StopAtStepHook", "NanTensorHook", "StepCounterHook",
+    "CheckpointSaverListener",
+})
+# tf.compat.v1.layers classes with the same name and arguments in Keras.
+V1_LAYER_CLASSES = frozenset({
+    "Dense", "Flatten", "Dropout", "Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose",
+    "MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
+    "AveragePooling3D", "BatchNormalization", "SeparableConv2D",
+})
+GLOBAL_STEP_FUNCS = frozenset({("tensorflow", "train", "get_global_step"),
+                               ("tensorflow", "train", "get_or_create_global_step")})
+# TF 1 learning-rate decays over the global step -> Keras schedules:
+# (schedule class, TF 1 parameters in order, the global-step parameter, TF 1 name -> Keras name).
+DECAYS = {
+    "exponential_decay": ("ExponentialDecay", ["learning_rate", "global_step", "decay_steps",
+                                               "decay_rate", "staircase", "name"]),
+    "inverse_time_decay": ("InverseTimeDecay", ["learning_rate", "global_step", "decay_steps",
+                                                "decay_rate", "staircase", "name"]),
+    "polynomial_decay": ("PolynomialDecay", ["learning_rate", "global_step", "decay_steps",
+                                             "end_learning_rate", "power", "cycle", "name"]),
+    "cosine_decay": ("CosineDecay", ["learning_rate", "global_step", "decay_steps", "alpha",
+                                     "name"]),
+    "piecewise_constant": ("PiecewiseConstantDecay", ["x", "boundaries", "values", "name"]),
+}
+DECAY_RENAMES = {"learning_rate": "initial_learning_rate"}
+DECAY_STEP_PARAMS = {"global_step", "x"}
+INPUT_FNS = {
+    "numpy_input_fn": ["x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity",
+                       "num_threads"],
+    "pandas_input_fn": ["x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity",
+                        "num_threads", "target_column"],
+}
+# tf.compat.v1.estimator's premade classes default to loss_reduction=SUM (TF 2's, and estflow's,
+# to SUM_OVER_BATCH_SIZE): the migration keeps SUM.
+V1_SUM_CANNED = frozenset({
+    "BaselineClassifier", "BaselineRegressor", "DNNClassifier", "DNNRegressor",
+    "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "LinearClassifier",
+    "LinearRegressor",
+})
+PANDAS_INPLACE = frozenset({"replace", "fillna", "where", "mask", "clip", "ffill", "bfill",
+                            "interpolate", "rename", "drop_duplicates", "sort_values"})
+GRAPH_MODE_SWITCHES = frozenset({"disable_eager_execution", "disable_v2_behavior",
+                                 "enable_eager_execution", "enable_v2_behavior"})
+
+
+@dataclass(frozen=True)
+class Change:
+    """One line of the report: ``kind`` is ``"changed"``, ``"removed"`` or ``"could not"``."""
+
+    line: int
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.line:5d}: {self.kind:<9}  {self.message}"
+
+
+@dataclass
+class Migration:
+    """The migrated text and what was done to get it."""
+
+    source: str
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def unresolved(self) -> list[Change]:
+        return [c for c in self.changes if c.kind == "could not"]
+
+    def report(self, name: str = "<program>") -> str:
+        done = len(self.changes) - len(self.unresolved)
+        lines = [f"{name}: {done} change{'s' * (done != 1)}, "
+                 f"{len(self.unresolved)} not migrated"]
+        lines += [f"  {c}" for c in sorted(self.changes, key=lambda c: (c.line, c.kind))]
+        return "\n".join(lines) + "\n"
+
+
+def migrate_file(path: str | os.PathLike, output: str | os.PathLike | None = None) -> Migration:
+    """Migrate the program at ``path``; writes ``output`` when given."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    migration = migrate_source(text, filename=os.fspath(path))
+    if output is not None:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(migration.source)
+    return migration
+
+
+def migrate_source(text: str, filename: str = "<string>") -> Migration:
+    """Migrate a tf.estimator program's text (a ``SyntaxError`` if it does not parse)."""
+    return _Migrator(text, filename).run()
+
+
+def _short(text: str, limit: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class _Migrator:
+    def __init__(self, text: str, filename: str) -> None:
+        self.text = text
+        self.data = text.encode("utf-8")
+        self.tree = ast.parse(text, filename=filename)
+        self.line_starts = [0]
+        for line in self.data.splitlines(keepends=True):
+            self.line_starts.append(self.line_starts[-1] + len(line))
+        self.edits: list[tuple[int, int, str]] = []
+        self.changes: list[Change] = []
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+        self.used_names = self._names()
+        # alias name -> the TensorFlow module it stands for, as a tuple
+        self.aliases: dict[str, tuple[str, ...]] = {}
+        # alias name -> the estflow module path ("" or "feature_column") it now stands for
+        self.estflow_aliases: dict[str, str] = {}
+        self.estimator_alias: str | None = None  # the alias of estflow.components.estimator
+        self.need_estimator = False
+        self.tf_alias: str | None = None  # an alias of plain `tensorflow`
+        self.need_tf = False
+        self.claimed: set[int] = set()  # ids of chain nodes a structural rewrite handles
+
+    # -- positions and edits -------------------------------------------------------------------
+
+    def offset(self, line: int, col: int) -> int:
+        return self.line_starts[line - 1] + col
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self.offset(node.lineno, node.col_offset),
+                self.offset(node.end_lineno, node.end_col_offset))
+
+    def original(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.data[start:end].decode("utf-8")
+
+    def render(self, node: ast.AST) -> str:
+        """The node's text with the edits made so far inside it applied."""
+        start, end = self.span(node)
+        return self._render(start, end)
+
+    def _render(self, start: int, end: int) -> str:
+        inner = sorted(e for e in self.edits if start <= e[0] and e[1] <= end)
+        out, pos = [], start
+        for s, e, new in inner:
+            out.append(self.data[pos:s].decode("utf-8"))
+            out.append(new)
+            pos = e
+        out.append(self.data[pos:end].decode("utf-8"))
+        return "".join(out)
+
+    def edit(self, start: int, end: int, new: str) -> bool:
+        """Replace ``[start, end)``; edits inside it are absorbed (``new`` includes them)."""
+        for s, e, _ in self.edits:
+            overlaps = s < end and start < e
+            inside = start <= s and e <= end
+            if overlaps and not inside:
+                return False
+        self.edits = [x for x in self.edits if not (start <= x[0] and x[1] <= end)]
+        self.edits.append((start, end, new))
+        return True
+
+    def replace(self, node: ast.AST, new: str) -> bool:
+        start, end = self.span(node)
+        return self.edit(start, end, new)
+
+    def note(self, node: ast.AST | int, kind: str, message: str) -> None:
+        line = node if isinstance(node, int) else node.lineno
+        change = Change(line, kind, message)
+        if change not in self.changes:
+            self.changes.append(change)
+
+    # -- names -----------------------------------------------------------------------------------
+
+    def _names(self) -> set[str]:
+        names: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    names.add((alias.asname or alias.name).split(".")[0])
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                names.update(node.names)
+        return names
+
+    def free_name(self, *candidates: str) -> str:
+        for name in candidates:
+            if name not in self.used_names:
+                self.used_names.add(name)
+                return name
+        i = 2
+        while f"{candidates[-1]}{i}" in self.used_names:
+            i += 1
+        self.used_names.add(f"{candidates[-1]}{i}")
+        return f"{candidates[-1]}{i}"
+
+    def estimator_name(self) -> str:
+        if self.estimator_alias is None:
+            self.estimator_alias = self.free_name("estimator", "tf_estimator", "estflow_estimator")
+        self.need_estimator = True
+        return self.estimator_alias
+
+    def tf_name(self) -> str:
+        if self.tf_alias is None:
+            self.tf_alias = self.free_name("tf", "tensorflow")
+            self.need_tf = True
+        return self.tf_alias
+
+    # -- the passes --------------------------------------------------------------------------------
+
+    def run(self) -> Migration:
+        self.collect_imports()
+        self.claim_structural_calls()
+        self.rewrite_chains()
+        self.rewrite_calls()
+        self.rewrite_statements()
+        self.check_unsupported()
+        self.add_imports()
+        data = self.data
+        for start, end, new in sorted(self.edits, reverse=True):
+            data = data[:start] + new.encode("utf-8") + data[end:]
+        source = data.decode("utf-8")
+        try:
+            ast.parse(source)
+        except SyntaxError as err:  # a bug here, not in the program
+            raise RuntimeError(f"estflow migrate produced invalid Python: {err}") from err
+        return Migration(source, sorted(self.changes, key=lambda c: (c.line, c.kind, c.message)))
+
+    # imports -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def canonical(path: Iterable[str]) -> tuple[str, ...]:
+        """``tensorflow.compat.v1.X`` and ``.v2.X`` -> ``tensorflow.X``."""
+        path = tuple(path)
+        if path[:3] in (("tensorflow", "compat", "v1"), ("tensorflow", "compat", "v2")):
+            return ("tensorflow",) + path[3:]
+        return path
+
+    def collect_imports(self) -> None:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                self._import(node)
+            elif isinstance(node, ast.ImportFrom):
+                self._import_from(node)
+        for name, path in self.aliases.items():
+            if path == ("tensorflow",) and name not in self.estflow_aliases:
+                if self.tf_alias is None or name == "tf":
+                    self.tf_alias = name
+
+    def _import(self, node: ast.Import) -> None:
+        rewritten, kept = [], []
+        for alias in node.names:
+            parts = tuple(alias.name.split("."))
+            if parts[0] == "tensorflow_estimator":
+                self.note(node, "could not", f"import {alias.name}: import the engine instead "
+                          f"(import {ESTFLOW_MODULE} as estimator)")
+            if parts[0] != "tensorflow":
+                kept.append(alias)
+                continue
+            if alias.asname is None:
+                self.aliases["tensorflow"] = ("tensorflow",)
+                kept.append(alias)
+                continue
+            canon = self.canonical(parts)
+            self.aliases[alias.asname] = parts
+            target = {("tensorflow", "estimator"): "", ("tensorflow", "feature_column"):
+                      "feature_column"}.get(canon)
+            if target is None:
+                kept.append(alias)
+                continue
+            self.estflow_aliases[alias.asname] = target
+            if target == "":
+                self.estimator_alias = alias.asname
+            rewritten.append((alias, target))
+        if not rewritten:
+            return
+        lines = []
+        if kept:
+            lines.append("import " + ", ".join(
+                a.name + (f" as {a.asname}" if a.asname else "") for a in kept))
+        for alias, target in rewritten:
+            lines.append(f"import {ESTFLOW_MODULE} as {alias.asname}" if target == "" else
+                         f"from {ESTFLOW_MODULE} import {target} as {alias.asname}")
+        self._replace_statement(node, lines)
+
+    def _import_from(self, node: ast.ImportFrom) -> None:
+        module = tuple((node.module or "").split("."))
+        if node.level or module[0] not in ("tensorflow", "tensorflow_estimator"):
+            return
+        if module[0] == "tensorflow_estimator":
+            self.note(node, "could not", f"from {node.module} import ...: import the engine "
+                      f"instead (import {ESTFLOW_MODULE} as estimator)")
+            return
+        canon = self.canonical(module)
+        if canon in (("tensorflow", "estimator"), ("tensorflow", "feature_column"),
+                     ("tensorflow", "estimator", "export")):
+            self._from_estimator_module(node, canon)
+            return
+        if canon != ("tensorflow",):
+            return
+        rewritten, kept = [], []
+        for alias in node.names:
+            name = alias.asname or alias.name
+            if alias.name in ("estimator", "feature_column"):
+                target = "" if alias.name == "estimator" else "feature_column"
+                self.aliases[name] = module + (alias.name,)
+                self.estflow_aliases[name] = target
+                if target == "":
+                    self.estimator_alias = name
+                rewritten.append((name, target))
+            else:
+                if alias.name != "*":
+                    self.aliases[name] = module + (alias.name,)
+                kept.append(alias)
+        if not rewritten:
+            return
+        lines = []
+        if kept:
+            lines.append(f"from {node.module} import " + ", ".join(
+                a.name + (f" as {a.asname}" if a.asname else "") for a in kept))
+        for name, target in rewritten:
+            lines.append(f"import {ESTFLOW_MODULE} as {name}" if target == "" else
+                         f"from {ESTFLOW_MODULE} import {target} as {name}")
+        self._replace_statement(node, lines)
+
+    def _from_estimator_module(self, node: ast.ImportFrom, canon: tuple[str, ...]) -> None:
+        names = []
+        for alias in node.names:
+            target = self.estflow_target(canon + (alias.name,))
+            if target is None or target[0] != len(canon) + 1:
+                self.note(node, "could not", f"from {node.module} import {alias.name}: "
+                          "estflow's engine has no such name")
+                return
+            path = target[1]
+            module, _, attr = path.rpartition(".")
+            names.append((module, attr, alias.asname or alias.name))
+        lines = []
+        for module, attr, name in names:
+            full = ESTFLOW_MODULE + (f".{module}" if module else "")
+            lines.append(f"from {full} import {attr}" + (f" as {name}" if name != attr else ""))
+        self._replace_statement(node, lines)
+
+    def _replace_statement(self, node: ast.stmt, lines: list[str]) -> None:
+        indent = " " * node.col_offset
+        new = ("\n" + indent).join(lines)
+        old = self.original(node)
+        if self.replace(node, new):
+            self.note(node, "changed", f"{_short(old)} -> {_short('; '.join(lines))}")
+
+    def add_imports(self) -> None:
+        lines = []
+        if self.need_tf:
+            lines.append(f"import tensorflow as {self.tf_alias}" if self.tf_alias != "tensorflow"
+                         else "import tensorflow")
+        if self.need_estimator and self.estimator_alias not in self.estflow_aliases:
+            lines.append(f"import {ESTFLOW_MODULE} as {self.estimator_alias}")
+        if not lines:
+            return
+        # after the first top-level TensorFlow import, else after the leading imports
+        body = self.tree.body
+        anchor = None
+        for stmt in body:
+            if isinstance(stmt, ast.Import) and any(a.name.split(".")[0] == "tensorflow"
+                                                    for a in stmt.names):
+                anchor = stmt
+                break
+            if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] == \
+                    "tensorflow":
+                anchor = stmt
+                break
+        if anchor is None:
+            for stmt in body:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)) or (
+                        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                        and isinstance(stmt.value.value, str)):
+                    anchor = stmt
+                else:
+                    break
+        if anchor is None:
+            pos = 0
+            line, where = 1, "at the top"
+        else:
+            pos = self.line_starts[anchor.end_lineno]
+            line, where = anchor.end_lineno, "after this line"
+        if pos > len(self.data):
+            pos = len(self.data)
+        prefix = "" if pos == 0 or self.data[pos - 1:pos] == b"\n" else "\n"
+        self.edits.append((pos, pos, prefix + "\n".join(lines) + "\n"))
+        for text in lines:
+            self.note(line, "changed", f"added `{text}` {where}")
+
+    # attribute chains --------------------------------------------------------------------------
+
+    def chain(self, node: ast.AST) -> tuple[list[ast.AST], list[str]] | None:
+        """``a.b.c`` -> ([Name a, Attribute a.b, Attribute a.b.c], ["a", "b", "c"])."""
+        nodes, parts = [], []
+        while isinstance(node, ast.Attribute):
+            nodes.append(node)
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        nodes.append(node)
+        parts.append(node.id)
+        return nodes[::-1], parts[::-1]
+
+    def resolve(self, node: ast.AST) -> tuple[tuple[str, ...], list[ast.AST], int] | None:
+        """The canonical TensorFlow path of a chain, its nodes, and how many raw path elements
+        the chain's root stands for."""
+        found = self.chain(node)
+        if found is None:
+            return None
+        nodes, parts = found
+        module = self.aliases.get(parts[0])
+        if module is None:
+            return None
+        raw = module + tuple(parts[1:])
+        return raw, nodes, len(module)
+
+    def node_for(self, raw: tuple[str, ...], nodes: list[ast.AST], root_len: int,
+                 consumed: int) -> ast.AST:
+        """The chain node covering the first ``consumed`` canonical elements."""
+        shift = len(raw) - len(self.canonical(raw))
+        index = consumed + shift - root_len
+        return nodes[max(index, 0)]
+
+    def estflow_target(self, canon: tuple[str, ...]) -> tuple[int, str] | None:
+        """(canonical elements consumed, path in estflow.components.estimator) or None."""
+        if canon[:2] == ("tensorflow", "estimator"):
+            rest = canon[2:]
+            if not rest:
+                return 2, ""
+            head = rest[0]
+            if head == "experimental" and len(rest) > 1 and rest[1] in EARLY_STOPPING:
+                return 4, EARLY_STOPPING[rest[1]]
+            if head == "export":
+                if len(rest) == 1:
+                    return 3, "export"
+                if rest[1] in EXPORT_NAMES:
+                    return 4, f"export.{rest[1]}"
+                return None
+            if head in ESTIMATOR_NAMES:
+                return 3, head
+            return None
+        if canon[:2] == ("tensorflow", "feature_column"):
+            if len(canon) == 2:
+                return 2, "feature_column"
+            if canon[2] in FEATURE_COLUMN_NAMES:
+                return 3, f"feature_column.{canon[2]}"
+            return None
+        if canon[:4] == ("tensorflow", "keras", "layers", "DenseFeatures"):
+            return 4, "feature_column.DenseFeatures"
+        if canon[:4] == ("tensorflow", "keras", "estimator", "model_to_estimator"):
+            return 4, "model_to_estimator"
+        return None
+
+    def emit_estflow(self, path: str, root: str | None) -> str:
+        """Text naming estflow's ``path``, through the chain's own root alias when it is one of
+        the rewritten imports and covers ``path``."""
+        if root is not None and root in self.estflow_aliases:
+            base = self.estflow_aliases[root]
+            if base == "" or path == base or path.startswith(base + "."):
+                rest = path[len(base):].lstrip(".") if base else path
+                return root + (f".{rest}" if rest else "")
+        name = self.estimator_name()
+        return name + (f".{path}" if path else "")
+
+    def in_fstring(self, node: ast.AST) -> bool:
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, ast.JoinedStr):
+                return True
+        return False
+
+    def outermost_chains(self) -> Iterable[ast.AST]:
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            parent = self.parents.get(node)
+            if isinstance(parent, ast.Attribute) and parent.value is node:
+                continue
+            if sys.version_info < (3, 12) and self.in_fstring(node):
+                continue  # Python 3.11 gives no reliable positions inside f-strings
+            yield node
+
+    def rewrite_chains(self) -> None:
+        for node in self.outermost_chains():
+            if id(node) in self.claimed:
+                continue
+            resolved = self.resolve(node)
+            if resolved is None:
+                continue
+            raw, nodes, root_len = resolved
+            canon = self.canonical(raw)
+            root = nodes[0].id
+            shown = ".".join(("tf",) + canon[1:]) if canon[0] == "tensorflow" else ".".join(canon)
+            target = self.estflow_target(canon)
+            if target is not None:
+                consumed, path = target
+                covered = self.node_for(raw, nodes, root_len, consumed)
+                new = self.emit_estflow(path, root)
+                old = self.original(covered)
+                if new != old and self.replace(covered, new):
+                    self.note(node, "changed", f"{old} -> {new}")
+                continue
+            if canon[:2] == ("tensorflow", "estimator") and len(canon) > 2:
+                if canon[2] == "inputs":
+                    self.note(node, "could not", f"{shown}: only a call "
+                              "`numpy_input_fn(...)`/`pandas_input_fn(...)` is rewritten")
+                    continue
+                what = ".".join(canon[2:4]) if canon[2] in ("experimental", "export") else canon[2]
+                self.note(node, "could not", f"tf.estimator.{what}: estflow's engine has no "
+                          "such name (left as is)")
+                continue
+            if canon[:2] == ("tensorflow", "feature_column") and len(canon) > 2:
+                self.note(node, "could not", f"tf.feature_column.{canon[2]}: estflow's feature "
+                          "columns have no such name (left as is)")
+                continue
+            if canon[:4] == ("tensorflow", "keras", "optimizers", "legacy") and len(canon) > 4:
+                covered = self.node_for(raw, nodes, root_len, 5)
+                legacy = self.node_for(raw, nodes, root_len, 4)
+                new = self.original(legacy.value) + "." + canon[4]
+                old = self.original(covered)
+                if self.replace(covered, new):
+                    self.note(node, "changed", f"{old} -> {new} (Keras 3 has no legacy "
+                              "optimizers)")
+                continue
+            if canon[:2] == ("tensorflow", "train") and len(canon) > 2 and \
+                    canon[2] in V1_TRAIN_HOOKS and raw != canon:
+                covered = self.node_for(raw, nodes, root_len, 3)
+                new = self.emit_estflow(canon[2], None)
+                old = self.original(covered)
+                if self.replace(covered, new):
+                    self.note(node, "changed", f"{old} -> {new}")
+                continue
+            if canon[:2] == ("tensorflow", "distribute") and len(canon) > 2 and raw != canon:
+                covered = self.node_for(raw, nodes, root_len, 2)
+                new = f"{self.tf_name()}.distribute"
+                old = self.original(covered)
+                if self.replace(covered, new):
+                    self.note(node, "changed", f"{old}.{'.'.join(canon[2:])} -> {new}."
+                              f"{'.'.join(canon[2:])} (the engine takes TF 2 strategies)")
+                continue
+            if canon[:2] == ("tensorflow", "layers") and len(canon) > 2 and raw != canon:
+                if canon[2] in V1_LAYER_CLASSES:
+                    covered = self.node_for(raw, nodes, root_len, 3)
+                    new = f"{self.tf_name()}.keras.layers.{canon[2]}"
+                    old = self.original(covered)
+                    if self.replace(covered, new):
+                        self.note(node, "changed", f"{old} -> {new} (tf.compat.v1.layers is "
+                                  "gone in TF 2.16+)")
+                else:
+                    self.note(node, "could not", f"tf.compat.v1.layers.{canon[2]}: no Keras "
+                              "equivalent is rewritten (tf.compat.v1.layers is gone in TF 2.16+)")
+                continue
+
+    # calls ----------------------------------------------------------------------------------------
+
+    def call_kind(self, call: ast.Call) -> tuple[str, str] | None:
+        resolved = self.resolve(call.func)
+        if resolved is None:
+            return None
+        canon = self.canonical(resolved[0])
+        if len(canon) == 4 and canon[:3] == ("tensorflow", "estimator", "inputs") and \
+                canon[3] in INPUT_FNS:
+            return "input_fn", canon[3]
+        if len(canon) == 3 and canon[:2] == ("tensorflow", "train") and canon[2] in DECAYS:
+            return "decay", canon[2]
+        if len(canon) == 3 and canon[:2] == ("tensorflow", "layers") and \
+                canon[2] in ("dense", "flatten") and resolved[0] != canon:
+            return "layer", canon[2]
+        if len(canon) == 3 and canon[:2] == ("tensorflow", "estimator") and \
+                canon[2] in V1_SUM_CANNED and resolved[0] != canon:
+            return "v1_canned", canon[2]
+        return None
+
+    def claim_structural_calls(self) -> None:
+        for node in ast.walk(self.tree):
+            kind = self.call_kind(node) if isinstance(node, ast.Call) else None
+            if kind is not None and kind[0] != "v1_canned":
+                self.claimed.add(id(node.func))
+
+    @staticmethod
+    def bind(call: ast.Call, params: list[str]) -> dict[str, ast.AST] | None:
+        """The call's arguments by parameter name; None with ``*args``/``**kwargs``/unknowns."""
+        bound: dict[str, ast.AST] = {}
+        if len(call.args) > len(params):
+            return None
+        for param, arg in zip(params, call.args, strict=False):
+            if isinstance(arg, ast.Starred):
+                return None
+            bound[param] = arg
+        for keyword in call.keywords:
+            if keyword.arg is None or keyword.arg not in params or keyword.arg in bound:
+                return None
+            bound[keyword.arg] = keyword.value
+        return bound
+
+    def rewrite_calls(self) -> None:
+        calls = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call)]
+        # innermost first, so an outer rewrite renders the inner ones
+        calls.sort(key=lambda n: (n.end_lineno, n.end_col_offset, -n.lineno, -n.col_offset))
+        for call in calls:
+            kind = self.call_kind(call)
+            if kind is not None:
+                getattr(self, f"_call_{kind[0]}")(call, kind[1])
+
+    def _call_input_fn(self, call: ast.Call, name: str) -> None:
+        shown = f"tf.estimator.inputs.{name}"
+        bound = self.bind(call, INPUT_FNS[name])
+        if bound is None or "x" not in bound:
+            self.note(call, "could not", f"{shown}(...): arguments not understood")
+            return
+        unsupported = sorted(set(bound) - {"x", "y", "batch_size", "num_epochs", "shuffle",
+                                           "queue_capacity", "num_threads"})
+        if unsupported:
+            self.note(call, "could not", f"{shown}(...): {', '.join(unsupported)} not carried over")
+            return
+        shuffle = bound.get("shuffle")
+        if shuffle is not None and not (isinstance(shuffle, ast.Constant) and
+                                         isinstance(shuffle.value, bool)):
+            self.note(call, "could not", f"{shown}(...): shuffle must be True or False")
+            return
+        x = self.render(bound["x"])
+        if name == "pandas_input_fn":
+            x = f"dict({x})"
+        data = f"({x}, {self.render(bound['y'])})" if "y" in bound else x
+        text = f"{self.tf_name()}.data.Dataset.from_tensor_slices({data})"
+        if shuffle is not None and shuffle.value:
+            capacity = self.render(bound["queue_capacity"]) if "queue_capacity" in bound \
+                else "1000"
+            text += f".shuffle({capacity})"
+        epochs = bound.get("num_epochs")
+        if epochs is None or (isinstance(epochs, ast.Constant) and epochs.value == 1):
+            pass
+        elif isinstance(epochs, ast.Constant) and epochs.value is None:
+            text += ".repeat()"
+        else:
+            text += f".repeat({self.render(epochs)})"
+        batch = self.render(bound["batch_size"]) if "batch_size" in bound else "128"
+        text += f".batch({batch})"
+        new = f"(lambda: {text})"
+        if self.replace(call, new):
+            self.note(call, "changed", f"{shown}(...) -> a tf.data input_fn: {_short(new, 60)}")
+
+    def _call_v1_canned(self, call: ast.Call, name: str) -> None:
+        keywords = {k.arg for k in call.keywords}
+        if "loss_reduction" in keywords:
+            return
+        if None in keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            self.note(call, "could not", f"tf.compat.v1.estimator.{name}(...): its default "
+                      "loss_reduction (SUM) is estflow's only when given: pass "
+                      "loss_reduction='sum'")
+            return
+        values = list(call.args) + [k.value for k in call.keywords]
+        if values:
+            last = max(values, key=lambda v: (v.end_lineno, v.end_col_offset))
+            pos = self.offset(last.end_lineno, last.end_col_offset)
+            text = ', loss_reduction="sum"'
+        else:
+            pos = self.offset(call.end_lineno, call.end_col_offset) - 1
+            text = 'loss_reduction="sum"'
+        if self.edit(pos, pos, text):
+            self.note(call, "changed", f"tf.compat.v1.estimator.{name}: added "
+                      "loss_reduction=\"sum\" (the TF 1 class's default; TF 2's and estflow's "
+                      "is sum_over_batch_size)")
+
+    def _call_decay(self, call: ast.Call, name: str) -> None:
+        schedule, params = DECAYS[name]
+        shown = f"tf.compat.v1.train.{name}"
+        bound = self.bind(call, params)
+        if bound is None:
+            self.note(call, "could not", f"{shown}(...): arguments not understood")
+            return
+        step = next((bound[p] for p in DECAY_STEP_PARAMS if p in bound), None)
+        step_call = isinstance(step, ast.Call) and not step.args and not step.keywords and \
+            (r := self.resolve(step.func)) is not None and \
+            self.canonical(r[0]) in GLOBAL_STEP_FUNCS
+        if not step_call:
+            self.note(call, "could not", f"{shown}(...): decays over something other than the "
+                      "global step")
+            return
+        args = [f"{DECAY_RENAMES.get(p, p)}={self.render(bound[p])}" for p in params
+                if p in bound and p not in DECAY_STEP_PARAMS]
+        new = f"{self.tf_name()}.keras.optimizers.schedules.{schedule}({', '.join(args)})"
+        if self.replace(call, new):
+            self.note(call, "changed", f"{shown}(..., global_step) -> {_short(new, 60)} (the "
+                      "optimizer's step drives it)")
+
+    def _call_layer(self, call: ast.Call, name: str) -> None:
+        shown = f"tf.compat.v1.layers.{name}"
+        if name == "dense":
+            params = ["inputs", "units", "activation"]
+            cls = "Dense"
+        else:
+            params = ["inputs"]
+            cls = "Flatten"
+        positional = dict(zip(params, call.args, strict=False))
+        if len(call.args) > len(params) or any(isinstance(a, ast.Starred) for a in call.args):
+            self.note(call, "could not", f"{shown}(...): arguments not understood")
+            return
+        keywords = {k.arg: k.value for k in call.keywords}
+        if None in keywords or "reuse" in keywords:
+            self.note(call, "could not", f"{shown}(...): **kwargs/reuse not carried over")
+            return
+        bound = {**positional, **keywords}
+        if "inputs" not in bound:
+            self.note(call, "could not", f"{shown}(...): no inputs")
+            return
+        args = [self.render(bound[p]) for p in params[1:] if p in positional]
+        args += [f"{k}={self.render(v)}" for k, v in keywords.items() if k != "inputs"]
+        new = f"{self.tf_name()}.keras.layers.{cls}({', '.join(args)})({self.render(bound['inputs'])})"
+        if self.replace(call, new):
+            self.note(call, "changed", f"{shown}(...) -> {_short(new, 60)}")
+
+    # statements ------------------------------------------------------------------------------------
+
+    def rewrite_statements(self) -> None:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and self._iterations_workaround(node):
+                self.remove_statement(node, "the TF 2.15 workaround "
+                                      f"`{_short(self.original(node), 90)}` (the engine keeps "
+                                      "the global step)")
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                self._expression_call(node)
+
+    def _iterations_workaround(self, node: ast.Assign) -> bool:
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute) or \
+                node.targets[0].attr != "iterations":
+            return False
+        value = node.value
+        if not isinstance(value, ast.Call):
+            return False
+        resolved = self.resolve(value.func)
+        return resolved is not None and self.canonical(resolved[0]) in GLOBAL_STEP_FUNCS
+
+    def _expression_call(self, stmt: ast.Expr) -> None:
+        call = stmt.value
+        resolved = self.resolve(call.func)
+        if resolved is not None:
+            canon = self.canonical(resolved[0])
+            if len(canon) == 2 and canon[0] == "tensorflow" and canon[1] in GRAPH_MODE_SWITCHES:
+                self.remove_statement(stmt, f"`{self.original(stmt)}` (the engine runs TF 2: "
+                                      "eager plus tf.function)")
+                return
+        func = call.func
+        inplace = [k for k in call.keywords if k.arg == "inplace"]
+        if (isinstance(func, ast.Attribute) and func.attr in PANDAS_INPLACE
+                and isinstance(func.value, ast.Subscript) and len(inplace) == 1
+                and isinstance(inplace[0].value, ast.Constant) and inplace[0].value.value is True):
+            target = self.render(func.value)
+            args = [self.render(a) for a in call.args]
+            args += [(f"{k.arg}=" if k.arg else "**") + self.render(k.value)
+                     for k in call.keywords if k.arg != "inplace"]
+            new = f"{target} = {target}.{func.attr}({', '.join(args)})"
+            old = self.original(stmt)
+            if self.replace(stmt, new):
+                self.note(stmt, "changed", f"{_short(old, 50)} -> {_short(new, 50)} (pandas 3: "
+                          "copy-on-write makes a chained inplace call a no-op)")
+
+    def remove_statement(self, stmt: ast.stmt, what: str) -> None:
+        parent = self.parents.get(stmt)
+        siblings = None
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(parent, name, None)
+            if isinstance(block, list) and stmt in block:
+                siblings = block
+        start = self.offset(stmt.lineno, 0)
+        end = self.line_starts[stmt.end_lineno] if stmt.end_lineno < len(self.line_starts) \
+            else len(self.data)
+        line_text = self.data[start:self.offset(stmt.lineno, stmt.col_offset)]
+        rest = self.data[self.offset(stmt.end_lineno, stmt.end_col_offset):end].strip()
+        alone = not line_text.strip() and (not rest or rest.startswith(b"#"))
+        if siblings is not None and len(siblings) == 1:
+            ok = self.replace(stmt, "pass")
+        elif alone:
+            ok = self.edit(start, end, "")
+        else:
+            ok = self.replace(stmt, "pass")
+        if ok:
+            self.note(stmt, "removed", what)
+
+    # what cannot be migrated -----------------------------------------------------------------------
+
+    def check_unsupported(self) -> None:
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name != "EstimatorSpec":
+                continue
+            for keyword in node.keywords:
+                if keyword.arg == "scaffold":
+                    self.note(keyword.value, "could not", "EstimatorSpec(scaffold=...): the "
+                              "engine has no Scaffold (it saves and restores the model's "
+                              "variables itself)")
