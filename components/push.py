@@ -11,7 +11,14 @@ blessed model is published through a :class:`~estflow.components._io.model_repo.
 hour) are removed. With ``PushTarget.kserve_manifest`` it also writes a KServe
 ``InferenceService`` manifest next to ``push.json``.
 
-``python -m estflow.components.push --spec S --model DIR --evaluation DIR --pushed DIR``
+Push only what is new: given the model's fingerprint (``--model-fingerprint``, the train
+step's cache key), a model whose fingerprint the served version already carries is not pushed
+again (``push.json``: ``{"pushed": false, "already_served": true, "version": N, ...}``). Every
+pushed version carries its lineage, ``assets.extra/estflow_lineage.json``: the fingerprint and
+the run that made it (``--run``; :mod:`estflow.components._io.lineage`).
+
+``python -m estflow.components.push --spec S --model DIR --evaluation DIR --pushed DIR
+[--model-fingerprint FP] [--run RUN]``
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from estflow.components._io import lineage
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._io.model_repo import STALE_STAGING_SECONDS
@@ -172,9 +180,31 @@ def _not_pushed(target: PushTarget, blessing: dict, pushed_dir: str,
     return result
 
 
+def _already_served(target: PushTarget, served: dict, pushed_dir: str,
+                    progress: entry.Progress) -> dict:
+    result = {"pushed": False, "already_served": True, "model_name": target.model_name,
+              "version": served["version"], "path": served["path"],
+              "fingerprint": served["fingerprint"],
+              "reasons": [f"version {served['version']} already serves this model (same "
+                          f"fingerprint {served['fingerprint'][:12]})"]}
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    progress(f"not pushed again: version {served['version']} at {served['path']} already "
+             f"serves this model (fingerprint {served['fingerprint'][:12]})")
+    return result
+
+
 def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str,
-        progress: entry.Progress | None = None) -> dict:
-    """Push the trained model's export to the pipeline's push target if it is blessed."""
+        progress: entry.Progress | None = None, *, fingerprint: str | None = None,
+        run_ref: str | None = None) -> dict:
+    """Push the trained model's export to the pipeline's push target if it is blessed and
+    not already served.
+
+    Args:
+        fingerprint: the model's fingerprint (the train step's key over data, spec and code):
+            when the served version has the same one, nothing is pushed (``push.json`` says
+            ``already_served`` and which version); else the new version records it.
+        run_ref: the run that made the model, recorded in the version's lineage.
+    """
     progress = progress or entry.Progress("push")
     target = pipeline.push
     if target is None:
@@ -183,15 +213,22 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     if not blessing["blessed"]:
         return _not_pushed(target, blessing, pushed_dir, progress)
     destination = destination_for(target.base_path, target.model_name)
+    served = lineage.served_in(destination) if fingerprint else None
+    if served is not None and served["fingerprint"] == fingerprint:
+        return _already_served(target, served, pushed_dir, progress)
     for stale in destination.clean_staging(STALE_STAGING_SECONDS):
         progress(f"removed stale staging directory {stale} (a push killed over an hour ago)")
-    published = push_to(destination, Path(model_dir) / Files.EXPORT,
-                        keep_versions=target.keep_versions)
     metrics = read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
+    record = lineage.lineage_record(fingerprint=fingerprint, run=run_ref,
+                                    pipeline=pipeline.name, model_name=target.model_name,
+                                    metrics=metrics)
+    with lineage.staged_with_lineage(Path(model_dir) / Files.EXPORT, record) as export:
+        published = push_to(destination, export, keep_versions=target.keep_versions)
     result = {"pushed": True, "model_name": target.model_name, "version": published.version,
               "path": published.path, "model_base": destination.model_base,
               "base_path": destination.model_base.rsplit("/", 1)[0],
-              "removed_versions": list(published.removed), "metrics": metrics}
+              "removed_versions": list(published.removed), "metrics": metrics,
+              "fingerprint": fingerprint, "run": run_ref}
     if target.kserve_manifest:
         manifest = Path(pushed_dir) / Files.KSERVE_MANIFEST
         manifest.parent.mkdir(parents=True, exist_ok=True)
@@ -210,7 +247,8 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
 def main(argv: list[str] | None = None) -> int:
     parser = entry.step_parser(step_named("push"), __doc__)
     args = parser.parse_args(argv)
-    run(entry.load_pipeline(args.spec), args.model, args.evaluation, args.pushed)
+    run(entry.load_pipeline(args.spec), args.model, args.evaluation, args.pushed,
+        fingerprint=args.model_fingerprint, run_ref=args.run)
     return 0
 
 

@@ -88,7 +88,9 @@ class Server:
         self._thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="estflow-serve-http", daemon=True)
         self._thread.start()
-        http.wait_started()
+        while not http.wait_started(0.1):
+            if not self._thread.is_alive():
+                raise RuntimeError("the HTTP server thread ended before it started serving")
 
     def models(self) -> list[ServedModel]:
         """The models being served now, by name."""
@@ -247,6 +249,19 @@ def _start_up_noise_filtered(out: TextIO) -> Iterator[None]:
                 out.flush()
 
 
+def _in_range(convert, low: int, high: int):
+    """An argparse type: ``convert``, then checked to be in ``low..high`` (argparse's
+    ``choices`` would list every allowed value in its error)."""
+    def checked(text: str):
+        value = convert(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low}..{high}, got {text}")
+        return value
+
+    checked.__name__ = convert.__name__  # argparse names the type in its error messages
+    return checked
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="estflow.components.serve",
                                      description="Serve pushed models over TF Serving's REST API.")
@@ -254,11 +269,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="push base path: BASE_PATH/<model_name>/<integer version>/")
     types = {"str": str, "int": int, "float": float}
     for option in SERVE_OPTIONS:
+        convert = types[option.type]
         extra: dict = {}
         if option.choices is not None:
-            extra["choices"] = range(option.choices[0], option.choices[1] + 1)
+            convert = _in_range(convert, *option.choices)
             extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
-        parser.add_argument(f"--{option.flag}", type=types[option.type], default=option.default,
+        parser.add_argument(f"--{option.flag}", type=convert, default=option.default,
                             required=option.required,
                             help=f"{option.help} (default: {option.default})", **extra)
     return parser

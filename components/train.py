@@ -52,7 +52,6 @@ model does not know. TF Serving ignores ``assets.extra``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -65,6 +64,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from estflow.components._io import raw_features
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._io.raw_features import raw_feature_spec
@@ -88,8 +88,6 @@ __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model"
 _EXAMPLES = "examples"
 _STRINGS = tf.TensorSpec([None], tf.string)
 RAW_SIGNATURE = "predict_raw"
-RAW_FEATURES_FILE = "assets.extra/estflow_raw_features.json"
-_DTYPE_NAMES = {tf.float32: "float", tf.int64: "int", tf.string: "string"}
 
 
 class TrainStepError(RuntimeError):
@@ -282,7 +280,7 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
 
     def write(tmp: Path) -> Path:
         path = export_lib.save(module, estimator, tmp, signatures, method_names)
-        _write_raw_features(Path(path), serving_spec)
+        raw_features.write_types(Path(path), serving_spec)
         return path
 
     return _replace_dir(export_dir, write)
@@ -333,22 +331,6 @@ def _as_parsed(inputs: dict, serving_spec: dict) -> dict:
                              feature.dtype)
         parsed[name] = value
     return parsed
-
-
-def _write_raw_features(export_dir: Path, serving_spec: dict) -> None:
-    """``assets.extra/estflow_raw_features.json``: the raw features a request may send (those
-    ``serving_default`` parses), their types, and whether an example must have them (see the
-    module docstring)."""
-    columns = []
-    for name, feature in sorted(serving_spec.items()):
-        dtype = _DTYPE_NAMES.get(tf.as_dtype(feature.dtype))
-        if dtype is None:
-            return  # a type JSON values cannot be typed as: serve types them from the JSON
-        required = isinstance(feature, tf.io.FixedLenFeature) and feature.default_value is None
-        columns.append({"name": name, "dtype": dtype, "required": required})
-    path = export_dir / RAW_FEATURES_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"columns": columns}, indent=1) + "\n")
 
 
 def _classes(pipeline: Pipeline, n_classes: int) -> tf.Tensor:

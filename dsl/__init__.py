@@ -7,6 +7,7 @@ Example:
     Numeric(name='fare', dtype='float', default=0.0, normalize='z_score', source=None)
 """
 
+from estflow.dsl.batch import BatchPredict
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.features import Bucketized
@@ -56,6 +57,7 @@ __all__ = [
     "Accelerator",
     "BaselineClassifier",
     "BaselineRegressor",
+    "BatchPredict",
     "BigQuerySource",
     "Bucketized",
     "CallableRef",

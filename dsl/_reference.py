@@ -80,6 +80,9 @@ TOPICS: tuple[Topic, ...] = (
           "task.", "resources"),
     Topic("Push target", ("PushTarget",),
           "`Pipeline.push`: where a blessed model is pushed (None: no push step)."),
+    Topic("Batch prediction", ("BatchPredict",),
+          "`Pipeline.predict`: score a table of rows with the pushed model, after push or "
+          "alone (a pipeline that only predicts).", "batch"),
     Topic("The pipeline", ("Pipeline",), "", "pipeline"),
     Topic("Errors", ("DslError", "DslErrors"), "", "errors"),
 )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 __all__ = ["Option", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
-           "DEFAULT_GZIP_LEVEL", "step_named",
-           "steps_for", "Files"]
+           "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
+           "steps_for", "Files", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +35,20 @@ class Option:
 @dataclasses.dataclass(frozen=True)
 class Step:
     """A step: its name, the component module that runs it, its input artifacts (by the
-    producing step's output name), its outputs, its options, and whether it runs a Beam job
-    (Beam steps take Beam pipeline options: ``--beam-options`` and pass-through ``--x=y``)."""
+    producing step's output name), its outputs, its options, whether it runs a Beam job
+    (Beam steps take Beam pipeline options: ``--beam-options`` and pass-through ``--x=y``),
+    the parts of the spec it reads, and whether it acts outside its artifacts.
+
+    ``reads`` names :class:`~estflow.dsl.Pipeline` fields: ``"model"`` (the whole field),
+    ``"model.weight_column"`` (one attribute of it; the rest of the field is a neutral
+    stand-in) or ``"resources.train"`` (one entry of a mapping). The step gets only these
+    (:func:`estflow.dsl.fingerprints.project`), and its cache key covers exactly them, so a
+    step can never read a part of the spec that its key does not cover. None: the whole spec.
+
+    ``side_effects``: the step changes something outside its artifacts (push publishes a
+    version), so it is never reused from a cache, nor is any step after it that reads its
+    outputs.
+    """
 
     name: str
     module: str
@@ -45,6 +57,8 @@ class Step:
     description: str
     options: tuple[Option, ...] = ()
     beam: bool = False
+    reads: tuple[str, ...] | None = None
+    side_effects: bool = False
 
 
 DEFAULT_GZIP_LEVEL = 1
@@ -74,24 +88,58 @@ def _remote(*artifacts: str) -> tuple[Option, ...]:
                           "workers (default: $ESTFLOW_IMAGE, set in estflow's images)"))
 
 
+# What every step reads of the spec: the pipeline's name and its schema (raw columns, features,
+# the label, the names of derived columns; only transform runs the derive function).
+# Step.reads adds the rest, step by step.
+_SCHEMA = ("name", "features", "label", "columns", "derive.outputs")
+_TRAIN_READS = (*_SCHEMA, "model", "train", "run_config", "eval.batch_size", "eval.steps",
+                "eval.throttle_secs", "resources.train")
+
+# The push step's run-time inputs (the local runner and the KFP task fill them in).
+MODEL_FINGERPRINT = "model-fingerprint"
+RUN_REFERENCE = "run"
+
 STEPS = (
     Step("ingest", "estflow.components.ingest", (), ("examples",),
          "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples",
-         options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples")), beam=True),
+         options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples")), beam=True,
+         reads=(*_SCHEMA, "source", "split")),
     Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
          "analyze + transform with Beam and tf.Transform",
-         options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True),
+         options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True,
+         reads=(*_SCHEMA, "derive", "split", "model.weight_column")),
     Step("train", "estflow.components.train", ("transformed",), ("model",),
-         "train the Estimator, checkpoint, export the serving SavedModel"),
+         "train the Estimator, checkpoint, export the serving SavedModel",
+         reads=_TRAIN_READS),
     Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
-         "metrics on the eval split through the exported model"),
+         "metrics on the eval split through the exported model",
+         reads=(*_SCHEMA, "model", "eval", "push.base_path", "push.model_name")),
     Step("push", "estflow.components.push", ("model", "evaluation"), ("pushed",),
-         "copy the export to <base>/<model_name>/<version>/ atomically"),
+         "copy the export to <base>/<model_name>/<version>/ atomically",
+         options=(Option(MODEL_FINGERPRINT, "fingerprint of the model artifact (the train "
+                         "step's cache key): a served version with the same one is not "
+                         "pushed again, and a pushed version records it"),
+                  Option(RUN_REFERENCE, "the run that made the model (a local run directory "
+                         "or a KFP run), recorded in the pushed version's lineage")),
+         reads=(*_SCHEMA, "push"), side_effects=True),
 )
+
+FINGERPRINT = Step(
+    "fingerprint", "estflow.components.fingerprint", (), ("fingerprints",),
+    "fingerprint the source data, the user code and the served model; key every step",
+    options=(_SOURCE_ROOT,
+             Option("plan", "the steps to key, as JSON (estflow.dsl.fingerprints.PlanStep)",
+                    required=True)),
+    reads=None)
+"""The first task of every run: it reads the source's fingerprint (content hashes of local
+files; generation/etag/size of ``gs://``/``s3://`` objects, nothing downloaded), the user code
+the spec names and the served version's lineage, and writes ``fingerprints.json``: each step's
+cache key and the part of the spec it gets (:mod:`estflow.dsl.fingerprints`)."""
 
 PREPROCESS = Step(
     "preprocess", "estflow.components.preprocess", (), ("examples", "transformed"),
-    "ingest + transform in one Beam job", options=(_SOURCE_ROOT, *_BEAM_OPTIONS), beam=True)
+    "ingest + transform in one Beam job", options=(_SOURCE_ROOT, *_BEAM_OPTIONS), beam=True,
+    reads=(*_SCHEMA, "derive", "source", "split", "model.weight_column"))
 """``estflow preprocess``: the ingest and transform steps fused into one Beam job."""
 
 TFJOB = Step(
@@ -109,7 +157,7 @@ TFJOB = Step(
                default=86400),
         Option("runtime", "the ClusterTrainingRuntime of a TrainJob",
                default="estflow-tensorflow"),
-    ))
+    ), reads=_TRAIN_READS)
 """The train step of a pipeline declaring a multi-process cluster, on Kubeflow: it submits
 the ``Cluster.job_kind`` the pipeline declares."""
 
@@ -136,6 +184,23 @@ SERVE_OPTIONS = (
 )
 """The options of ``estflow serve`` (the CLI's help and the component's parser are built from
 these); the component takes ``BASE_PATH`` first."""
+
+_PREDICT_OPTIONS = (_SOURCE_ROOT, _BEAM_OPTIONS[-1], *_remote("predictions"))
+BATCH_PREDICT = Step(
+    "batch_predict", "estflow.components.predict", ("pushed",), ("predictions",),
+    "score Pipeline.predict's source with the model just pushed (skipped when none was)",
+    options=_PREDICT_OPTIONS, beam=True, side_effects=True)
+"""Batch prediction in a training pipeline: after push, with the pushed model
+(``Pipeline.predict``). Never reused from a cache: it writes outside its artifact
+(``BatchPredict.output``), and its source's rows change behind the same path (nightly
+scoring)."""
+
+PREDICT_ONLY = Step(
+    "batch_predict", "estflow.components.predict", (), ("predictions",),
+    "score Pipeline.predict's source with the served model it names", options=_PREDICT_OPTIONS,
+    beam=True, side_effects=True)
+"""The one step of a pipeline that only predicts (and of ``estflow predict``): the same entry
+point as :data:`BATCH_PREDICT`, with the model the spec names instead of a pushed one."""
 
 
 def step_named(name: str) -> Step:
@@ -178,5 +243,14 @@ class Files:
     # push -> pushed/
     PUSH_RESULT = "push.json"          # {"pushed": bool, ...}; {"pushed": false, "reasons"}
     KSERVE_MANIFEST = "inferenceservice.yaml"  # when PushTarget.kserve_manifest
+    # batch_predict -> predictions/ (or BatchPredict.output, where predict.json is written last)
+    PREDICTIONS_PREFIX = "predictions"  # predictions-SSSSS-of-NNNNN.<jsonl|csv|parquet|...>
+    PREDICT_RESULT = "predict.json"     # the summary; {"skipped": true, ...} when not pushed
+
+    # fingerprint -> fingerprints/
+    FINGERPRINTS = "fingerprints.json"  # {"steps": {step: {"key", "spec", ...}}, "source", ...}
+    # a pushed version (<base>/<model_name>/<version>/): where it came from
+    LINEAGE = "assets.extra/estflow_lineage.json"  # {"fingerprint", "run", ...}
 
     SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
+    RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from estflow.dsl import _checks
 from estflow.dsl import models as m
+from estflow.dsl.batch import BatchPredict
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.features import CATEGORICAL_KINDS
@@ -59,6 +60,10 @@ class Pipeline:
         resources: step name -> :class:`Resources` (cpu/memory, accelerator, node pool,
             secrets, volumes, retries, timeout, caching) of that step's Kubeflow task; steps
             not named get the cluster's defaults. Local runs ignore it.
+        predict: batch prediction (:class:`BatchPredict`): in a training pipeline a step
+            after push, scoring with the model just pushed (it needs ``push``); alone (a
+            pipeline declaring only ``name``, ``predict`` and perhaps ``resources``), scoring
+            with the already served model that ``predict.model`` names.
         schema_version: the spec format version; leave it at its default (a spec written by
             another estflow version is refused rather than misread).
 
@@ -101,11 +106,11 @@ class Pipeline:
     """
 
     name: str
-    source: Source
-    features: tuple[Feature, ...]
-    label: Label
-    model: m.Model
-    train: TrainSpec
+    source: Source | None = None
+    features: tuple[Feature, ...] = ()
+    label: Label | None = None
+    model: m.Model | None = None
+    train: TrainSpec | None = None
     eval: EvalSpec = EvalSpec()
     run_config: RunConfig = RunConfig()
     push: PushTarget | None = None
@@ -113,10 +118,16 @@ class Pipeline:
     columns: tuple[Column, ...] = ()
     derive: Derive | None = None
     resources: Mapping[str, Resources] = dataclasses.field(default_factory=dict)
+    predict: BatchPredict | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         _checks.pipeline_name(self.name)
+        if self.predict is not None:
+            _expect(self.predict, BatchPredict, "predict")
+        if not self.trains:
+            _check_prediction_only(self)
+            return
         _expect(self.source, SOURCE_TYPES, "source",
                 "CsvSource, TFRecordSource, ParquetSource or BigQuerySource")
         _checks.freeze(self, "features", _checks.tuple_of(
@@ -143,10 +154,18 @@ class Pipeline:
             raise DslErrors(errors)
 
     # Derived views, computed from the declaration (never stored).
+    @property
+    def trains(self) -> bool:
+        """Whether the pipeline trains a model (False: it only predicts, see ``predict``)."""
+        return self.predict is None or any(
+            value is not None and value != () for value in
+            (self.source, self.features, self.label, self.model, self.train))
+
     def raw_columns(self) -> tuple[Column, ...]:
         """Every raw input column (read by features, the label or ``columns``), in declaration
-        order, with its dtype and default; derived columns are not raw."""
-        return _raw_columns(self)[0]
+        order, with its dtype and default; derived columns are not raw (none without
+        training)."""
+        return _raw_columns(self)[0] if self.trains else ()
 
     def derived_names(self) -> tuple[str, ...]:
         """The names of the columns ``derive`` computes (empty without it)."""
@@ -366,7 +385,63 @@ def _cross_check(p: Pipeline) -> list[DslError]:
     if p.push is None and "push" in p.resources:
         errors.append(DslError("resources['push']", "no push resources in a pipeline without "
                                "a push target", p.resources["push"]))
+    errors += _check_predict(p)
     return errors
+
+
+_PREDICT_STEP = "batch_predict"  # contracts.BATCH_PREDICT's name (resources key)
+
+
+def _check_predict(p: Pipeline) -> list[DslError]:
+    """Batch prediction in a training pipeline: after push, with the pushed model."""
+    if p.predict is None:
+        if _PREDICT_STEP in p.resources:
+            return [DslError(f"resources[{_PREDICT_STEP!r}]", "no batch_predict resources in "
+                             "a pipeline without predict", p.resources[_PREDICT_STEP])]
+        return []
+    errors = []
+    if p.push is None:
+        errors.append(DslError("push", "a PushTarget: predict scores with the model the "
+                               "pipeline pushes (or declare a pipeline that only predicts, "
+                               "with predict.model)", None))
+    if p.predict.model is not None:
+        errors.append(DslError("predict.model", "None in a pipeline that trains: it scores "
+                               "with the model its push step publishes (a pipeline that only "
+                               "predicts names its model)", p.predict.model))
+    return errors
+
+
+_TRAINING_ONLY = ("push", "derive", "columns", "split", "eval", "run_config")
+
+
+def _check_prediction_only(p: Pipeline) -> None:
+    """A pipeline that only predicts declares ``predict`` (with its model), and maybe
+    ``resources`` for its step; nothing that belongs to training."""
+    errors = []
+    if p.predict.model is None:
+        errors.append(DslError("predict.model", "where the served model is (a pushed model "
+                               "<base_path>/<model_name>[/<version>] or a SavedModel "
+                               "directory) in a pipeline that only predicts; or declare "
+                               "source, features, label, model and train to train one first",
+                               None))
+    defaults = {f.name: f.default for f in dataclasses.fields(Pipeline)
+                if f.default is not dataclasses.MISSING}
+    for field in _TRAINING_ONLY:
+        if getattr(p, field) != defaults[field]:
+            errors.append(DslError(field, f"left at its default ({defaults[field]!r}) in a "
+                                   "pipeline that only predicts (it trains nothing)",
+                                   getattr(p, field)))
+    _checks.freeze(p, "resources", check_step_resources(p.resources))
+    for step in p.resources:
+        if step != _PREDICT_STEP:
+            errors.append(DslError(f"resources[{step!r}]", f"resources of {_PREDICT_STEP!r} "
+                                   "only, the one step of a pipeline that only predicts",
+                                   p.resources[step]))
+    if p.schema_version != SCHEMA_VERSION:
+        errors.append(DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec "
+                               "version)", p.schema_version))
+    if errors:
+        raise DslErrors(errors)
 
 
 def _check_model_columns(p: Pipeline, by_name: dict[str, Feature]) -> list[DslError]:

@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from estflow.dsl import _checks
+from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.errors import DslError
 from estflow.dsl.serialization import serializable
@@ -449,7 +450,7 @@ def check_step_resources(value: Any, field: str = "resources") -> dict[str, Reso
     """Validate a step name -> Resources mapping; returns it as a dict in step order."""
     if not isinstance(value, Mapping):
         raise DslError(field, "a mapping of step name -> Resources", value)
-    names = [s.name for s in STEPS]
+    names = [s.name for s in STEPS] + [BATCH_PREDICT.name]
     for key, resources in value.items():
         if key not in names:
             raise DslError(f"{field}[{key!r}]", f"a step name, one of {names}", key)

@@ -51,7 +51,10 @@ STOP_GRACE_S = (2.0, 10.0, 5.0)
 
 
 class StepFailed(RuntimeError):
-    """A step's process exited with an error; the message names the step and its log."""
+    """A step's process exited with an error; the message names the step and its log
+    (``returncode``: its exit status, when known)."""
+
+    returncode: int | None = None
 
 
 class StepInterrupted(KeyboardInterrupt):
@@ -207,8 +210,10 @@ def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
             raise StepInterrupted(run.name) from None
     if code != 0:
         shown = "\n".join("    " + t for t in tail)
-        raise StepFailed(f"step {run.name!r} failed (exit code {code}); last lines:\n{shown}\n"
-                         f"full log: {log_path}")
+        failed = StepFailed(f"step {run.name!r} failed (exit code {code}); last lines:\n"
+                            f"{shown}\nfull log: {log_path}")
+        failed.returncode = code
+        raise failed
 
 
 def _stop(proc: subprocess.Popen, log) -> None:

@@ -3,12 +3,14 @@
 ::
 
     estflow compile PIPELINE -o OUT.yaml [--image IMAGE] [--source-root ROOT] [--no-cache]
-    estflow run PIPELINE [--workdir DIR] [--workers N]
+    estflow run PIPELINE [--workdir DIR] [--workers N] [--no-cache [STEP]] [--resume [RUN]]
+    estflow runs {list [PIPELINE_NAME],show RUN,diff RUN_A RUN_B}
     estflow preprocess PIPELINE [--output DIR] [--runner R] [BEAM_OPTION ...]
     estflow submit PIPELINE --host URL [--experiment NAME] [--param k=v ...]
     estflow schedule PIPELINE --cron "0 3 * * *" --host URL [--name NAME] [--param k=v ...]
     estflow schedules {list,pause,resume,delete} [ID] --host URL
     estflow serve BASE_PATH [--port 8501] [--host 127.0.0.1]
+    estflow predict MODEL --input SOURCE --output DEST [--keys K,...] [--format jsonl]
     estflow migrate OLD.py [-o NEW.py] [--strict]
     estflow --version
 
@@ -38,11 +40,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from estflow.pipelines._cli import compilation
-from estflow.pipelines._cli import kfp_runs
 from estflow.pipelines._cli import local_runs
-from estflow.pipelines._cli import migration
-from estflow.pipelines._cli import serving
+from estflow.pipelines._cli import run_history
 from estflow.pipelines._cli.usage import EXIT_FAILED
 from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
 from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
@@ -53,9 +52,16 @@ __all__ = ["main", "build_parser", "UsageError", "EXIT_FAILED", "EXIT_USAGE", "E
            "EXIT_INTERRUPTED"]
 
 
+# Commands whose modules import neither kfp nor the compiler: `estflow run` parses with these
+# alone, so a run whose steps are all cached starts in a fraction of a second.
+_LOCAL_COMMANDS = ("run", "preprocess", "runs")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``estflow`` command; returns the exit status (see the module docstring)."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    local = bool(argv) and argv[0] in _LOCAL_COMMANDS
+    args = build_parser(local_only=local).parse_args(argv)
     try:
         return args.handler(args)
     except UsageError as err:
@@ -66,18 +72,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``estflow`` parser; each command's parser has a ``handler(args) -> int``."""
+def build_parser(local_only: bool = False) -> argparse.ArgumentParser:
+    """The ``estflow`` parser; each command's parser has a ``handler(args) -> int``.
+    ``local_only``: only the local commands (run, preprocess, runs), without importing kfp."""
     parser = argparse.ArgumentParser(
         prog="estflow", description="Declarative ML pipelines on TensorFlow: run one locally "
         "or compile it for Kubeflow Pipelines.")
     parser.add_argument("--version", action="version", version=f"estflow {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if local_only:
+        local_runs.add_commands(commands)
+        run_history.add_commands(commands)
+        return parser
+    from estflow.pipelines._cli import compilation  # noqa: PLC0415 (imports kfp)
+    from estflow.pipelines._cli import kfp_runs  # noqa: PLC0415
+    from estflow.pipelines._cli import migration  # noqa: PLC0415
+    from estflow.pipelines._cli import prediction  # noqa: PLC0415
+    from estflow.pipelines._cli import serving  # noqa: PLC0415
+
     # In this order in `estflow --help`.
     compilation.add_commands(commands)
     local_runs.add_commands(commands)
+    run_history.add_commands(commands)
     kfp_runs.add_commands(commands)
     serving.add_commands(commands)
+    prediction.add_commands(commands)
     migration.add_commands(commands)
     return parser
 

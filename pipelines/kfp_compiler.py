@@ -93,13 +93,18 @@ DEFAULT_IMAGE = "ghcr.io/estflow/estflow:0.1.0"
 # Precedence: this default < a step's Resources(caching=...) < the `caching` compile option.
 DEFAULT_CACHING: Mapping[str, bool] = {
     "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
+    # Scoring writes outside its artifact (BatchPredict.output) and its data changes behind
+    # the same path every night: a cached run would score nothing.
+    "batch_predict": False,
 }
 
 # The oldest KFP backend the default output runs on (its exit handler's final status).
 DEFAULT_KFP_BACKEND = str(kfp_backends.DEFAULT)
 
-# The gate: push runs only when evaluate's result (the blessing) is true.
-_GATED = {"push": "evaluate"}
+# The gate: push (and batch prediction, which scores with the pushed model) runs only when
+# evaluate's result (the blessing) is true; consecutive gated steps share one condition group,
+# as KFP requires of a task that consumes another's output inside a condition.
+_GATED = {"push": "evaluate", "batch_predict": "evaluate"}
 
 
 class CompileError(ValueError):
@@ -213,23 +218,29 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
     """One task per step (in plan order), each fed by the artifacts of the steps before it."""
     available = dict(arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
+    gates, open_gate = contextlib.ExitStack(), None
     for step in plan.steps:
         resources = _task_resources(step.name, plan.pipeline)
-        with _gate(step.name, tasks):
-            placement = None
-            if step.name in placements:
-                placement = _add_placement(step.name, resources, placements[step.name],
-                                           arguments)
-            component = components[step.name]
-            task = component(**{name: available[name]
-                                for name in component.component_spec.inputs})
-            ctx = TaskContext(name=step.name, caching=caching.get(step.name, True),
-                              resources=resources, placement=placement,
-                              default_requests=DEFAULT_REQUESTS[
-                                  "tfjob" if _runs_tfjob(step.name, plan.pipeline) else step.name])
-            _apply_settings(task, ctx)
+        gate = _GATED.get(step.name) if _GATED.get(step.name) in tasks else None
+        if gate != open_gate:
+            gates.close()
+            gates.enter_context(_gate(step.name, tasks))
+            open_gate = gate
+        placement = None
+        if step.name in placements:
+            placement = _add_placement(step.name, resources, placements[step.name],
+                                       arguments)
+        component = components[step.name]
+        task = component(**{name: available[name]
+                            for name in component.component_spec.inputs})
+        ctx = TaskContext(name=step.name, caching=caching.get(step.name, True),
+                          resources=resources, placement=placement,
+                          default_requests=DEFAULT_REQUESTS[
+                              "tfjob" if _runs_tfjob(step.name, plan.pipeline) else step.name])
+        _apply_settings(task, ctx)
         tasks[step.name] = task
         available.update({a: task.outputs[a] for a in step.outputs})
+    gates.close()
 
 
 # -- multi-worker training: the train task submits a TFJob (contracts.TFJOB) ------------------

@@ -5,7 +5,19 @@ A subprocess per step keeps steps isolated the way containers are (a step that c
 interpreter exit, as Beam can, cannot take the runner down), streams each step's progress live,
 and means the runner itself never imports TensorFlow or Beam.
 
-Layout of a run: ``<workdir>/pipeline.json`` (the spec) and ``<workdir>/<step>/<artifact>/``.
+Caching. A plan's fingerprint step runs first (``estflow.components.fingerprint``, a fraction
+of a second): it keys every step by what it reads (:mod:`estflow.dsl.fingerprints`). A step
+whose key has a completed entry in the step cache (:mod:`estflow.pipelines.step_cache`) is
+reused, not run; one that runs writes into the cache, and the entry appears when it succeeds.
+Each step gets only the part of the spec its key covers (``<run>/<step>/spec.json``). Push has
+side effects and always runs (it publishes nothing when the served version has the same model
+fingerprint). ``no_cache`` runs steps again (and the steps after them that read their
+outputs).
+
+Layout of a run: ``<workdir>/run.json`` (the record, :mod:`estflow.pipelines.runs`),
+``<workdir>/pipeline.json`` (the spec), ``<workdir>/<step>/{spec.json,log.txt}`` and
+``<workdir>/<step>/<artifact>``, a link to the artifact in the cache (a directory for a plan
+without a fingerprint step, e.g. ``estflow preprocess``).
 
 How a step runs is an executor's job (:mod:`estflow.pipelines._executors`); this module picks
 one per step (:func:`executor_for`): one process, or, for the train step of a multi-worker
@@ -14,25 +26,33 @@ process per TF_CONFIG task on localhost ports.
 
 Before any step, :func:`run_local` checks a local CSV source's header against the declaration
 (:mod:`estflow.pipelines.data_check`). Ctrl-C stops the running step's process and raises
-:class:`RunInterrupted`, which says what was kept (the workdir, the last checkpoint). Running
-again with the same workdir continues: every step runs again (each replaces its outputs) and
-training resumes from the last checkpoint in ``<workdir>/train/model/checkpoints``.
+:class:`RunInterrupted`, which says what was kept (the run, the last checkpoint).
+``estflow run --resume`` continues a failed or interrupted run: finished steps are reused, and
+the stopped step continues in its partial cache directory (training from its last checkpoint).
+A relative ``PushTarget.base_path`` is resolved against the directory ``estflow run`` starts
+in, once, and the run's spec records the absolute path.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Collection
+from importlib import metadata
 from pathlib import Path
 
+from estflow.dsl import fingerprints
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.pipelines import data_check
+from estflow.pipelines import runs
 from estflow.pipelines._executors import ClusterExecutor
 from estflow.pipelines._executors import Executor
 from estflow.pipelines._executors import ProcessExecutor
@@ -44,26 +64,34 @@ from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
+from estflow.pipelines.step_cache import StepCache
 
 __all__ = ["StepFailed", "RunInterrupted", "RunResult", "Topology", "topology_for",
-           "executor_for", "run_local", "run_plan", "default_workdir", "last_checkpoint"]
+           "executor_for", "run_local", "run_plan", "default_workdir", "last_checkpoint",
+           "pin_push_target", "steps_after"]
 
 
 @dataclasses.dataclass(frozen=True)
 class RunResult:
+    """What a run made: its directory, each artifact's path, the seconds of each step that
+    ran, the steps reused from the cache, and its record (None for a plan run without one)."""
+
     workdir: Path
     artifacts: dict[str, Path]
     seconds: dict[str, float]
+    reused: tuple[str, ...] = ()
+    record: runs.RunRecord | None = None
 
     def read(self, artifact: str, file: str) -> dict:
         return json.loads((self.artifacts[artifact] / file).read_text())
 
     @property
     def model_delivered(self) -> bool:
-        """Whether the run did what it is for: the model was pushed (with a push target), or
-        blessed (without one; no blessing file: blessed)."""
+        """Whether the run did what it is for: the model was pushed or is already the served
+        version (with a push target), or blessed (without one; no blessing file: blessed)."""
         if "pushed" in self.artifacts:
-            return bool(self.read("pushed", Files.PUSH_RESULT).get("pushed", True))
+            pushed = self.read("pushed", Files.PUSH_RESULT)
+            return bool(pushed.get("pushed", True) or pushed.get("already_served"))
         evaluation = self.artifacts.get("evaluation")
         if evaluation is None or not (evaluation / Files.BLESSING).is_file():
             return True
@@ -72,11 +100,13 @@ class RunResult:
 
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped a run: ``step`` (the one running) was stopped; ``done`` lists the steps
-    that had finished, whose outputs stay under ``workdir``."""
+    that had finished, whose outputs stay under ``workdir`` (``run_id``: the run's id, what
+    ``--resume`` takes; None for a plan run without a record)."""
 
-    def __init__(self, workdir: Path, step: str, done: tuple[str, ...]) -> None:
+    def __init__(self, workdir: Path, step: str, done: tuple[str, ...],
+                 run_id: str | None = None) -> None:
         super().__init__(f"interrupted during step {step!r}")
-        self.workdir, self.step, self.done = workdir, step, done
+        self.workdir, self.step, self.done, self.run_id = workdir, step, done, run_id
 
     def last_checkpoint(self) -> Path | None:
         """The train step's newest checkpoint under ``workdir`` (None: none yet)."""
@@ -102,8 +132,18 @@ _ONE_PROCESS = Topology()
 
 
 def default_workdir(pipeline: Pipeline) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("estflow_runs") / pipeline.name / stamp
+    """A new run directory ``<ESTFLOW_HOME>/<pipeline>/<timestamp>`` (created)."""
+    return runs.new_run_dir(pipeline.name)
+
+
+def pin_push_target(pipeline: Pipeline, cwd: Path | None = None) -> Pipeline:
+    """``pipeline`` with a relative local ``PushTarget.base_path`` made absolute against
+    ``cwd`` (default: the current directory), the one place local runs resolve it."""
+    push = pipeline.push
+    if push is None or "://" in push.base_path or os.path.isabs(push.base_path):
+        return pipeline
+    base = str((cwd or Path.cwd()) / push.base_path)
+    return dataclasses.replace(pipeline, push=dataclasses.replace(push, base_path=base))
 
 
 def executor_for(step: PlannedStep, topology: Topology) -> Executor:
@@ -114,78 +154,338 @@ def executor_for(step: PlannedStep, topology: Topology) -> Executor:
     return ProcessExecutor()
 
 
+def steps_after(plan: Plan, names: Collection[str]) -> set[str]:
+    """``names`` and every step of ``plan`` that reads their outputs, transitively (what
+    ``--no-cache STEP`` runs again)."""
+    forced = set(names)
+    for step in plan.steps:
+        if any(producer in forced for _, producer in step.inputs):
+            forced.add(step.name)
+    return forced
+
+
+# Each artifact's summary file, whose scalars the run record keeps as the step's metrics.
+_RESULT_FILES = {"examples": Files.INGEST_STATS, "transformed": Files.TRANSFORM_STATS,
+                 "model": Files.TRAIN_RESULT, "evaluation": Files.METRICS,
+                 "pushed": Files.PUSH_RESULT}
+
+
+def _metrics_of(paths: dict[str, str], outputs: tuple[str, ...]) -> dict:
+    found: dict = {}
+    for artifact in outputs:
+        path = Path(paths[artifact]) / _RESULT_FILES.get(artifact, "-")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found.update({k: v for k, v in data.items()
+                          if isinstance(v, (int, float, str, bool)) and k != "path"})
+            if isinstance(data.get("metrics"), dict):
+                found.update(data["metrics"])
+    return found
+
+
+def _link(link: Path, target: Path) -> None:
+    """``link`` -> ``target`` (replacing what ``link`` was: a link or an old directory)."""
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target, target_is_directory=True)
+
+
+@dataclasses.dataclass
+class _Run:
+    """One run of a plan in progress (what :func:`run_plan` keeps between steps)."""
+
+    plan: Plan
+    workdir: Path
+    echo: Callable[[str], None]
+    env: dict[str, str]
+    topology: Topology
+    cache: StepCache | None
+    forced: set[str]
+    resume: bool
+    record: runs.RunRecord | None
+    keys: dict = dataclasses.field(default_factory=dict)
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)
+    fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    reused: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def run_id(self) -> str | None:
+        return self.record.run_id if self.record else None
+
+    def save(self) -> None:
+        if self.record is not None:
+            self.record.save()
+
+    def fingerprint(self, spec: Path) -> None:
+        """Run the fingerprint step; keep each step's key."""
+        step = self.plan.fingerprint
+        out = self.workdir / step.name
+        paths = {a: str(out / a) for a in step.outputs}
+        for path in paths.values():
+            Path(path).mkdir(parents=True, exist_ok=True)
+        command = (sys.executable, "-m", step.module, *step.argv(str(spec), paths))
+        start = time.monotonic()
+        ProcessExecutor().execute(StepRun(step.name, command, out, self.echo, self.env))
+        (output,) = step.outputs
+        found = json.loads((Path(paths[output]) / Files.FINGERPRINTS).read_text())
+        self.keys = found["steps"]
+        if self.record is not None:
+            self.record.data.update(
+                source=found.get("source"), served_before=found.get("served"),
+                code=found.get("code"), estflow_code=found.get("estflow"),
+                fingerprint_seconds=round(time.monotonic() - start, 3))
+
+    def step(self, index: int, step: PlannedStep, spec: Path) -> None:
+        info = self.keys.get(step.name)
+        folder = self.workdir / step.name
+        folder.mkdir(parents=True, exist_ok=True)
+        spec_arg = str(spec)
+        if info is not None:
+            (folder / "spec.json").write_text(info["spec"])
+            spec_arg = str(folder / "spec.json")
+        rec = self.record.step(step.name) if self.record else {}
+        rec.clear()
+        rec.update(status="running", started=runs.now(), key=info and info["key"],
+                   parameters={"spec": f"{step.name}/spec.json" if info else Files.SPEC,
+                               "options": dict(step.options)})
+        self.echo(f"==> step {index}/{len(self.plan.steps)}: {step.name} ({step.description})")
+        cacheable = (self.cache is not None and info is not None and info["cacheable"])
+        if not cacheable:
+            self._run(step, folder, spec_arg, {a: folder / a for a in step.outputs}, rec)
+            return
+        key = info["key"]
+        entry = None if step.name in self.forced else self.cache.lookup(step.name, key)
+        if entry is None:
+            with self.cache.lock(step.name, key, waiting=lambda: self.echo(
+                    f"    {step.name}: another run is computing the same step; waiting")):
+                entry = None if step.name in self.forced else self.cache.lookup(step.name, key)
+                if entry is None:
+                    partial = self.cache.partial(step.name, key, fresh=not self.resume)
+                    self._run(step, folder, spec_arg,
+                              {a: partial / a for a in step.outputs}, rec)
+                    entry = self.cache.commit(step.name, key, {
+                        "run": self.run_id, "run_dir": str(self.workdir),
+                        "seconds": round(self.seconds[step.name], 3),
+                        "outputs": info["outputs"]})
+                    self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
+                    self.save()
+                    return
+        self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
+        self.reused.append(step.name)
+        made = entry.info.get("run") or "an earlier run"
+        rec.update(status="reused", reused_from=made, seconds=0.0,
+                   metrics=_metrics_of(self.paths, step.outputs))
+        self._io(step, rec)
+        self.echo(f"<== {step.name} reused: cache key {key[:12]}, made by run {made} in "
+                  f"{entry.info.get('seconds', 0):.1f}s")
+        self.save()
+
+    def _artifacts(self, step: PlannedStep, folder: Path, where: dict[str, Path]) -> None:
+        """Record where ``step``'s outputs are; ``<run>/<step>/<artifact>`` links to them."""
+        for artifact, path in where.items():
+            path.mkdir(parents=True, exist_ok=True)
+            if path != folder / artifact:
+                _link(folder / artifact, path)
+            self.paths[artifact] = str(path)
+            info = self.keys.get(step.name)
+            if info is not None:
+                self.fingerprints[artifact] = info["outputs"][artifact]
+
+    def _io(self, step: PlannedStep, rec: dict) -> None:
+        rec["inputs"] = {a: {"path": self.paths[a], "fingerprint": self.fingerprints.get(a)}
+                         for a, _ in step.inputs}
+        rec["outputs"] = {a: {"path": self.paths[a], "fingerprint": self.fingerprints.get(a)}
+                          for a in step.outputs}
+
+    def _run(self, step: PlannedStep, folder: Path, spec_arg: str,
+             outputs: dict[str, Path], rec: dict) -> None:
+        self._artifacts(step, folder, outputs)
+        self._io(step, rec)
+        self.save()
+        late = {"run": str(self.workdir)}
+        info = self.keys.get(step.name)
+        if info is not None and "model" in info["inputs"]:
+            late["model_fingerprint"] = info["inputs"]["model"]
+        command = (sys.executable, "-m", step.module,
+                   *step.argv(spec_arg, self.paths, late=late))
+        start = time.monotonic()
+        try:
+            executor_for(step, self.topology).execute(
+                StepRun(step.name, command, folder, self.echo, self.env))
+        except StepFailed as err:
+            rec.update(status="failed", seconds=round(time.monotonic() - start, 3),
+                       exit_code=getattr(err, "returncode", None), log=str(folder / "log.txt"))
+            raise
+        except KeyboardInterrupt:
+            rec.update(status="interrupted", seconds=round(time.monotonic() - start, 3),
+                       log=str(folder / "log.txt"))
+            raise
+        self.seconds[step.name] = time.monotonic() - start
+        rec.update(status="ran", seconds=round(self.seconds[step.name], 3), exit_code=0,
+                   log=str(folder / "log.txt"), metrics=_metrics_of(self.paths, step.outputs))
+        self.echo(f"<== {step.name} done in {self.seconds[step.name]:.1f}s")
+
+
 def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
-             env: dict[str, str] | None = None, topology: Topology = _ONE_PROCESS) -> RunResult:
+             env: dict[str, str] | None = None, topology: Topology = _ONE_PROCESS,
+             cache: StepCache | None = None, no_cache: Collection[str] = (),
+             resume: bool = False, record: runs.RunRecord | None = None) -> RunResult:
     """Run every step of ``plan`` under ``workdir``; raise :class:`StepFailed` on the first
     failure (its output stays in ``<workdir>/<step>/log.txt``), :class:`RunInterrupted` on
     Ctrl-C (the running step's process stopped first). The train step runs as the processes
-    of ``topology``."""
+    of ``topology``.
+
+    Args:
+        cache: reuse steps from (and add them to) this step cache; None: every step runs,
+            writing into ``<workdir>/<step>/<artifact>``.
+        no_cache: step names to run even when cached (with the steps reading their outputs).
+        resume: continue the cache's partial outputs of a stopped run (training from its
+            last checkpoint) instead of starting those steps afresh.
+        record: the run's record, updated as the steps go.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / Files.SPEC
     spec.write_text(plan.pipeline.to_json())
-    paths: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    step = plan.steps[0] if plan.steps else None
+    run = _Run(plan, workdir, echo, dict(env or {}), topology, cache,
+               steps_after(plan, no_cache), resume, record)
+    step = plan.fingerprint or (plan.steps[0] if plan.steps else None)
     try:
+        if plan.fingerprint is not None:
+            run.fingerprint(spec)
         for index, step in enumerate(plan.steps, start=1):
-            for artifact in step.outputs:
-                paths[artifact] = str(workdir / step.name / artifact)
-                Path(paths[artifact]).mkdir(parents=True, exist_ok=True)
-            echo(f"==> step {index}/{len(plan.steps)}: {step.name} ({step.description})")
-            start = time.monotonic()
-            command = (sys.executable, "-m", step.module, *step.argv(str(spec), paths))
-            executor_for(step, topology).execute(
-                StepRun(step.name, command, workdir / step.name, echo, env or {}))
-            seconds[step.name] = time.monotonic() - start
-            echo(f"<== {step.name} done in {seconds[step.name]:.1f}s")
+            run.step(index, step, spec)
     except KeyboardInterrupt:
-        raise RunInterrupted(workdir, step.name if step else "", tuple(seconds)) from None
-    return RunResult(workdir, {k: Path(v) for k, v in paths.items()}, seconds)
+        run.save()
+        done = tuple(s.name for s in plan.steps if s.name in run.seconds or s.name in run.reused)
+        raise RunInterrupted(workdir, step.name if step else "", done, run.run_id) from None
+    except StepFailed as err:
+        run.save()
+        err.run_id, err.workdir = run.run_id, workdir
+        raise
+    return RunResult(workdir, {k: Path(v) for k, v in run.paths.items()}, run.seconds,
+                     tuple(run.reused), record)
+
+
+def _estflow_version() -> str:
+    try:
+        return metadata.version("estflow")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
-              echo: Callable[[str], None] = print, workers: int | None = None) -> RunResult:
+              echo: Callable[[str], None] = print, workers: int | None = None,
+              no_cache: Collection[str] | bool = (),
+              resume: runs.RunRecord | None = None) -> RunResult:
     """Run a loaded pipeline end to end on this machine and print a summary.
 
     Args:
+        workdir: the run's directory (default: a new ``<ESTFLOW_HOME>/<pipeline>/<run id>``).
         workers: train with this many worker processes (default: the declared
             ``run_config.cluster``, else one process).
+        no_cache: steps to run even when cached (and the steps after them); True: all.
+        resume: a failed or interrupted run to continue (:func:`runs.resumable_run`): its
+            directory, record and recorded spec; finished steps are reused, the stopped one
+            continues where it was (training from its last checkpoint).
 
     Raises:
         ValueError: ``workers`` does not fit the pipeline's strategy.
         DslErrors: the header of the local CSV data does not match the declaration (checked
             before any step runs).
-        StepFailed: a step failed.
+        StepFailed: a step failed (its ``run_id`` says which run).
         RunInterrupted: Ctrl-C.
     """
-    pipeline = loaded.pipeline
+    pipeline = pin_push_target(loaded.pipeline)
+    if resume is not None:
+        recorded = Pipeline.from_json((resume.run_dir / Files.SPEC).read_text())
+        if recorded != pipeline:
+            echo(f"note: {loaded.file} has changed since run {resume.run_id}; it continues "
+                 "as it was declared then (start a new run, without --resume, for the "
+                 "changes)")
+        pipeline = recorded
     topology = topology_for(pipeline, workers)
     data_check.check_local_source(pipeline, loaded.local_source_root)
-    root = Path(workdir) if workdir else default_workdir(pipeline)
     plan = build_plan(pipeline, source_root=loaded.local_source_root)
-    echo(f"estflow run: pipeline {pipeline.name!r}, {len(plan.steps)} steps, workdir {root}")
+    if resume is not None:
+        record = resume
+        record.begin_attempt(resumed=True)
+        root = record.run_dir
+    else:
+        root = (Path(workdir) if workdir else default_workdir(pipeline)).resolve()
+        record = runs.RunRecord.start(root, pipeline.name, version=_estflow_version())
+    record.data.update(pipeline_file=str(loaded.file),
+                       spec_digest=fingerprints.digest(json.loads(pipeline.to_json())))
+    forced = {s.name for s in plan.steps} if no_cache is True else set(no_cache or ())
+    echo(f"estflow run: pipeline {pipeline.name!r}, {len(plan.steps)} steps, run "
+         f"{record.run_id} in {root}" + (" (resumed)" if resume is not None else ""))
     start = time.monotonic()
-    result = run_plan(plan, root.resolve(), echo=echo, topology=topology)
+    try:
+        result = run_plan(plan, root, echo=echo, topology=topology,
+                          cache=StepCache(runs.cache_root()), no_cache=forced,
+                          resume=resume is not None, record=record)
+    except KeyboardInterrupt:
+        record.finish("interrupted", time.monotonic() - start)
+        raise
+    except BaseException:
+        record.finish("failed", time.monotonic() - start)
+        raise
+    _finish_record(record, result)
+    record.finish("succeeded", time.monotonic() - start)
     _summary(result, time.monotonic() - start, echo)
     return result
+
+
+def _finish_record(record: runs.RunRecord, result: RunResult) -> None:
+    """The run-level parts of the record: its eval metrics and what push did."""
+    if "evaluation" in result.artifacts:
+        try:
+            record.data["metrics"] = result.read("evaluation", Files.METRICS)["metrics"]
+        except (OSError, ValueError, KeyError):
+            pass
+    if "pushed" in result.artifacts:
+        try:
+            record.data["push"] = result.read("pushed", Files.PUSH_RESULT)
+        except (OSError, ValueError):
+            pass
+
+
+def _shown(result: RunResult, artifact: str) -> Path:
+    """Where to show an artifact: its link in the run directory when there is one."""
+    for link in result.workdir.glob(f"*/{artifact}"):
+        if link.is_symlink() and link.resolve() == result.artifacts[artifact].resolve():
+            return link
+    return result.artifacts[artifact]
 
 
 def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> None:
     evaluation = result.read("evaluation", Files.METRICS)
     trained = result.read("model", Files.TRAIN_RESULT)
     echo("")
-    echo(f"Pipeline finished in {seconds:.1f}s "
-         f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})")
+    order = list(result.record.data["steps"]) if result.record else list(result.seconds)
+    timings = [f"{k} {result.seconds[k]:.1f}s" if k in result.seconds else f"{k} reused"
+               for k in order if k in result.seconds or k in result.reused]
+    echo(f"Pipeline finished in {seconds:.1f}s ({', '.join(timings)})")
     metrics = evaluation["metrics"]
     echo("Eval metrics (" + evaluation["head"] + " head, through the exported model): " +
          ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in metrics.items()))
-    echo(f"Evaluation report: {result.artifacts['evaluation'] / Files.REPORT}")
+    echo(f"Evaluation report: {_shown(result, 'evaluation') / Files.REPORT}")
     echo(f"Trained to step {trained.get('global_step')}; TensorBoard: "
-         f"tensorboard --logdir {result.artifacts['model'] / Files.CHECKPOINTS}")
+         f"tensorboard --logdir {_shown(result, 'model') / Files.CHECKPOINTS}")
     if "pushed" in result.artifacts:
         pushed = result.read("pushed", Files.PUSH_RESULT)
-        if pushed.get("pushed", True):
+        if pushed.get("already_served"):
+            echo(f"Nothing pushed: {pushed['model_name']} version {pushed['version']} at "
+                 f"{pushed['path']} already serves this model (same fingerprint "
+                 f"{str(pushed.get('fingerprint'))[:12]})")
+        elif pushed.get("pushed", True):
             echo(f"Pushed {pushed['model_name']} version {pushed['version']} to "
                  f"{pushed['path']}")
         else:
@@ -194,4 +494,8 @@ def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> 
         blessing = result.read("evaluation", Files.BLESSING)
         echo(("Blessed" if blessing["blessed"] else "NOT blessed") + " (no push target): "
              + "; ".join(blessing["reasons"]))
-    echo(f"Run directory: {result.workdir}")
+    if result.record is not None:
+        echo(f"Run {result.record.run_id}: {result.workdir} (estflow runs show "
+             f"{result.record.run_id})")
+    else:
+        echo(f"Run directory: {result.workdir}")

@@ -12,17 +12,36 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import FINGERPRINT
+from estflow.dsl.contracts import MODEL_FINGERPRINT
+from estflow.dsl.contracts import PREDICT_ONLY
 from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.contracts import RUN_REFERENCE
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import steps_for
+from estflow.dsl.fingerprints import PlanStep
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan"]
+__all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan", "fingerprint_step",
+           "late_input", "LATE_INPUTS"]
+
+# Options known only when the run runs (the push step's model fingerprint and run reference):
+# planned as placeholders, which the local runner fills in (PlannedStep.argv's ``late``) and the
+# KFP compiler turns into task inputs. Option flag -> input name.
+LATE_INPUTS = {MODEL_FINGERPRINT: "model_fingerprint", RUN_REFERENCE: "run"}
+
+
+def late_input(name: str) -> str:
+    """The placeholder of run-time input ``name`` (one of :data:`LATE_INPUTS`' values)."""
+    return "{{estflow-input:" + name + "}}"
 
 
 @dataclasses.dataclass(frozen=True)
 class PlannedStep:
-    """One step: ``inputs`` maps an input artifact name to the step that produces it."""
+    """One step: ``inputs`` maps an input artifact name to the step that produces it;
+    ``reads`` and ``side_effects`` as the contract's :class:`Step` (what its cache key
+    covers, and whether it may be reused)."""
 
     name: str
     module: str
@@ -30,6 +49,8 @@ class PlannedStep:
     outputs: tuple[str, ...]
     options: tuple[tuple[str, str], ...]
     description: str
+    reads: tuple[str, ...] | None = None
+    side_effects: bool = False
 
     @classmethod
     def from_step(cls, step: Step, producers: Mapping[str, str],
@@ -59,28 +80,50 @@ class PlannedStep:
         return cls(name=step.name, module=step.module,
                    inputs=tuple((a, producers[a]) for a in step.inputs), outputs=step.outputs,
                    options=tuple((f, options[f]) for f in declared if f in options),
-                   description=step.description)
+                   description=step.description, reads=step.reads,
+                   side_effects=step.side_effects)
 
-    def argv(self, spec: str, paths: dict[str, str]) -> list[str]:
+    def argv(self, spec: str, paths: dict[str, str],
+             late: Mapping[str, str] | None = None) -> list[str]:
         """The entry point's arguments, given the spec (path or JSON) and artifact paths.
 
         An option whose value starts with ``-`` (Beam options: ``--direct_num_workers=2``) is
         passed as one ``--flag=value`` argument: argparse would take a separate ``--...`` value
-        for an option of its own."""
+        for an option of its own. ``late``: the run-time inputs (:data:`LATE_INPUTS`) by name;
+        an option waiting for one that is not given is left out. None: placeholders kept (the
+        KFP compiler's view)."""
         args = ["--spec", spec]
         for artifact, _producer in self.inputs:
             args += [f"--{artifact}", paths[artifact]]
         for artifact in self.outputs:
             args += [f"--{artifact}", paths[artifact]]
         for key, value in self.options:
+            if late is not None and value.startswith("{{estflow-input:"):
+                name = value[len("{{estflow-input:"):-2]
+                if name not in late:
+                    continue
+                value = late[name]
             args += [f"--{key}={value}"] if value.startswith("-") else [f"--{key}", value]
         return args
+
+    def plan_step(self) -> PlanStep:
+        """What keying this step needs (:class:`estflow.dsl.fingerprints.PlanStep`). Left out
+        of its options: those still waiting for a run-time value or a KFP parameter, and the
+        source root (where the data is; the source's fingerprint says what it is)."""
+        return PlanStep(name=self.name, inputs=self.inputs, outputs=self.outputs,
+                        reads=self.reads, side_effects=self.side_effects, module=self.module,
+                        options=tuple((k, v) for k, v in self.options
+                                      if "{{estflow-" not in v and k != "source-root"))
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
+    """The steps, in order; ``fingerprint``: the step that keys them, run before them (None:
+    a plan whose steps are never reused, e.g. ``estflow preprocess``)."""
+
     pipeline: Pipeline
     steps: tuple[PlannedStep, ...]
+    fingerprint: PlannedStep | None = None
 
     def step(self, name: str) -> PlannedStep:
         return next(s for s in self.steps if s.name == name)
@@ -98,8 +141,27 @@ def build_plan(pipeline: Pipeline, *, source_root: str,
         beam_options: Beam pipeline options, one string, for the Beam steps (``Step.beam``:
             ``--beam-options``); None: they run on the in-memory FnApiRunner.
     """
-    return _plan(pipeline, steps_for(pipeline.push is not None),
-                 {"source-root": source_root}, beam_options)
+    plan = _plan(pipeline, _steps(pipeline),
+                 {"source-root": source_root,
+                  **{flag: late_input(name) for flag, name in LATE_INPUTS.items()}},
+                 beam_options)
+    return dataclasses.replace(plan, fingerprint=fingerprint_step(plan, source_root))
+
+
+def fingerprint_step(plan: Plan, source_root: str) -> PlannedStep:
+    """The :data:`~estflow.dsl.contracts.FINGERPRINT` step keying ``plan``'s steps."""
+    return PlannedStep.from_step(FINGERPRINT, {}, {
+        "source-root": source_root,
+        "plan": PlanStep.list_to_json([s.plan_step() for s in plan.steps])})
+
+
+def _steps(pipeline: Pipeline) -> tuple[Step, ...]:
+    """The contract rows a pipeline runs: training (push with a push target), then batch
+    prediction when declared; a pipeline that only predicts runs that one step."""
+    if not pipeline.trains:
+        return (PREDICT_ONLY,)
+    steps = steps_for(pipeline.push is not None)
+    return steps + ((BATCH_PREDICT,) if pipeline.predict is not None else ())
 
 
 def build_preprocess_plan(pipeline: Pipeline, *, source_root: str, gzip_level: int = 1,

@@ -116,13 +116,29 @@ def _from_text(column: Column, cells: pa.Array, na: tuple[str, ...]) -> Cells:
         missing = _mask(_missing(cells, na))
         return _result(cells.cast(pa.large_binary()), cells, missing,
                        np.zeros(len(cells), bool))
-    empty = _missing(cells, na)
+    # No token reads as a finite number ("NA", "NaN", ...): a clean column needs no lookup of
+    # the tokens, only of the empty cell; a token other than "" fails the cast, or casts to
+    # a nan/inf, and is looked up then.
+    cheap = not any(map(_finite_number, na))
+    empty = _missing(cells, tuple(t for t in na if not t) if cheap else na)
     try:  # clean column: one cast
         values = _cast_number(column.dtype, pc.if_else(empty, None, cells))
-        missing = _mask(empty)
-        return _result(values, cells, missing, _not_finite(values) & ~missing)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return _from_text_slow(column, cells, empty)
+        return _from_text_slow(column, cells, _missing(cells, na) if cheap else empty,
+                               "" in na)
+    missing = _mask(empty)
+    bad = _not_finite(values) & ~missing
+    if cheap and bad.any() and any(na):
+        missing |= bad & _mask(_missing(cells, na))
+        bad &= ~missing
+    return _result(values, cells, missing, bad)
+
+
+def _finite_number(token: str) -> bool:
+    try:
+        return math.isfinite(float(token))
+    except ValueError:
+        return False
 
 
 def _cast_number(dtype: str, cells: pa.Array) -> pa.Array:
@@ -137,8 +153,10 @@ def _not_finite(values: pa.Array) -> np.ndarray:
     return ~_mask(pc.is_finite(values)) & _mask(values.is_valid())
 
 
-def _from_text_slow(column: Column, cells: pa.Array, empty: pa.Array) -> Cells:
-    """Arrow casts the cells with the common syntax; Python's rules decide the rest."""
+def _from_text_slow(column: Column, cells: pa.Array, empty: pa.Array,
+                    blank_is_missing: bool = True) -> Cells:
+    """Arrow casts the cells with the common syntax; Python's rules decide the rest (a cell of
+    spaces is missing where the empty cell is)."""
     fast = pc.and_(pc.match_substring_regex(cells, _FAST_SYNTAX[column.dtype]), pc.invert(empty))
     values = _cast_number(column.dtype, pc.if_else(fast, cells, None))
     missing, bad = _mask(empty), _not_finite(values)
@@ -150,7 +168,8 @@ def _from_text_slow(column: Column, cells: pa.Array, empty: pa.Array) -> Cells:
         for row, text in zip(others.tolist(), cells.take(pa.array(others)).to_pylist(), strict=True):
             text = text.strip()
             if not text:
-                missing[row] = True
+                missing[row] = blank_is_missing
+                bad[row] = not blank_is_missing
                 continue
             try:
                 numpy_values[row] = parse(text)

@@ -271,6 +271,7 @@ class _Reader:
     def _oversized_line(self, index: int) -> Block:
         """The line at the start of the buffer is longer than max_row_bytes: keep its first
         bytes, skip the rest without holding it, and make it a record of its own."""
+        self.fill(ROW_PREFIX_BYTES)
         prefix = self.buffer[:ROW_PREFIX_BYTES].split(b"\n", 1)[0]
         size = 0
         while True:
@@ -439,20 +440,15 @@ def structure_ok(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, delimite
 def field_counts(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, delimiter: int,
                  quoted: bool) -> np.ndarray:
     """Per record: 1 + the delimiters outside quotes (exact for records that pass
-    :func:`structure_ok`), from prefix counts: no search per delimiter."""
+    :func:`structure_ok`). A sum per record from its start to the next record's: the bytes
+    between records (line endings, blank lines) hold no delimiter."""
+    if not len(starts):
+        return np.zeros(0, dtype=np.int64)
     delims = arr == delimiter
     if not quoted:
-        counts = _prefix_count(delims)
-        return counts[ends] - counts[starts] + 1
+        return np.add.reduceat(delims.view(np.uint8), starts, dtype=np.int32) + 1
     parity = np.cumsum(arr == _QUOTE, dtype=np.uint8) & 1  # quotes so far, mod 2
-    even = _prefix_count(delims & (parity == 0))
-    odd = _prefix_count(delims & (parity == 1))
+    even = np.add.reduceat((delims & (parity == 0)).view(np.uint8), starts, dtype=np.int32)
+    odd = np.add.reduceat((delims & (parity == 1)).view(np.uint8), starts, dtype=np.int32)
     base = np.where(starts > 0, parity[np.maximum(starts - 1, 0)], 0)  # parity at the start
-    return np.where(base == 0, even[ends] - even[starts], odd[ends] - odd[starts]) + 1
-
-
-def _prefix_count(mask: np.ndarray) -> np.ndarray:
-    """``counts[i]``: how many of ``mask[:i]`` are set."""
-    counts = np.zeros(len(mask) + 1, dtype=np.int32)  # a block is far below 2 GiB
-    np.cumsum(mask, out=counts[1:])
-    return counts
+    return np.where(base == 0, even, odd) + 1

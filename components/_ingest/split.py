@@ -31,7 +31,7 @@ __all__ = ["assign_splits", "scalar_values", "text_hashes", "to_unit_interval"]
 _P = 0x01000193  # FNV's 32-bit prime: odd, so invertible modulo 2**32
 _P_INVERSE = pow(_P, -1, 1 << 32)
 _powers = (np.ones(1, np.uint32), np.ones(1, np.uint32), np.zeros(1, np.uint32))
-_WINDOW = 1 << 20  # bytes hashed per step
+_WINDOW = 1 << 18  # bytes hashed per step (bounds the tables: 3 x 4 B x 2 windows)
 
 
 def text_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@
   output name ends in ``_bytes`` or the bytes are not UTF-8.
 * ``:classify``/``:regress`` examples become serialized ``tf.Example``s: features typed by the
   model's ``estflow_raw_features.json`` when it lists them (see
-  :func:`estflow.components._serve.models.read_raw_features`), otherwise from the JSON values
+  :func:`estflow.components._io.raw_features.read_types`), otherwise from the JSON values
   like TF Serving (integers and booleans -> ``int64_list``, any decimal -> ``float_list``,
   strings and ``{"b64": ...}`` -> ``bytes_list``). When the model lists its features, a
   feature it does not list is refused (400, naming the known ones) rather than silently

@@ -52,6 +52,7 @@ MAX_HEADER_BYTES = 65536
 _RECV_BYTES = 262144
 _LINGER_SECONDS = 2.0     # after an answer that closes: wait this long for the client's FIN
 _SWEEP_SECONDS = 0.1      # timeouts are checked this often
+_HOT_SECONDS = 0.002      # a worker waits this long for a keep-alive client's next request
 _ACCEPT, _WAKE = object(), object()
 
 
@@ -182,6 +183,25 @@ def _parse_head(raw: bytes) -> _Head:
     return _Head(method, target, version, headers, length, keep_alive, expect)
 
 
+def _complete_request(buf: bytearray, max_body_bytes: int) -> tuple[Request, bool] | None:
+    """Take a complete, acceptable request (and whether to keep the connection) off the front
+    of ``buf``; None, leaving ``buf`` as it is, for anything else (incomplete, malformed, over
+    a limit, waiting for ``100 Continue``): the loop deals with those."""
+    end = buf.find(b"\r\n\r\n", 0, MAX_HEADER_BYTES + 4)
+    if end <= 0:
+        return None
+    try:
+        head = _parse_head(bytes(buf[:end]))
+    except ServingError:
+        return None
+    length = head.length or 0
+    if length > max_body_bytes or len(buf) < end + 4 + length:
+        return None
+    body = bytes(buf[end + 4:end + 4 + length]) if head.length is not None else None
+    del buf[:end + 4 + length]
+    return Request(head.method, head.target, head.version, head.headers, body), head.keep_alive
+
+
 def _reason(status: int) -> str:
     try:
         return HTTPStatus(status).phrase
@@ -276,8 +296,9 @@ class HttpServer:
                     conn.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+        deadline = time.monotonic() + 5.0  # a worker running a model is not waited for long
         for worker in workers:
-            worker.join(timeout=5.0)
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
         for conn in [*self._conns.values(), *self._draining.values()]:
             self._close(conn)
 
@@ -476,8 +497,40 @@ class HttpServer:
             if item is None:
                 return
             conn, request, keep_alive = item
-            self._returned.append((conn, self._answer(conn, request, keep_alive)))
+            while True:
+                keep = self._answer(conn, request, keep_alive)
+                following = self._next_request(conn) if keep else None
+                if following is None:
+                    break
+                request, keep_alive = following
+            self._returned.append((conn, keep))
             self._wake()
+
+    def _next_request(self, conn: _Conn) -> tuple[Request, bool] | None:
+        """A keep-alive client's next request, if all of it arrives within
+        :data:`_HOT_SECONDS` (a client sending requests back to back stays on its worker
+        instead of going through the loop each time). Anything else (nothing yet, a partial
+        or refused request, the client gone) is left to the loop: the wait is bounded, so a
+        slow client cannot hold the worker."""
+        deadline = time.monotonic() + _HOT_SECONDS
+        try:
+            while not self._stop.is_set():
+                request = _complete_request(conn.buf, self._limits.max_body_bytes)
+                if request is not None:
+                    return request
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                conn.sock.settimeout(remaining)
+                data = conn.sock.recv(_RECV_BYTES)
+                if not data:
+                    return None  # the loop sees the end of the connection and closes it
+                conn.buf += data
+            return None
+        except OSError:  # a timeout (nothing more came), or the connection failed
+            return None
+        finally:
+            conn.sock.setblocking(False)
 
     def _answer(self, conn: _Conn, request: Request, keep_alive: bool) -> bool:
         """Run the app, send its answer; whether the connection stays open."""

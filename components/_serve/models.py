@@ -18,13 +18,14 @@ directory and file is resolved (symlinks followed) and must lie inside the resol
 A model directory that resolves outside is refused (404, saying where it points); a version
 that does, or holds a file or directory that does, is refused like a version that fails to
 load (reported by the status API, the previous version keeps serving). A version is never
-walked outside BASE_PATH, so a version symlinked to ``/`` costs one ``stat``.
+walked outside BASE_PATH, so a version symlinked to ``/`` costs one ``stat``. (The check runs
+just before a load: a symlink swapped in between the two is not caught; whoever can do that
+can write the base path.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -37,6 +38,7 @@ import tensorflow as tf
 from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
+from estflow.components._io import raw_features
 from estflow.components._io.model_repo import version_dirs
 from estflow.components._serve.errors import ServingError
 
@@ -45,8 +47,8 @@ __all__ = ["ServingError", "Signature", "ServedModel", "ModelRegistry", "load_mo
 
 log = logging.getLogger("estflow.serve")
 
-RAW_FEATURES_FILE = "assets.extra/estflow_raw_features.json"
-RAW_FEATURE_DTYPES = ("float", "int", "string")
+RAW_FEATURES_FILE = raw_features.TYPES_FILE
+read_raw_features = raw_features.read_types
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _INTERNAL_SIGNATURES = ("__saved_model_init_op",)
 
@@ -91,48 +93,6 @@ class ServedModel:
             raise ServingError(400, f"model {self.name!r} version {self.version} has no "
                                f"signature {name!r}; available signatures: "
                                f"{', '.join(sorted(self.signatures))}") from None
-
-
-def read_raw_features(version_dir: Path) -> dict[str, str] | None:
-    """Read ``assets.extra/estflow_raw_features.json``: how to type JSON features.
-
-    The file, written by the train step next to the SavedModel, is::
-
-        {"columns": [{"name": "fare", "dtype": "float"},
-                     {"name": "payment_type", "dtype": "string"}, ...]}
-
-    ``dtype`` is one of ``float`` (-> ``float_list``), ``int`` (-> ``int64_list``) or
-    ``string`` (-> ``bytes_list``); other keys of a column and of the document are ignored, so
-    the format can grow. ``:classify``/``:regress`` use it to build each ``tf.Example`` feature
-    with the list type the model parses (a JSON ``3`` for a float column becomes
-    ``float_list [3.0]``); features not listed are typed from their JSON values.
-
-    Returns:
-        ``{name: dtype}``, or None when the model has no such file.
-
-    Raises:
-        ValueError: the file exists but is not in this format (the version then fails to load:
-            serving it with silently wrong feature types would be worse).
-    """
-    path = version_dir / RAW_FEATURES_FILE
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
-    columns = doc.get("columns") if isinstance(doc, dict) else None
-    if not isinstance(columns, list):
-        raise ValueError(f"{path}: expected an object with a 'columns' list, got {doc!r:.200}")
-    types: dict[str, str] = {}
-    for i, column in enumerate(columns):
-        name = column.get("name") if isinstance(column, dict) else None
-        dtype = column.get("dtype") if isinstance(column, dict) else None
-        if not isinstance(name, str) or dtype not in RAW_FEATURE_DTYPES:
-            raise ValueError(f"{path}: columns[{i}] must be {{'name': str, 'dtype': one of "
-                             f"{list(RAW_FEATURE_DTYPES)}}}, got {column!r:.200}")
-        types[name] = dtype
-    return types
 
 
 def _signature_defs(version_dir: Path) -> dict[str, Any]:

@@ -24,8 +24,10 @@ Default optimizers and learning rates are tf.estimator 2.15's (its TF 2 classes,
 - wide & deep: DNN part 0.001, linear part ``min(0.005, 1/sqrt(#linear columns))``;
 - baseline: 0.3.
 
-``optimizer`` may also be a Keras optimizer or a zero-argument callable returning one (called
-when the TRAIN graph is traced; the engine keeps the first one it gets, with its state).
+``optimizer`` may also be a Keras optimizer, a ``tf.compat.v1.train`` optimizer (as tf.estimator's
+TF 1 classes took; applied TF 1 style, its slots checkpointed with the model) or a zero-argument
+callable returning one (called when the TRAIN graph is traced; the engine keeps the first Keras
+optimizer it gets, with its state).
 
 Arguments are checked when the Estimator is constructed: a bad one raises ``ValueError`` or
 ``TypeError`` naming it, what was expected and what was received.
@@ -40,6 +42,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from estflow.components.estimator._engine.tf1 import is_v1_optimizer
 from estflow.components.estimator._fc.dense import DenseColumn
 from estflow.components.estimator._fc.dense import NumericColumn
 from estflow.components.estimator._fc.layers import normalize_columns
@@ -128,18 +131,26 @@ def _optimizer(value, learning_rate: float | None, field: str) -> Callable:
             raise _invalid(ValueError, field, f"one of {sorted(OPTIMIZERS)}, a Keras optimizer "
                            "or a callable returning one", value)
         return lambda: make_optimizer(value, learning_rate)
-    if isinstance(value, keras.optimizers.Optimizer):
+    if _is_optimizer(value):
         return lambda: value
     if callable(value):
         def build():
             optimizer = value()
-            if not isinstance(optimizer, keras.optimizers.Optimizer):
-                raise _invalid(TypeError, field, "a callable returning a Keras optimizer "
-                               f"(it returned {optimizer!r})", value)
+            if not _is_optimizer(optimizer):
+                raise _invalid(TypeError, field, "a callable returning a Keras or "
+                               f"tf.compat.v1.train optimizer (it returned {optimizer!r})",
+                               value)
             return optimizer
         return build
     raise _invalid(TypeError, field, f"an optimizer name ({', '.join(sorted(OPTIMIZERS))}), a "
-                   "Keras optimizer or a zero-argument callable returning one", value)
+                   "Keras or tf.compat.v1.train optimizer or a zero-argument callable "
+                   "returning one", value)
+
+
+def _is_optimizer(value) -> bool:
+    """A Keras optimizer, or a ``tf.compat.v1.train`` one (as tf.estimator's TF 1 classes took:
+    the engine applies it TF 1 style, see :mod:`._engine.loop`)."""
+    return isinstance(value, keras.optimizers.Optimizer) or is_v1_optimizer(value)
 
 
 def _weight_key(value) -> str | None:
@@ -210,8 +221,7 @@ def _combined(owner: str, linear_feature_columns, linear_optimizer, dnn_feature_
         parts.append(_dnn(owner, "dnn_", dnn_hidden_units, dnn_feature_columns, dnn_optimizer,
                           COMBINED_DNN_LEARNING_RATE, dnn_activation_fn, dnn_dropout,
                           batch_norm))
-    if len(parts) == 2 and isinstance(linear_optimizer, keras.optimizers.Optimizer) and \
-            linear_optimizer is dnn_optimizer:
+    if len(parts) == 2 and _is_optimizer(linear_optimizer) and linear_optimizer is dnn_optimizer:
         raise ValueError(f"{owner} trains its linear and DNN parts with separate optimizers: "
                          "expected two different optimizer objects for `linear_optimizer` and "
                          f"`dnn_optimizer`. Received the same object: {linear_optimizer!r}")

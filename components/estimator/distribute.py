@@ -418,6 +418,17 @@ class Distribution:
     def num_replicas(self) -> int:
         return 1 if self.strategy is None else int(self.strategy.num_replicas_in_sync)
 
+    def input_context(self) -> tf.distribute.InputContext | None:
+        """What an input_fn naming ``input_context`` receives (tf.estimator passed one under a
+        strategy only): one input pipeline, this process's, of the global batch, which the
+        engine splits over the replicas (and over workers, see :meth:`iterator`); so an
+        input_fn sharding by it (``dataset.shard(ctx.num_input_pipelines,
+        ctx.input_pipeline_id)``) keeps all of it. None without a strategy."""
+        if self.strategy is None:
+            return None
+        return tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                          num_replicas_in_sync=self.num_replicas)
+
     def scope(self) -> contextlib.AbstractContextManager:
         """Variables created inside are distributed (no-op without a strategy)."""
         return self.strategy.scope() if self.strategy is not None else contextlib.nullcontext()

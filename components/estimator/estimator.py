@@ -4,8 +4,9 @@ checkpoints in a model_dir, export).
 How it works (DESIGN.md, "The Estimator engine on TF2"): the model_fn is only ever called while
 a ``tf.function`` traces, inside a variable store scope giving AUTO_REUSE semantics
 (:mod:`._store`); one ``tf.train.Checkpoint`` holds the store, the global step and the engine's
-optimizers. Before anything else the engine traces the model_fn once in PREDICT mode: what it
-creates there is *the model* (shared by every mode, what exports carry).
+optimizers. What the model_fn's first trace creates, in the mode the Estimator is first used in
+(TRAIN to train: as tf.estimator, training never calls the model_fn in PREDICT mode), is *the
+model*, shared by every mode and carried by exports; optimizer state stays apart.
 
 The model_fn is traced as tf.estimator ran it, in graph mode without AutoGraph: Python
 control flow runs once, at trace time (branch on ``mode``, not on tensor values; use
@@ -67,6 +68,7 @@ from estflow.components.estimator._engine.reporting import write_scalars
 from estflow.components.estimator._engine.session_hooks import NanLossError
 from estflow.components.estimator._engine.session_hooks import TrainHook
 from estflow.components.estimator._engine.store import VariableStore
+from estflow.components.estimator._engine.store import checkpoint_template
 from estflow.components.estimator.distribute import Distribution
 from estflow.components.estimator.run_config import RunConfig
 from estflow.components.estimator.run_config import as_run_config
@@ -113,7 +115,9 @@ class Estimator:
         self._model_fn = ModelFn(model_fn, self.params, self.config)
         self._warm_start_from = as_settings(warm_start_from)
         self._progress = progress or print_progress
-        self._store = VariableStore()
+        # the model's checkpoint keys follow the model_dir's checkpoint, if there is one
+        self._store = VariableStore(template=lambda: checkpoint_template(
+            self.latest_checkpoint()))
         # distribution (distribute.py): config.train_distribute, or the active strategy scope.
         self._distribution = Distribution.of(self.config)
         with tf.init_scope(), self._distribution.scope():
@@ -219,14 +223,18 @@ class Estimator:
         self._warm_started = True
         self._progress(f"warm-started variables from {path}")
 
+    def _require_weights(self, checkpoint_path: str | None) -> None:
+        """Fail unless there are weights to run with (see :meth:`_weights`)."""
+        # distribution: a non-chief worker that trained holds the state in memory; the chief's
+        # checkpoint of it may not be written yet.
+        if checkpoint_path or self._distribution.is_chief or self._synced < 0:
+            self._require_checkpoint(checkpoint_path or self.latest_checkpoint())
+
     @contextlib.contextmanager
     def _weights(self, checkpoint_path: str | None):
         """Run with the weights of ``checkpoint_path`` (default: the latest)."""
         latest = self.latest_checkpoint()
-        # distribution: a non-chief worker that trained holds the state in memory; the chief's
-        # checkpoint of it may not be written yet.
-        if checkpoint_path or self._distribution.is_chief or self._synced < 0:
-            self._require_checkpoint(checkpoint_path or latest)
+        self._require_weights(checkpoint_path)
         self._sync()
         self._refresh()
         swap = checkpoint_path is not None and checkpoint_path != self._holds
@@ -251,21 +259,39 @@ class Estimator:
     def predict_spec(self, features) -> EstimatorSpec:
         """The model_fn's PREDICT ``EstimatorSpec`` for ``features`` (inside a
         ``tf.function``; see :meth:`predictions`): its ``export_outputs`` feed the export."""
-        establish = not self._store.established
-        if establish and self.config.tf_random_seed is not None:
-            keras.utils.set_random_seed(self.config.tf_random_seed)
-        with self._store.scope(ModeKeys.PREDICT, establish=establish,
-                               global_step=self._global_step):
+        self._seed_first_trace()
+        with self._store.scope(ModeKeys.PREDICT, global_step=self._global_step):
             spec = self._model_fn(features, None, ModeKeys.PREDICT)
         self._prediction_hooks = spec.prediction_hooks  # hooks: the latest PREDICT trace's
         return spec
 
-    def _establish(self, element_spec) -> None:
-        if not self._store.established:
-            features_spec, _ = split_element(element_spec)
-            with self._distribution.scope():  # distribution: model variables are distributed
-                tf.function(self.predictions, autograph=False).get_concrete_function(
-                    features_spec)
+    def _seed_first_trace(self) -> None:
+        """``tf_random_seed`` seeds the initial values: right before the first trace."""
+        if not self._store.established and self.config.tf_random_seed is not None:
+            keras.utils.set_random_seed(self.config.tf_random_seed)
+
+    def _establish(self, element_spec, mode: str) -> None:
+        """Trace the model_fn once in ``mode`` (not run), in the training distribution's scope,
+        when no trace has created the model's variables yet: :meth:`predict` (PREDICT), and
+        :meth:`evaluate` under an ``eval_distribute`` strategy that training does not use (the
+        model's variables belong to training's; that trace's metric variables are dropped,
+        evaluation's own trace creates its own)."""
+        if self._store.established:
+            return
+        features_spec, labels_spec = split_element(element_spec)
+        if mode == ModeKeys.PREDICT:
+            trace = self.predictions
+        else:
+            def trace(features, labels):
+                with self._store.scope(mode, global_step=self._global_step):
+                    return self._model_fn(features, labels, mode).loss
+        self._seed_first_trace()
+        with self._distribution.scope():  # distribution: model variables are distributed
+            specs = (features_spec,) if mode == ModeKeys.PREDICT else (features_spec,
+                                                                          labels_spec)
+            tf.function(trace, autograph=False).get_concrete_function(*specs)
+        if mode != ModeKeys.PREDICT:
+            self._store.drop_locals(mode)
 
     # -- train -------------------------------------------------------------------------------
     def train(self, input_fn: Callable, hooks: Sequence | None = None, steps: int | None = None,
@@ -285,9 +311,13 @@ class Estimator:
             self._progress(f"skipping training: global step {self.global_step} >= max_steps "
                            f"{max_steps}")
             return self
-        dataset = call_input_fn(input_fn, self.params, self.config)
-        self._establish(dataset.element_spec)
-        # distribution: TRAIN-only variables and slots first, then the distributed input.
+        dataset = call_input_fn(input_fn, self.params, self.config, ModeKeys.TRAIN,
+                                self._distribution.input_context())
+        # The first TRAIN trace creates the model's variables (never a PREDICT trace: as in
+        # tf.estimator, training calls the model_fn in TRAIN mode only).
+        self._seed_first_trace()
+        # distribution: variables and slots first (one traced step), then the distributed
+        # input.
         self._trainer.build(dataset.element_spec)
         iterator = self._distribution.iterator(dataset)
         self._distribution.trace(self._trainer.loop, iterator)
@@ -377,12 +407,16 @@ class Estimator:
         of ``steps_per_loop`` batches and may fetch ``"loss"`` (the mean so far), metric
         names, ``"global_step"``, variable names and callables."""
         hooks = as_hooks(hooks)
-        dataset = call_input_fn(input_fn, self.params, self.config)
+        dataset = call_input_fn(input_fn, self.params, self.config, ModeKeys.EVAL,
+                                self._evaluator.distribution.input_context())
         if steps is not None:
             dataset = dataset.take(steps)
-        self._establish(dataset.element_spec)
+        self._require_weights(checkpoint_path)
+        if self._evaluator.distribution.strategy is not self._distribution.strategy:
+            self._establish(dataset.element_spec, ModeKeys.EVAL)
+        iterator = self._evaluator.prepare(dataset)  # traced: variables exist, then restored
         with self._weights(checkpoint_path):
-            results = self._evaluator.evaluate(dataset, hooks, self._session(),
+            results = self._evaluator.evaluate(iterator, hooks, self._session(),
                                                self.config.steps_per_loop)
             step = int(self._global_step.numpy())
         results["global_step"] = step
@@ -398,8 +432,9 @@ class Estimator:
         with ``yield_single_examples=False``), as numpy values. ``hooks`` (and the model_fn's
         ``prediction_hooks``) run around each batch and may fetch prediction keys."""
         hooks = as_hooks(hooks)
-        dataset = call_input_fn(input_fn, self.params, self.config)
-        self._establish(dataset.element_spec)
+        dataset = call_input_fn(input_fn, self.params, self.config, ModeKeys.PREDICT)
+        self._require_weights(checkpoint_path)
+        self._establish(dataset.element_spec, ModeKeys.PREDICT)
         with self._weights(checkpoint_path):
             hooks += as_hooks(self._prediction_hooks, "prediction_hooks")
             batches = self._predictor.batches(dataset, HookRunner(hooks, self._session()))

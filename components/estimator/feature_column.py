@@ -30,6 +30,7 @@ from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from estflow.components.estimator._fc.categorical import CategoricalColumn
@@ -149,6 +150,20 @@ def _oov(default_value: int, num_oov_buckets: int) -> None:
                          f"default_value={default_value}, num_oov_buckets={num_oov_buckets}")
 
 
+def _vocabulary(vocabulary_list) -> Any:
+    """A vocabulary as a tuple of Python values: lists and tuples, and NumPy arrays or pandas
+    ``Series``/``Index`` (``df[name].unique()``, as tf.feature_column accepted them: NumPy
+    scalars become Python ``str``/``int``). Anything else is returned as is (and rejected)."""
+    if isinstance(vocabulary_list, (str, bytes)):
+        raise _invalid("vocabulary_list", "a sequence of strings or of integers",
+                       vocabulary_list)
+    if isinstance(vocabulary_list, (list, tuple)):
+        return tuple(v.item() if isinstance(v, np.generic) else v for v in vocabulary_list)
+    if callable(getattr(vocabulary_list, "tolist", None)) and np.ndim(vocabulary_list) == 1:
+        return tuple(vocabulary_list.tolist())
+    return vocabulary_list
+
+
 def categorical_column_with_vocabulary_list(key: str, vocabulary_list: Sequence, dtype=None,
                                             default_value: int = -1,
                                             num_oov_buckets: int = 0) -> VocabularyListColumn:
@@ -162,8 +177,7 @@ def categorical_column_with_vocabulary_list(key: str, vocabulary_list: Sequence,
         ...                                        ).numpy().tolist()
         [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
     """
-    vocabulary = tuple(vocabulary_list) if isinstance(vocabulary_list, (list, tuple)) \
-        else vocabulary_list
+    vocabulary = _vocabulary(vocabulary_list)
     inferred = vocabulary_dtype(vocabulary)
     if dtype is not None and (tf.as_dtype(dtype) == tf.string) != (inferred == tf.string):
         raise _invalid("dtype", f"{inferred.name} to match the vocabulary", dtype)

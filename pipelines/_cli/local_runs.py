@@ -2,9 +2,10 @@
 machine through the local runner (:mod:`estflow.pipelines.local_runner`).
 
 Both check a local CSV source's header before any step runs. ``estflow run`` exits 0 when the
-model was pushed (without a push target: blessed), 3 when every step ran but it was not, 1 when
-a step failed, 2 for a usage error, 130 on Ctrl-C (after saying what was kept and the command
-that continues).
+model was pushed or the served version already is this model (without a push target: blessed),
+3 when every step ran but it was not blessed, 1 when a step failed, 2 for a usage error, 130 on
+Ctrl-C (after saying what was kept and the command that continues: ``--resume RUN``).
+``--no-cache [STEP]`` runs steps again that the step cache would reuse.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 from pathlib import Path
 
+from estflow.dsl.contracts import STEPS
+from estflow.dsl.contracts import Files
 from estflow.dsl.errors import DslErrors
 from estflow.pipelines import beam_options
 from estflow.pipelines import local_runner
+from estflow.pipelines import runs
 from estflow.pipelines._cli.usage import EXIT_FAILED
 from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
 from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
@@ -42,14 +47,26 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
         "run", help="run a pipeline end to end on this machine",
         description="Run every step of a pipeline on this machine, each in its own process "
-        "(the same entry points a Kubeflow task runs). Exit status: 0 the model was pushed "
-        "(without a push target: blessed), 3 it was not (every step ran), 1 a step failed, "
-        "2 a usage error, 130 interrupted (Ctrl-C).")
+        "(the same entry points a Kubeflow task runs). A step whose inputs (the part of the "
+        "spec it reads, its input artifacts, the source data, the code) are those of an "
+        "earlier run is reused from the step cache; a model the served version already is "
+        "is not pushed again. Every run is recorded (estflow runs list|show|diff). Exit "
+        "status: 0 the model was pushed or is already served (without a push target: "
+        "blessed), 3 it was not blessed (every step ran), 1 a step failed, 2 a usage error, "
+        "130 interrupted (Ctrl-C); after 1 or 130, --resume continues the run.")
     cmd.add_argument("pipeline", metavar="PIPELINE", help=PIPELINE_HELP)
     cmd.add_argument("--workdir", default=None, metavar="DIR",
-                     help="where artifacts go (default: estflow_runs/<pipeline>/<timestamp>); "
-                     "an interrupted run's DIR continues it (training resumes from its last "
-                     "checkpoint)")
+                     help="the run's directory: its record, logs and links to its artifacts "
+                     "(default: $ESTFLOW_HOME/<pipeline>/<run id>, ESTFLOW_HOME defaulting to "
+                     "./estflow_runs); the step cache is $ESTFLOW_HOME/.cache")
+    cmd.add_argument("--no-cache", nargs="?", const=_ALL, default=None, metavar="STEP[,STEP]",
+                     help="run every step even when an identical earlier run's outputs are "
+                     "cached; with STEP, run those steps (and the steps reading their "
+                     "outputs) again")
+    cmd.add_argument("--resume", nargs="?", const="", default=None, metavar="RUN",
+                     help="continue the last failed or interrupted run of the pipeline (or "
+                     "RUN: a run id or directory) as it was declared: finished steps are "
+                     "reused, training continues from its last checkpoint")
     cmd.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                      help="train with N worker processes on localhost ports (TF_CONFIG as a "
                      "Kubeflow TFJob sets it; MultiWorkerMirroredStrategy, worker 0 writes the "
@@ -63,29 +80,71 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+_ALL = "all"
+
+
+def _forced_steps(text: str | None) -> set[str] | bool:
+    """``--no-cache``'s value: True (every step), or the named steps."""
+    if text is None:
+        return set()
+    if text == _ALL:
+        return True
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    known = [s.name for s in STEPS]
+    unknown = sorted(names - set(known))
+    if unknown:
+        raise UsageError(f"Received --no-cache {text}, expected step names, some of {known} "
+                         f"(or --no-cache alone for every step). Unknown: {unknown}")
+    return names
+
+
+def _again(args: argparse.Namespace, run_id: str | None, workdir) -> list[str]:
+    """The command that continues a stopped run."""
+    again = ["estflow", "run", args.pipeline, "--resume", run_id or str(workdir)]
+    if args.workers is not None:
+        again += ["--workers", str(args.workers)]
+    return again
+
+
 def _run(args: argparse.Namespace) -> int:
     loaded = load_target(args.pipeline)
     try:
         local_runner.topology_for(loaded.pipeline, args.workers)
     except ValueError as err:  # --workers does not fit the declared strategy
         raise UsageError(str(err)) from None
-    workdir = args.workdir or str(local_runner.default_workdir(loaded.pipeline))
+    forced = _forced_steps(args.no_cache)
+    resume = None
+    if args.resume is not None:
+        if args.workdir:
+            raise UsageError("--resume continues a run in its own directory: leave out "
+                             "--workdir")
+        try:
+            resume = runs.resumable_run(loaded.pipeline.name, args.resume or None)
+        except runs.RunNotFound as err:
+            raise UsageError(str(err)) from None
+    elif args.workdir and (Path(args.workdir) / Files.RUN_RECORD).is_file():
+        raise UsageError(f"{args.workdir} already holds a run: continue it with --resume "
+                         f"{args.workdir}, or give another --workdir")
     try:
-        result = local_runner.run_local(loaded, workdir, workers=args.workers)
+        result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
+                                        no_cache=forced, resume=resume)
     except DslErrors as err:  # the local data's header does not match the declaration
         raise data_mismatch(args.pipeline, err) from None
     except local_runner.StepFailed as err:
         print(f"estflow run: {err}", file=sys.stderr)
+        run_id = getattr(err, "run_id", None)
+        if run_id:
+            again = _again(args, run_id, getattr(err, "workdir", None))
+            print(f"estflow run: run {run_id} failed; after fixing the cause, continue it "
+                  f"(finished steps are reused): {shlex.join(again)}", file=sys.stderr)
         return EXIT_FAILED
     except local_runner.RunInterrupted as stop:
-        again = ["estflow", "run", args.pipeline, "--workdir", str(stop.workdir)]
-        if args.workers is not None:
-            again += ["--workers", str(args.workers)]
+        again = _again(args, stop.run_id, stop.workdir)
         checkpoint = stop.last_checkpoint()
         _interrupted("run", stop, [f"last checkpoint: {checkpoint or 'none yet'}",
                                    (f"to continue (training resumes from the last "
                                     f"checkpoint): {shlex.join(again)}" if checkpoint else
-                                    f"to run it again in the same directory: "
+                                    f"to continue (finished steps are reused): "
                                     f"{shlex.join(again)}")])
         return EXIT_INTERRUPTED
     if not result.model_delivered:
@@ -147,7 +206,8 @@ def _preprocess(args: argparse.Namespace) -> int:
         beam = beam_options.build_options(args.runner, rest)
     except beam_options.BeamOptionsError as err:
         raise UsageError(str(err)) from None
-    workdir = Path(args.output) if args.output else local_runner.default_workdir(loaded.pipeline)
+    workdir = (Path(args.output) if args.output else
+               runs.home() / loaded.pipeline.name / f"preprocess-{time.strftime('%Y%m%d-%H%M%S')}")
     plan = build_preprocess_plan(loaded.pipeline, source_root=loaded.local_source_root,
                                  gzip_level=args.gzip_level, num_shards=args.num_shards,
                                  beam_options=shlex.join(beam) if beam else None)

@@ -53,6 +53,7 @@ ARTIFACT_TYPES: dict[str, type] = {
     "model": dsl.Model,
     "evaluation": dsl.Artifact,  # metrics.json + blessing; the UI's views: UI_OUTPUTS
     "pushed": dsl.Artifact,
+    "predictions": dsl.Dataset,  # predict.json (+ the predictions without BatchPredict.output)
 }
 
 # Step name -> ((output name, KFP artifact type), ...): outputs for the KFP UI, logged by the

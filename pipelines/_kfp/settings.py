@@ -34,7 +34,7 @@ __all__ = ["TaskContext", "TaskSetting", "TASK_SETTINGS", "POD_LABELS", "DEFAULT
 # declare Resources(cpu_request=..., memory_request=...) for real data.
 DEFAULT_REQUESTS: dict[str, tuple[str, str]] = {
     "ingest": ("1", "2Gi"), "transform": ("1", "4Gi"), "train": ("1", "4Gi"),
-    "evaluate": ("1", "2Gi"), "push": ("500m", "1Gi"),
+    "evaluate": ("1", "2Gi"), "push": ("500m", "1Gi"), "batch_predict": ("1", "4Gi"),
     "tfjob": ("250m", "512Mi"),  # the train task that submits a TFJob and follows it
 }
 SMALL_REQUESTS = ("100m", "256Mi")  # report and placement tasks: a few lines of Python

@@ -49,10 +49,6 @@ PREDICT_TRACE = ("engine: train() traces the model_fn in PREDICT mode first (lab
                  "this TF 1 model_fn computes its loss from the labels unconditionally")
 # What each failing program needs from the engine (or, named so, from elsewhere).
 XFAIL = {
-    "guide_mirrored_linear": "engine: a premade Estimator (LinearRegressor(optimizer='SGD')) "
-                             "under RunConfig(train_distribute=MirroredStrategy()) fails: its "
-                             "optimizer's 'iteration' variable is created in cross-replica "
-                             "context (earlier: the summary step was None)",
     "guide_object_checkpoints": "engine: EstimatorSpec(scaffold=...) (a tf.train.Checkpoint "
                                 "saver); and Keras 3's apply_gradients returns a Variable, which "
                                 "tf.group rejects",

@@ -48,6 +48,14 @@ def test_estflow_serve_help_lists_every_option():
     assert "BASE_PATH" in text
 
 
+def test_an_option_out_of_range_is_a_short_usage_error(base, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["serve", str(base), "--port", "70000"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == "estflow serve: error: argument --port: expected 0..65535, got 70000"
+
+
 def test_the_component_parser_is_built_from_the_same_options():
     text = _help(serve.main, ["--help"])
     assert set(re.findall(r"--[a-z-]+", text)) == {*FLAGS, "--help"}

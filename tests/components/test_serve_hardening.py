@@ -279,6 +279,53 @@ def test_malformed_http_gets_a_json_error_and_the_connection_closes(server, raw,
     assert message in json.loads(body)["error"]
 
 
+@pytest.fixture(scope="module")
+def impatient(base):
+    """A server that gives clients half a second to send a request."""
+    with serve.serve(base, poll_seconds=0, request_timeout_seconds=0.5, threads=2) as running:
+        yield running
+
+
+_TOKENS = st.sampled_from(["GET", "POST", "HEAD", "PUT", "", "G T", "\x00", "POST\t"])
+_TARGETS = (st.sampled_from(["/v1/models/taxi", "/v1/models/taxi:predict", "/v1/models/%ff",
+                             "/v1/models/taxi/versions/99999999999999999999", "*", ""])
+            | st.text(max_size=40))
+_VERSIONS = st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/2", "HTTP/1.1 x", ""])
+_HEADERS = st.lists(st.sampled_from(["Content-Length: 2", "Content-Length: x",
+                                     "Content-Length: 99999999999999999999999", "Expect: 100-continue",
+                                     "Transfer-Encoding: chunked", "Connection: close", "X: y",
+                                     ": empty", "no colon"]) | st.text(max_size=30), max_size=5)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(method=_TOKENS, target=_TARGETS, version=_VERSIONS, headers=_HEADERS,
+       body=st.binary(max_size=40), end=st.sampled_from(["\r\n\r\n", "\r\n", "", "\n\n"]))
+def test_random_http_framing_gets_json_answers_or_a_close(impatient, method, target, version,
+                                                          headers, body, end):
+    """Whatever bytes arrive, every answer is an HTTP response with a JSON body (never a
+    500), and the server answers the next client."""
+    head = " ".join(part for part in (method, target, version) if part)
+    raw = "\r\n".join([head, *headers]).encode("utf-8", "surrogatepass") + end.encode() + body
+    with socket.create_connection((impatient.host, impatient.port), timeout=10) as sock:
+        sock.sendall(raw)
+        sock.shutdown(socket.SHUT_WR)  # the server sees the end after what was sent
+        answer = _read_all(sock, timeout=5)
+    responses = re.split(rb"(?=HTTP/1\.1 \d{3} )", answer)
+    for response in filter(None, responses):
+        if response.startswith(b"HTTP/1.1 100 Continue"):
+            continue
+        status_line, _, rest = response.partition(b"\r\n")
+        assert re.fullmatch(rb"HTTP/1\.1 \d{3} [A-Za-z -]+", status_line), answer
+        assert not status_line.startswith(b"HTTP/1.1 500"), answer
+        content = rest.partition(b"\r\n\r\n")[2]
+        if method == "HEAD" and not content:
+            continue  # an answer to HEAD has headers only
+        assert isinstance(json.loads(content), dict), answer
+    status, _ = request(impatient, "GET", "/v1/models/taxi")
+    assert status == 200
+
+
 def test_http_1_0_closes_after_the_answer(server):
     with socket.create_connection((server.host, server.port), timeout=10) as sock:
         sock.sendall(b"GET /v1/models/taxi HTTP/1.0\r\n\r\n")

@@ -17,6 +17,8 @@ PUBLIC = {
     "BigQuerySource", "ParquetSource", "SchemaCheck", "TFRecordSource",
     # resources (dsl/resources.py)
     "Accelerator", "PvcMount", "Resources", "SecretEnv", "SecretVolume", "Toleration",
+    # batch prediction (dsl/batch.py: Pipeline.predict)
+    "BatchPredict",
 }
 
 

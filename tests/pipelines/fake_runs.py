@@ -10,11 +10,14 @@ fake_step options (``{"train": {"sleep": "30"}}``; an ``emit`` value may be a di
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping
 
+from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import Files
+from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 from estflow.pipelines import _executors
 from estflow.pipelines import cli
@@ -22,6 +25,7 @@ from estflow.pipelines import local_runner
 from estflow.pipelines._cli import local_runs
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
+from estflow.pipelines.plan import fingerprint_step
 
 FAKE = "tests.pipelines.fake_step"
 
@@ -48,10 +52,11 @@ _PREPROCESS = (("preprocess", (), ("examples", "transformed"), {}),)
 
 
 def fake_plan(pipeline: Pipeline, steps: Mapping[str, Mapping], *,
-              preprocess: bool = False) -> Plan:
+              preprocess: bool = False, source_root: str | None = None) -> Plan:
     """The pipeline's steps (push only with a push target; or the one preprocess step) as fake
     steps, each with the options ``steps`` gives it (``emit`` entries replace the default
-    files)."""
+    files), reading the spec parts and having the side effects of the real ones; with a
+    ``source_root``, the real fingerprint step first (as ``build_plan`` plans it)."""
     planned = []
     for name, inputs, outputs, emit in _PREPROCESS if preprocess else _STEPS:
         if name == "push" and pipeline.push is None:
@@ -61,14 +66,21 @@ def fake_plan(pipeline: Pipeline, steps: Mapping[str, Mapping], *,
         options = {"name": name, "reads": ",".join(a for a, _ in inputs),
                    "writes": ",".join(outputs), "emit": json.dumps(files),
                    **{k.replace("_", "-"): str(v) for k, v in extra.items()}}
+        real = PREPROCESS if preprocess else step_named(name)
         planned.append(PlannedStep(name=name, module=FAKE, inputs=inputs, outputs=outputs,
                                    options=tuple(options.items()),
-                                   description=f"fake {name}"))
-    return Plan(pipeline, tuple(planned))
+                                   description=f"fake {name}", reads=real.reads,
+                                   side_effects=real.side_effects))
+    plan = Plan(pipeline, tuple(planned))
+    if source_root is None:
+        return plan
+    return dataclasses.replace(plan, fingerprint=fingerprint_step(plan, source_root))
 
 
 def _planners(steps: Mapping[str, Mapping]) -> dict:
-    return {(local_runner, "build_plan"): lambda pipeline, **_: fake_plan(pipeline, steps),
+    return {(local_runner, "build_plan"):
+                lambda pipeline, source_root, **_: fake_plan(pipeline, steps,
+                                                             source_root=source_root),
             (local_runs, "build_preprocess_plan"):
                 lambda pipeline, **_: fake_plan(pipeline, steps, preprocess=True)}
 

@@ -470,20 +470,20 @@ def test_default_image_is_tagged_with_the_package_version():
     assert kfp_compiler.DEFAULT_IMAGE.endswith(":" + metadata.version("estflow"))
 
 
-def test_dockerfile_installs_this_package_on_python_3_11_slim():
-    """The image the default names: built from the repository (``docker build -f
-    pipelines/docker/Dockerfile .``); every path it copies exists, and it installs estflow
-    (whose dependencies include kfp, which lightweight components run with)."""
-    dockerfile = (REPO / "pipelines" / "docker" / "Dockerfile").read_text()
-    joined = dockerfile.replace("\\\n", " ")  # continuation lines
-    instructions = [line.split(None, 1) for line in joined.splitlines()
-                    if line.strip() and not line.lstrip().startswith("#")]
-    assert instructions[0] == ["FROM", "python:3.11-slim"]
-    copied = [source for op, arg in instructions if op == "COPY" for source in arg.split()[:-1]]
+def test_dockerfile_installs_this_package():
+    """The image the default names: built from the repository (``make image``); every path it
+    copies exists, and it installs estflow (its locked dependencies include kfp, which
+    lightweight components run with). The Dockerfiles' lint: tests/pipelines/test_dockerfiles.py."""
+    from tests.pipelines.test_dockerfiles import parse
+
+    instructions = parse((REPO / "pipelines" / "docker" / "Dockerfile").read_text())
+    copied = [source for ins in instructions if ins.keyword == "COPY"
+              and not ins.args.startswith("--from") for source in ins.args.split()[:-1]]
     assert {"pyproject.toml", "dsl", "components", "pipelines"} <= set(copied)
     assert all((REPO / source).exists() for source in copied)
-    assert any(op == "RUN" and "pip install --no-cache-dir ." in arg for op, arg in instructions)
-    assert not any(op in ("ENTRYPOINT", "CMD") for op, _ in instructions)
+    assert any(ins.keyword == "RUN" and "pip install --no-cache-dir --no-deps /tmp/estflow-src"
+               in ins.args for ins in instructions)
+    assert "kfp==" in (REPO / "pipelines" / "docker" / "requirements.lock").read_text()
     assert "ghcr.io/estflow/estflow:" + metadata.version("estflow") in \
         (REPO / "pipelines" / "docker" / "README.md").read_text()
 

@@ -89,16 +89,24 @@ class ModelFn:
         return spec
 
 
-def call_input_fn(input_fn: Callable, params: dict | None, config: Any) -> tf.data.Dataset:
-    """Call an input_fn (passing ``params``/``config`` when it names them); it must return a
-    ``tf.data.Dataset``. An in-memory slice→batch pipeline is read batch-first unless
-    ``config.optimize_input`` is False (:mod:`._input_fusion`)."""
+def call_input_fn(input_fn: Callable, params: dict | None, config: Any, mode: str | None = None,
+                  input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """Call an input_fn as tf.estimator did, by the names of its arguments: ``mode``,
+    ``params``, ``config`` and ``input_context`` (only when there is one: under a distribution
+    strategy, as in tf.estimator; ``input_fn(mode, input_context=None)`` keeps its default
+    otherwise) are passed to an input_fn naming them. It must return a ``tf.data.Dataset``.
+    An in-memory slice→batch pipeline is read batch-first unless ``config.optimize_input`` is
+    False (:mod:`._input_fusion`)."""
     names, _ = _keywords(input_fn)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
+    if "mode" in names and mode is not None:
+        kwargs["mode"] = mode
     if "params" in names:
         kwargs["params"] = copy.deepcopy(params or {})
     if "config" in names:
         kwargs["config"] = config
+    if "input_context" in names and input_context is not None:
+        kwargs["input_context"] = input_context
     dataset = input_fn(**kwargs)
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"input_fn {_name(input_fn)} must return a tf.data.Dataset of "

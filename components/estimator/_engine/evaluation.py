@@ -63,6 +63,11 @@ class Evaluator:
         self._pair_values: dict[str, tf.Variable] = {}  # TF 1 pairs: value after each update
         self._fn = tf.function(self._run, autograph=False)
 
+    @property
+    def distribution(self) -> Distribution:
+        """Evaluation's distribution (what an input_fn's ``input_context`` describes)."""
+        return self._distribution
+
     def _call(self, features, labels) -> tf.Tensor:
         with self._store.scope(ModeKeys.EVAL, global_step=self._global_step):
             spec = self._model_fn(features, labels, ModeKeys.EVAL)
@@ -139,15 +144,21 @@ class Evaluator:
         examples = tf.cast(examples_in(features), tf.float32)
         return tf.where(examples > 0, loss * examples, 0.0), examples
 
-    def evaluate(self, dataset: tf.data.Dataset, hooks: tuple = (),
-                 session: HookSession | None = None, chunk: int = 100) -> dict[str, Any]:
-        """Metrics over all of ``dataset`` (unless a hook stops early): ``eval_metric_ops``
-        results and the mean ``loss``."""
+    def prepare(self, dataset: tf.data.Dataset):
+        """The iterator :meth:`evaluate` reads, with the evaluation traced for it: metric
+        variables (and the model's, when this is the model_fn's first trace) and the spec's
+        hooks exist once this returns."""
         # distribution: the input split over the replicas, metric variables in the scope.
         with self._distribution.scope():
             iterator = self._distribution.iterator(dataset)
-            # Trace first: metric variables (and the spec's hooks) exist now.
             self._fn.get_concrete_function(iterator, tf.TensorSpec([], tf.int64))
+        return iterator
+
+    def evaluate(self, iterator, hooks: tuple = (), session: HookSession | None = None,
+                 chunk: int = 100) -> dict[str, Any]:
+        """Metrics over all of ``iterator`` (:meth:`prepare`'s; unless a hook stops early):
+        ``eval_metric_ops`` results and the mean ``loss``."""
+        with self._distribution.scope():
             self._store.reset_locals(ModeKeys.EVAL)
             self._loss_sum.assign(0.0)
             self._batches.assign(0)

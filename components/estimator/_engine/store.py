@@ -12,14 +12,29 @@ Requests are keyed by their *order within one trace*, not by name: Keras auto-na
 stable; the order in which a deterministic model_fn asks is. Three groups keep the key space
 stable across modes and processes:
 
-- ``model``: what the model_fn creates in PREDICT mode (the network). The engine traces PREDICT
-  first (``establish=True``); TRAIN and EVAL traces then match their requests against this
-  list in order, by ``(name, dtype, trainable)``, skipping requests that do not match.
-- ``train``: what only TRAIN creates (an optimizer built inside the model_fn, a dropout seed
-  state created only when training). Checkpointed with the model.
+- ``model``: what the *first* trace of the model_fn creates (it *establishes* the store), in
+  whatever mode the Estimator is first used: TRAIN when it trains first (tf.estimator never
+  called a model_fn in PREDICT mode to train, and TF 1 model_fns that compute their loss from
+  the labels unconditionally need not support it), EVAL when it evaluates first, PREDICT for
+  ``predict`` or an export. Every later trace matches its requests against this list in
+  order, by ``(name, dtype, trainable)``, skipping list entries and requests that do not match
+  (a PREDICT trace skips what only TRAIN created).
+- ``train``: optimizer state created inside the model_fn: what TRAIN creates under
+  ``tf.init_scope()`` (``tf.compat.v1.train`` optimizer slots and accumulators), the
+  variables of the Keras optimizers the spec returns (marked by the trainer,
+  :meth:`_Trace.optimizer_state`), and whatever a later TRAIN trace creates that the model
+  does not have. Checkpointed with the model.
 - locals: metric accumulators (Keras and tf_keras metrics create ``ON_READ``/``SUM`` variables)
-  and whatever only EVAL/PREDICT creates. Never checkpointed; :meth:`reset_locals` puts them back
-  to their initial values (each evaluate starts from zero).
+  and whatever a later EVAL/PREDICT trace creates. Never checkpointed; :meth:`reset_locals`
+  puts them back to their initial values (each evaluate starts from zero).
+
+Checkpoint keys are ``store/model/NNN_<name>`` (the position in ``model`` and the variable's
+base name) and ``store/train/NNN``. A store established in a process whose model_dir already
+has a checkpoint (a new process evaluating, predicting, exporting or resuming) takes its
+``model`` positions from that checkpoint (:class:`VariableStore`'s ``template``): each
+variable gets the key of the next checkpoint entry with its name, dtype and shape, and entries
+the first trace does not create (what only TRAIN creates, when the first trace is EVAL) stay
+open for a later trace to fill. So the keys are the same whichever mode a process starts with.
 
 Every variable handed out is also registered in the TF 1 collections of the model_fn call
 (``tf.compat.v1.trainable_variables()`` & co., :mod:`.tf1`), and variables created under
@@ -28,7 +43,8 @@ Every variable handed out is also registered in the TF 1 collections of the mode
 Under a ``tf.distribute`` strategy (see :mod:`.distribute`) the first trace runs inside the
 strategy's scope: a variable created here is a distributed one (mirrored on every replica, or
 placed on a parameter server), and every replica's trace of the model_fn gets that same
-variable back.
+variable back. (Replicas trace one after the other; one that starts while the first replica's
+establishing trace is paused in a ``merge_call`` matches what that trace has created so far.)
 """
 
 from __future__ import annotations
@@ -41,10 +57,11 @@ import tensorflow as tf
 
 from estflow.components.estimator._engine import tf1
 
-__all__ = ["VariableStore"]
+__all__ = ["VariableStore", "checkpoint_template"]
 
 _log = logging.getLogger("estflow.estimator")
 _SUFFIX = re.compile(r":\d+$")
+_MODEL_KEY = re.compile(r"^store/model/(\d+)_(.+)/\.ATTRIBUTES/VARIABLE_VALUE$")
 _TRAIN = "train"
 
 
@@ -97,41 +114,91 @@ def _matches(var: tf.Variable, want: tuple, with_name: bool = True) -> bool:
             and (dtype is None or var.dtype.name == dtype) and bool(var.trainable) == trainable)
 
 
+class _Slot:
+    """A position of the ``model`` group: its variable, or, while open, what the checkpoint
+    this store was established against holds there (name, dtype, shape)."""
+
+    __slots__ = ("index", "name", "dtype", "shape", "var", "pending")
+
+    def __init__(self, index: int | None, name: str, dtype: str | None, shape, var=None,
+                 pending: bool = False) -> None:
+        self.index = index  # None until the establishing trace ends (new positions)
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.var = var
+        self.pending = pending  # created by the establishing trace now running
+
+    @property
+    def key(self) -> str:
+        return f"{self.index:03d}_{self.name}"
+
+    def accepts(self, want: tuple) -> bool:
+        """Whether a request with signature ``want`` may take this position."""
+        if self.var is not None:
+            return _matches(self.var, want)
+        name, dtype, _ = want
+        return name == self.name and (dtype is None or dtype == self.dtype)
+
+
 class _Untracked:
     """Bookkeeping kept out of checkpoints (a plain object: tf.Module does not look inside)."""
 
     def __init__(self) -> None:
-        self.model: list[tf.Variable] = []  # the tracked groups again, as ordered lists
-        self.train: list[tf.Variable] = []
+        self.slots: list[_Slot] = []  # the model group's positions, in order
+        self.train: list[tf.Variable] = []  # the train group, in order
         self.by_mode: dict[str, list[tf.Variable]] = {}  # locals per mode
         self.initial: dict[int, object] = {}  # local variable id -> initial value
+
+
+def checkpoint_template(path: str | None) -> list[tuple[int, str, str, tuple]]:
+    """``(position, name, dtype, shape)`` of the ``store/model/`` entries of checkpoint
+    ``path`` (empty without one), in position order."""
+    if not path:
+        return []
+    reader = tf.train.load_checkpoint(path)
+    shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    entries = []
+    for key, shape in shapes.items():
+        match = _MODEL_KEY.match(key)
+        if match:
+            entries.append((int(match.group(1)), match.group(2), dtypes[key].name,
+                            tuple(shape)))
+    return sorted(entries)
 
 
 class VariableStore(tf.Module):
     """Every variable the model_fn creates, in stable, checkpointable groups.
 
     ``model`` and ``train`` are tracked, locals are not. Checkpoint keys are
-    ``store/model/<NNN>_<name>`` (creation order and the variable's base name, e.g.
+    ``store/model/<NNN>_<name>`` (position and the variable's base name, e.g.
     ``store/model/000_kernel``) and ``store/train/<NNN>``.
+
+    Args:
+        template: returns the checkpoint entries the first trace aligns the ``model``
+            positions with (:func:`checkpoint_template` of the model_dir's latest checkpoint;
+            none when None).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, template=None) -> None:
         super().__init__(name="store")
         self.model: dict[str, tf.Variable] = {}
         self.train: dict[str, tf.Variable] = {}
         self._untracked = _Untracked()
+        self._template = template
         self._established = False
+        self._establishing: _Trace | None = None
 
     @property
     def established(self) -> bool:
-        """True once a PREDICT trace has defined the model variables."""
+        """True once a first trace has defined the model variables."""
         return self._established
 
     def tracked_count(self) -> int:
-        return len(self._untracked.model) + len(self._untracked.train)
+        return len(self.model_variables()) + len(self._untracked.train)
 
     def model_variables(self) -> list[tf.Variable]:
-        return list(self._untracked.model)
+        return [slot.var for slot in self._untracked.slots if slot.var is not None]
 
     def named_variables(self) -> dict[str, tf.Variable]:
         """Tracked variables by the names checkpoints give them (``store/model/000_kernel``)."""
@@ -146,47 +213,99 @@ class VariableStore(tf.Module):
         A per-device component of a distributed variable (what a ``GradientTape`` watches when
         the model runs in cross-replica context) stands for the stored variable it belongs to:
         optimizers must build their slots for the distributed variable, not for one copy."""
+        stored = self.model_variables() + self._untracked.train
         owners = {}
-        for v in self._untracked.model + self._untracked.train:
+        for v in stored:
             owners[id(v)] = v
             owners.update({id(c): v for c in _components(v)})
         unique = list({id(v): v for v in (owners.get(id(v), v) for v in variables)}.values())
-        index = {id(v): (0, i, "") for i, v in enumerate(self._untracked.model)}
+        index = {id(v): (0, i, "") for i, v in enumerate(self.model_variables())}
         index.update({id(v): (1, i, "") for i, v in enumerate(self._untracked.train)})
         return sorted(unique, key=lambda v: index.get(id(v), (2, 0, v.name)))
 
     @contextlib.contextmanager
-    def scope(self, mode: str, establish: bool = False, *,
-              global_step: tf.Variable | None = None, summaries=None):
+    def scope(self, mode: str, *, global_step: tf.Variable | None = None, summaries=None):
         """Route variable creation in a model_fn call (made while tracing) to the store, and
         give the call tf.estimator's TF 1 graph state (:mod:`.tf1`): fresh collections holding
         the variables it gets and ``global_step``; summaries inside ``summaries`` (a context
-        manager, :func:`.tf1.summaries`), else dropped.
+        manager, :func:`.tf1.summaries`), else dropped. Yields the call's :class:`_Trace`.
 
-        Variables created under ``tf.init_scope()`` inside the call (the slots of a
-        ``tf.compat.v1.train`` optimizer) come to the store too."""
+        The first call establishes the store (module docstring); if it fails, what it created
+        is forgotten. Variables created under ``tf.init_scope()`` inside the call (the slots of
+        a ``tf.compat.v1.train`` optimizer) come to the store too."""
+        establish = not self._established and self._establishing is None
         graph = tf1.ModelFnGraph(global_step)
         trace = _Trace(self, mode, establish, graph.register)
-        with contextlib.ExitStack() as stack:
-            current = tf.compat.v1.get_default_graph()
-            with tf.init_scope():
-                if tf.compat.v1.get_default_graph() is not current:
-                    stack.enter_context(tf.variable_creator_scope(trace.creator))
-            stack.enter_context(tf.variable_creator_scope(trace.creator))
-            stack.enter_context(graph)
-            stack.enter_context(summaries if summaries is not None else tf1.muted())
-            yield
         if establish:
-            self._established = True
+            self._begin(trace)
+        ok = False
+        try:
+            with contextlib.ExitStack() as stack:
+                current = tf.compat.v1.get_default_graph()
+                with tf.init_scope():
+                    if tf.compat.v1.get_default_graph() is not current:
+                        stack.enter_context(tf.variable_creator_scope(trace.outer_creator))
+                stack.enter_context(tf.variable_creator_scope(trace.creator))
+                stack.enter_context(graph)
+                stack.enter_context(summaries if summaries is not None else tf1.muted())
+                yield trace
+            ok = True
+        finally:
+            if establish:
+                self._end(trace, ok)
 
     def reset_locals(self, mode: str) -> None:
         """Assign each local variable of ``mode`` its initial value (metrics back to zero)."""
         for var in self.local_variables(mode):
             var.assign(self._untracked.initial[id(var)])
 
+    def drop_locals(self, mode: str) -> None:
+        """Forget the local variables of ``mode`` (a later trace creates its own)."""
+        for key in (mode, f"metric:{mode}"):
+            for var in self._untracked.by_mode.pop(key, ()):
+                self._untracked.initial.pop(id(var), None)
+
     def local_variables(self, mode: str) -> list[tf.Variable]:
         by_mode = self._untracked.by_mode
         return list(by_mode.get(mode, ())) + list(by_mode.get(f"metric:{mode}", ()))
+
+    # -- establishing -----------------------------------------------------------------------
+    def _begin(self, trace: _Trace) -> None:
+        self._establishing = trace
+        if not self._untracked.slots and self._template is not None:
+            self._untracked.slots = [_Slot(i, name, dtype, shape)
+                                     for i, name, dtype, shape in self._template()]
+
+    def _end(self, trace: _Trace, ok: bool) -> None:
+        """Finish the establishing ``trace``: give new positions their keys and move the
+        optimizer state it marked to ``train`` (``ok``), or forget what it created."""
+        self._establishing = None
+        slots = self._untracked.slots
+        if not ok:
+            self._untracked.slots = [s for s in slots if not s.pending]
+            for slot in self._untracked.slots:
+                if id(slot.var) in trace.created:
+                    slot.var = None
+            self._untracked.train = [v for v in self._untracked.train
+                                     if id(v) not in trace.created]
+            return
+        aside = trace.aside
+        moved = [s.var for s in slots if s.pending and id(s.var) in aside]
+        slots[:] = [s for s in slots if not (s.pending and id(s.var) in aside)]
+        start = max((s.index for s in slots if s.index is not None), default=-1) + 1
+        for slot in slots:
+            if slot.pending:
+                slot.index, slot.pending = start, False
+                start += 1
+        for slot in slots:
+            if slot.var is not None:
+                self.model[slot.key] = slot.var
+        train = self._untracked.train + moved
+        train.sort(key=lambda v: trace.created.get(id(v), -1))  # creation order
+        self._untracked.train = []
+        for var in train:
+            self._add_train(var)
+        self._established = True
 
     # -- creation (called by _Trace) --------------------------------------------------------
     def _new(self, next_creator, kwargs: dict) -> tf.Variable:
@@ -197,9 +316,10 @@ class VariableStore(tf.Module):
         with tf.init_scope():
             return next_creator(**kwargs)
 
-    def _add_model(self, var: tf.Variable) -> None:
-        self.model[f"{len(self._untracked.model):03d}_{_base_name(var.name)}"] = var
-        self._untracked.model.append(var)
+    def _fill(self, slot: _Slot, var: tf.Variable) -> None:
+        slot.var = var
+        if not slot.pending and slot.index is not None and self._established:
+            self.model[slot.key] = var
 
     def _add_train(self, var: tf.Variable) -> None:
         # Order only: names here are not stable (Keras names optimizer slots after the
@@ -222,34 +342,85 @@ class _Trace:
         self.mode = mode
         self.establish = establish
         self.register = register  # TF 1 collections (tf1.ModelFnGraph.register)
-        self.model_cursor = 0
+        self.cursor = 0  # the next model position a request may take
         self.extra = 0
         self.metric = 0
+        self.created: dict[int, int] = {}  # establishing: variable id -> creation order
+        self.aside: set[int] = set()  # establishing: ids marked as optimizer state
+
+    def optimizer_state(self, variables) -> None:
+        """Mark ``variables`` (those of an optimizer the spec returns) as ``train`` state, not
+        model, when this trace establishes the store."""
+        for var in variables:
+            var = var if isinstance(var, tf.Variable) else getattr(var, "value", var)
+            self.aside.add(id(var))
 
     def creator(self, next_creator, **kwargs):
-        var, local = self._answer(next_creator, kwargs)
+        var, local = self._answer(next_creator, kwargs, outer=False)
         self.register(var, kwargs, local)
         return var
 
-    def _answer(self, next_creator, kwargs) -> tuple[tf.Variable, bool]:
+    def outer_creator(self, next_creator, **kwargs):
+        """Requests made under ``tf.init_scope()`` inside the call."""
+        var, local = self._answer(next_creator, kwargs, outer=True)
+        self.register(var, kwargs, local)
+        return var
+
+    def _answer(self, next_creator, kwargs, outer: bool) -> tuple[tf.Variable, bool]:
         """(the variable for this request, whether it is a local)."""
         if _is_metric(kwargs):
             return self._local(next_creator, kwargs, f"metric:{self.mode}", self.metric,
                                "metric"), True
         if self.establish:
             var = self.store._new(next_creator, kwargs)
-            self.store._add_model(var)
+            self.created[id(var)] = len(self.created)
+            if outer and self.mode == _TRAIN:  # a tf.compat.v1.train optimizer's state
+                self.store._untracked.train.append(var)
+            else:
+                self._place(var)
             return var, False
-        model = self.store._untracked.model
-        if self.model_cursor < len(model) and _matches(model[self.model_cursor],
-                                                       _signature(kwargs)):
-            self.model_cursor += 1
-            return model[self.model_cursor - 1], False
+        var = self._match(next_creator, kwargs)
+        if var is not None:
+            return var, False
         if self.mode == _TRAIN:
             return self._train_extra(next_creator, kwargs), False
         _log.debug("model_fn created %r in mode %r only; it is not checkpointed",
                    kwargs.get("name"), self.mode)
         return self._local(next_creator, kwargs, self.mode, self.extra, "extra"), False
+
+    def _place(self, var: tf.Variable) -> None:
+        """Establishing: the open checkpoint position for ``var`` at or after the cursor, else
+        a new position."""
+        slots = self.store._untracked.slots
+        want = (_base_name(var.name), var.dtype.name, bool(var.trainable))
+        for i in range(self.cursor, len(slots)):
+            slot = slots[i]
+            if slot.var is None and slot.accepts(want) and _same_shape(slot, var):
+                self.store._fill(slot, var)
+                self.cursor = i + 1
+                return
+        slots.append(_Slot(None, want[0], want[1], tuple(var.shape), var, pending=True))
+        self.cursor = len(slots)
+
+    def _match(self, next_creator, kwargs) -> tf.Variable | None:
+        """The model variable for a request of a later trace: the first position at or after
+        the cursor that accepts it (an open one gets a new variable, if its shape fits)."""
+        slots = self.store._untracked.slots
+        want = _signature(kwargs)
+        created = None
+        for i in range(self.cursor, len(slots)):
+            slot = slots[i]
+            if not slot.accepts(want):
+                continue
+            if slot.var is None:
+                if created is None:
+                    created = self.store._new(next_creator, kwargs)
+                if not _same_shape(slot, created):
+                    continue
+                self.store._fill(slot, created)
+            self.cursor = i + 1
+            return slot.var
+        return None
 
     def _train_extra(self, next_creator, kwargs):
         index, self.extra = self.extra, self.extra + 1
@@ -268,6 +439,10 @@ class _Trace:
         var = self.store._new(next_creator, kwargs)
         self.store._add_local(key, var)
         return var
+
+
+def _same_shape(slot: _Slot, var: tf.Variable) -> bool:
+    return slot.shape is None or tuple(slot.shape) == tuple(var.shape)
 
 
 def _checked(var: tf.Variable, kwargs: dict, group: str) -> tf.Variable:

@@ -298,6 +298,31 @@ def test_optimizer_callable_must_return_an_optimizer():
         _train_spec(est)
 
 
+def test_tf1_train_optimizers_are_taken_as_tf_estimators_tf1_classes_took_them(tmp_path):
+    """``DNNClassifier(optimizer=tf.compat.v1.train.AdamOptimizer(...))`` (the TF 1 migration
+    guide's checkpoint example) and a wide & deep model with one v1 optimizer per part: they
+    train, and the v1 slots are checkpointed with the model."""
+    labels = LABELS["binary"]
+    dnn = estimator.DNNClassifier([8], DNN_COLUMNS, optimizer=tf.compat.v1.train.AdamOptimizer(
+        0.05), config=_config(tmp_path / "dnn"), progress=_quiet)
+    wide_deep = estimator.DNNLinearCombinedClassifier(
+        linear_feature_columns=[COLOR],
+        linear_optimizer=lambda: tf.compat.v1.train.FtrlOptimizer(0.2),
+        dnn_feature_columns=NUMERIC, dnn_hidden_units=[8],
+        dnn_optimizer=tf.compat.v1.train.AdagradOptimizer(0.3),
+        config=_config(tmp_path / "wide_deep"), progress=_quiet)
+    for est in (dnn, wide_deep):
+        est.train(_train_fn(labels), steps=1)
+        before = est.evaluate(_eval_fn(labels))["loss"]
+        est.train(_train_fn(labels), steps=59)
+        metrics = est.evaluate(_eval_fn(labels))
+        assert metrics["global_step"] == 60
+        assert metrics["loss"] < 0.8 * before, (before, metrics)
+        assert any(n.startswith("store/train/") for n in est.get_variable_names())  # slots
+    with pytest.raises(TypeError, match="tf.compat.v1.train optimizer"):
+        estimator.DNNClassifier([4], DNN_COLUMNS, optimizer=0.1)
+
+
 def test_indicator_of_dense_and_sparse_inputs_agree():
     """The DNN input's dense fast path (one-hot of looked-up ids) equals the sparse path
     (what parsed tf.Examples take); "" is missing, unknown values get no id."""

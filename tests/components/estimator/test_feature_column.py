@@ -86,6 +86,27 @@ def test_vocabulary_list_strings_ints_oov_and_missing(run):
                                [[0, 0, 1], [1, 0, 0]])
 
 
+def test_vocabulary_list_from_numpy_and_pandas_as_tf_feature_column_took_it():
+    """tf.estimator's linear tutorial passes ``df[name].unique()`` (a NumPy object array):
+    NumPy and pandas vocabularies mean the list of their values."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"s": ["b", "a", "b", "c"], "i": [30, 10, 30, 20]})
+    for vocabulary, expected in ((frame["s"].unique(), ("b", "a", "c")),
+                                 (np.array(["x", "y"]), ("x", "y")),
+                                 (pd.Index(["p", "q"]), ("p", "q")),
+                                 (frame["i"].unique(), (30, 10, 20)),
+                                 ([np.int64(1), np.int64(2)], (1, 2))):
+        col = fc.categorical_column_with_vocabulary_list("k", vocabulary)
+        assert col.vocabulary_list == expected
+        assert all(type(v) in (str, int) for v in col.vocabulary_list)
+    ids = fc.categorical_column_with_vocabulary_list("s", frame["s"].unique()).sparse_ids(
+        {"s": tf.constant(["c", "b", "zz"])}).id_tensor.values
+    assert ids.numpy().tolist() == [2, 0, -1]
+    with pytest.raises(ValueError, match="vocabulary_list"):
+        fc.categorical_column_with_vocabulary_list("k", "abc")
+
+
 def test_vocabulary_file_and_int_vocabulary_matches_static_table(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("red\ngreen\nblue\n")

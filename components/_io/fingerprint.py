@@ -1,0 +1,304 @@
+"""The facts a step's cache key needs from outside the spec (:mod:`estflow.dsl.fingerprints`).
+
+* :func:`source_fingerprint`: the source data, without downloading it: the content hash
+  (SHA-256) of each local file; for ``gs://`` objects their generation, etag and size (the
+  object's metadata, through google-cloud-storage); for ``s3://`` objects their etag, size and
+  modification time (boto3, else ``tf.io.gfile``'s size and mtime). KFP's local paths for
+  buckets (``/gcs/b/...``, ``/s3/b/...``) are read as the bucket URLs they stand for. A
+  BigQuery query has no fingerprint short of running it: it is *volatile* (a fresh value each
+  time, so ingest always runs); a table's is its etag and modification time when
+  google-cloud-bigquery is installed.
+* :func:`code_fingerprint`: a user function the spec names (``Derive.fn``,
+  ``CustomModel.model_fn``): the source of the function and of the module-level definitions
+  of its file that it uses (read with ``ast``, nothing imported or run), so editing another
+  function of the same file (the model, in a pipeline file) does not rerun the step.
+* :func:`estflow_fingerprint`: estflow's version and a digest of the step code (``dsl`` and
+  ``components``), so a new estflow, or an edited checkout, reruns the steps.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import glob
+import hashlib
+import importlib.util
+import os
+import re
+import uuid
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from estflow.dsl import sources as s
+from estflow.dsl.fingerprints import digest
+from estflow.dsl.refs import CallableRef
+
+__all__ = ["source_fingerprint", "code_fingerprint", "estflow_fingerprint", "bucket_url",
+           "file_sha256"]
+
+_CHUNK = 1 << 20
+# KFP mounts buckets at these local paths (the artifact's local path for gs://, s3://).
+_BUCKET_MOUNTS = {"/gcs/": "gs://", "/s3/": "s3://"}
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of a local file's content."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bucket_url(path: str) -> str:
+    """``path`` as a bucket URL when it is KFP's local path of one (``/gcs/b/k`` ->
+    ``gs://b/k``), else unchanged."""
+    for mount, scheme in _BUCKET_MOUNTS.items():
+        if path.startswith(mount):
+            return scheme + path[len(mount):]
+    return path
+
+
+def source_fingerprint(source: Any, root: str | os.PathLike, *, clients: dict | None = None,
+                       ) -> dict:
+    """The fingerprint of a pipeline's source: ``{"digest", "kind", ...what it covers}``.
+
+    Args:
+        source: a :mod:`estflow.dsl.sources` declaration.
+        root: the directory relative paths resolve against (the source root).
+        clients: ``{"gs": storage client, "s3": boto3 client}`` to use (tests); default:
+            made when needed.
+    """
+    clients = clients if clients is not None else {}
+    if isinstance(source, s.BigQuerySource):
+        return _bigquery(source)
+    pattern = source.path
+    if "://" not in pattern and not os.path.isabs(pattern):
+        pattern = os.path.join(str(root), pattern)
+    pattern = bucket_url(pattern)
+    scheme = pattern.partition("://")[0] if "://" in pattern else ""
+    if scheme == "gs":
+        objects = _gcs_objects(pattern, clients)
+    elif scheme == "s3":
+        objects = _s3_objects(pattern, clients)
+    elif scheme:
+        objects = _gfile_objects(pattern)
+    else:
+        objects = [{"path": p, "size": os.path.getsize(p), "sha256": file_sha256(p)}
+                   for p in sorted(glob.glob(pattern)) if os.path.isfile(p)]
+    # What the data is, not where: a copy of the same files elsewhere has the same digest.
+    identity = [{k: v for k, v in o.items() if k != "path"} for o in objects]
+    return {"kind": type(source).__name__, "pattern": pattern, "objects": objects,
+            "digest": digest({"kind": type(source).__name__, "objects": identity})}
+
+
+def _volatile(kind: str, why: str) -> dict:
+    return {"kind": kind, "volatile": why, "digest": uuid.uuid4().hex}
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    bucket, _, key = url.partition("://")[2].partition("/")
+    return bucket, key
+
+
+def _glob_prefix(key: str) -> str:
+    """The part of an object-key pattern before its first wildcard (the listing prefix)."""
+    cut = min((i for i, c in enumerate(key) if c in "*?["), default=len(key))
+    return key[:cut]
+
+
+def _gcs_objects(pattern: str, clients: dict) -> list[dict]:
+    bucket, key = _split_url(pattern)
+    client = clients.get("gs")
+    if client is None:
+        from google.cloud import storage  # noqa: PLC0415 (only for gs:// sources)
+
+        client = storage.Client()
+    found = []
+    for blob in client.list_blobs(bucket, prefix=_glob_prefix(key)):
+        if blob.name == key or fnmatch.fnmatchcase(blob.name, key):
+            found.append({"path": f"gs://{bucket}/{blob.name}", "generation": blob.generation,
+                          "etag": blob.etag, "size": blob.size})
+    return sorted(found, key=lambda o: o["path"])
+
+
+def _s3_objects(pattern: str, clients: dict) -> list[dict]:
+    bucket, key = _split_url(pattern)
+    client = clients.get("s3")
+    if client is None:
+        try:
+            import boto3  # noqa: PLC0415 (only for s3:// sources)
+        except ImportError:
+            return _gfile_objects(pattern)
+        client = boto3.client("s3")
+    found = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                  Prefix=_glob_prefix(key)):
+        for item in page.get("Contents", []):
+            if item["Key"] == key or fnmatch.fnmatchcase(item["Key"], key):
+                found.append({"path": f"s3://{bucket}/{item['Key']}", "etag": item["ETag"],
+                              "size": item["Size"], "modified": str(item["LastModified"])})
+    return sorted(found, key=lambda o: o["path"])
+
+
+def _gfile_objects(pattern: str) -> list[dict]:
+    """Any other filesystem TensorFlow reads: size and modification time of each match."""
+    import tensorflow as tf  # noqa: PLC0415 (only for schemes without a metadata client)
+
+    found = []
+    for path in sorted(tf.io.gfile.glob(pattern)):
+        stat = tf.io.gfile.stat(path)
+        found.append({"path": path, "size": stat.length, "mtime_ns": stat.mtime_nsec})
+    return found
+
+
+def _bigquery(source: s.BigQuerySource) -> dict:
+    if source.query is not None:
+        return _volatile("BigQuerySource", "a query's result cannot be fingerprinted without "
+                         "running it: ingest runs every time")
+    try:
+        from google.cloud import bigquery  # noqa: PLC0415
+    except ImportError:
+        return _volatile("BigQuerySource", "google-cloud-bigquery is not installed")
+    table = bigquery.Client(project=source.project).get_table(source.table.replace(":", "."))
+    facts = {"table": source.table, "etag": table.etag, "modified": str(table.modified),
+             "rows": table.num_rows}
+    return {"kind": "BigQuerySource", **facts, "digest": digest(facts)}
+
+
+# -- user code ---------------------------------------------------------------------------------
+
+def code_fingerprint(ref: CallableRef) -> str:
+    """Digest of the function ``ref`` names: its source and that of the module-level
+    definitions of its file it uses (transitively). Unlocatable: a digest of the name and a
+    fresh value, so steps using it always run."""
+    path = _module_file(ref)
+    if path is None:
+        return digest({"ref": str(ref), "unlocated": uuid.uuid4().hex})
+    text = Path(path).read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    defined = _top_level(tree)
+    head = ref.name.split(".")[0]
+    if head not in defined:
+        return digest({"ref": str(ref), "file": hashlib.sha256(text.encode()).hexdigest()})
+    seen: list[str] = []
+    todo = [head]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defined:
+            continue
+        seen.append(name)
+        node = defined[name]
+        todo += [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    sources = {name: ast.get_source_segment(text, defined[name]) for name in sorted(seen)}
+    return digest({"ref": str(ref), "sources": sources})
+
+
+def _module_file(ref: CallableRef) -> str | None:
+    if ref.file and os.path.isfile(ref.file):
+        return ref.file
+    return _find(ref.module)
+
+
+def _top_level(tree: ast.Module) -> dict[str, ast.AST]:
+    """Module-level name -> the statement defining it (defs, classes, assignments)."""
+    out: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        out[name.id] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                out[(alias.asname or alias.name).split(".")[0]] = node
+    return out
+
+
+# -- estflow itself ----------------------------------------------------------------------------
+
+def estflow_fingerprint(modules: list[str]) -> dict:
+    """estflow's version, and for each step module a digest of the code it runs: its file and
+    every estflow module it imports, transitively (imports read from the text, nothing
+    imported), so editing one step's code reruns that step and the steps after it only."""
+    try:
+        version = metadata.version("estflow")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    files: dict[str, tuple[str, list[str]] | None] = {}
+    return {"version": version,
+            "code": {module: _closure_digest(module, files) for module in modules}}
+
+
+def _closure_digest(module: str, files: dict[str, tuple[str, list[str]] | None]) -> str:
+    seen: dict[str, str] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        if name not in files:
+            files[name] = _read_module(name)
+        found = files[name]
+        seen[name] = found[0] if found else ""
+        todo += found[1] if found else []
+    return digest(seen)
+
+
+def _read_module(name: str) -> tuple[str, list[str]] | None:
+    path = _find(name)
+    if path is None:
+        return None
+    text = Path(path).read_bytes()
+    imports = _estflow_imports(name, text.decode("utf-8", "replace"),
+                               path.endswith("__init__.py"))
+    return hashlib.sha256(text).hexdigest(), imports
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
+                     r"|import[ \t]+([^\n]*))", re.M)
+
+
+def _estflow_imports(module: str, text: str, package: bool) -> list[str]:
+    """The estflow modules ``module`` imports, anywhere in it (steps import lazily too)."""
+    base = module if package else module.rpartition(".")[0]
+    found = []
+    for parent, names, plain in _IMPORT.findall(text):
+        if plain:
+            found += [n.split(" as ")[0].strip() for n in plain.split("#")[0].split(",")]
+            continue
+        if parent.startswith("."):
+            level = len(parent) - len(parent.lstrip("."))
+            anchor = base.rsplit(".", level - 1)[0] if level > 1 else base
+            parent = f"{anchor}.{parent[level:]}" if parent[level:] else anchor
+        found.append(parent)
+        for item in re.sub(r"#[^\n]*", "", names).strip("()").split(","):
+            item = item.split(" as ")[0].strip()
+            if item.isidentifier():
+                found.append(f"{parent}.{item}")  # a submodule imported by name
+    return [name for name in found if name.startswith("estflow.")]
+
+
+def _find(module: str) -> str | None:
+    """The file of ``module``, found without importing it (an estflow package's
+    ``__init__`` may import TensorFlow); other modules through their parent packages."""
+    parts = module.split(".")
+    if parts[0] == "estflow" and len(parts) > 1:
+        spec = importlib.util.find_spec(".".join(parts[:2]))  # estflow.dsl, .components, ...
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts[2:])
+        for candidate in (folder / "__init__.py", folder.with_suffix(".py")):
+            if candidate.is_file():
+                return str(candidate)
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin and spec.origin.endswith(".py") \
+        else None

@@ -1,0 +1,103 @@
+"""The fingerprint step: the first task of every run, local or on Kubeflow. It reads what the
+steps' cache keys need from outside the spec and keys every step of the plan.
+
+``python -m estflow.components.fingerprint --spec S --fingerprints OUT_DIR --plan PLAN_JSON
+[--source-root ROOT]``
+
+It reads (without downloading data or importing TensorFlow, for local, ``gs://`` and
+``s3://`` sources and push targets): the source's fingerprint, the source of the user
+functions the spec names, estflow's code, and the lineage of the version served at the push
+target (:mod:`estflow.components._io.fingerprint`, :mod:`estflow.components._io.lineage`);
+then it computes each step's key and the part of the spec the step gets
+(:func:`estflow.dsl.fingerprints.step_keys`), and writes ``OUT_DIR/fingerprints.json``::
+
+    {"source": {"digest": ..., "objects": [...]}, "code": {ref: digest},
+     "estflow": {"version", "code": {module: digest}},
+     "served": {"version", "path", "fingerprint"} | null,
+     "steps": {"ingest": {"key", "spec", "inputs", "outputs", "cacheable", "context"}, ...}}
+
+The local runner reuses a step whose key it has seen complete; the compiled KFP pipeline feeds
+each key (and spec) to its step's task as inputs, so KFP's cache does the same.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from estflow.components._io import fingerprint as facts_lib
+from estflow.components._io import lineage
+from estflow.components._io.jsonfile import write_json
+from estflow.components._runtime import entry
+from estflow.dsl import fingerprints
+from estflow.dsl.contracts import FINGERPRINT
+from estflow.dsl.contracts import Files
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["run", "main", "gather"]
+
+
+def gather(pipeline: Pipeline, source_root: str | None, modules: list[str], *,
+           clients: dict | None = None) -> fingerprints.Facts:
+    """The outside facts of ``pipeline``'s run (``modules``: the steps' entry points)."""
+    root = entry.resolve_source_root(source_root)
+    source = ({"kind": None, "digest": None} if pipeline.source is None else
+              facts_lib.source_fingerprint(pipeline.source, root, clients=clients))
+    code = {str(ref): facts_lib.code_fingerprint(ref)
+            for ref in fingerprints.callable_refs(pipeline)}
+    served = None
+    if pipeline.push is not None:
+        served = lineage.served(pipeline.push.base_path, pipeline.push.model_name,
+                                clients=clients)
+    return fingerprints.Facts(estflow=facts_lib.estflow_fingerprint(modules), source=source,
+                              code=code, served=served)
+
+
+def run(pipeline: Pipeline, plan: list[fingerprints.PlanStep], out_dir: str,
+        source_root: str | None = None, progress: entry.Progress | None = None, *,
+        clients: dict | None = None, modules: dict[str, str] | None = None) -> dict:
+    """Fingerprint the run and key its steps; write and return ``fingerprints.json``'s
+    content. ``modules``: step name -> entry module (for the code digests; default: the
+    step names' ``estflow.components`` modules)."""
+    progress = progress or entry.Progress("fingerprint")
+    modules = modules or {s.name: f"estflow.components.{s.name}" for s in plan}
+    facts = gather(pipeline, source_root, sorted(set(modules.values())), clients=clients)
+    estflow = {"version": facts.estflow["version"],
+               "code": {name: facts.estflow["code"][module] for name, module in modules.items()}}
+    keys = fingerprints.step_keys(pipeline, plan, fingerprints.Facts(
+        estflow={"version": estflow["version"]}, source=facts.source, code=facts.code,
+        served=facts.served), code_by_step=estflow["code"])
+    result = {"source": facts.source, "code": dict(facts.code), "estflow": estflow,
+              "served": facts.served, "steps": {name: k.to_dict() for name, k in keys.items()}}
+    write_json(Path(out_dir) / Files.FINGERPRINTS, result)
+    progress(_describe(facts))
+    return result
+
+
+def _describe(facts: fingerprints.Facts) -> str:
+    source = facts.source
+    if source.get("volatile"):
+        data = f"source is volatile ({source['volatile']})"
+    elif source.get("objects") is not None:
+        data = f"source: {len(source['objects'])} object(s), digest {source['digest'][:12]}"
+    else:
+        data = f"source digest {str(source.get('digest'))[:12]}"
+    served = facts.served
+    target = ("served: none" if served is None else
+              f"served: version {served['version']}" + (
+                  f" (model {served['fingerprint'][:12]})" if served.get("fingerprint")
+                  else " (no lineage)"))
+    return f"{data}; {target}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = entry.step_parser(FINGERPRINT, __doc__)
+    args = parser.parse_args(argv)
+    plan = fingerprints.PlanStep.list_from_json(args.plan)
+    run(entry.load_pipeline(args.spec), plan, args.fingerprints, args.source_root,
+        modules={s.name: s.module for s in plan if s.module})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""Step fingerprints: the part of the spec each step reads, and the cache key covering it.
+
+A step's cache key is a SHA-256 over what the step's result depends on:
+
+* estflow's own code (its version and a digest of the step code, so an upgrade reruns);
+* the step's name and the part of the spec it reads (:func:`project`, from the contract table's
+  ``Step.reads``); the step is *given* only that part, so it cannot read what its key misses;
+* the fingerprints of its input artifacts (each the key of the step that wrote it);
+* what it reads outside its artifacts: the source data (ingest: content hashes of local
+  files, generation/etag/size of bucket objects), the user functions its spec names (their
+  source), and for a step that reads the push target (evaluate: its baseline) the served
+  version's model fingerprint.
+
+Same key, same work: a runner may reuse the step's earlier outputs instead of running it
+(``estflow run`` locally, KFP's cache on Kubeflow, where the keys are task inputs). A step with
+side effects (push) is never reused, nor is any step after it that reads its outputs.
+
+The facts that need the outside world (files, buckets, user code) are gathered by the
+fingerprint step (``estflow.components.fingerprint``); this module only combines them, so the
+local runner and the KFP task compute the same keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
+from estflow.dsl import models as m
+from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.refs import CallableRef
+from estflow.dsl.serialization import to_dict
+from estflow.dsl.sources import CsvSource
+from estflow.dsl.specs import Derive
+from estflow.dsl.specs import EvalSpec
+from estflow.dsl.specs import PushTarget
+from estflow.dsl.specs import RunConfig
+from estflow.dsl.specs import Split
+from estflow.dsl.specs import TrainSpec
+
+__all__ = ["PlanStep", "Facts", "StepKey", "project", "digest", "artifact_fingerprint",
+           "callable_refs", "reads_field", "step_keys", "UNREAD"]
+
+UNREAD = "unread"
+"""The value standing for a part of the spec a step does not read (e.g. a source path)."""
+_UNREAD_FN = CallableRef("estflow.dsl.fingerprints", UNREAD)  # a function a step never runs
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanStep:
+    """What keying a step needs of its plan entry: its name, input artifacts (artifact name,
+    producing step), outputs, the spec parts it reads (None: all), whether it has side
+    effects, its entry module (whose code its key covers) and its options. Travels as JSON
+    (:meth:`list_to_json`, :meth:`list_from_json`) to the fingerprint task."""
+
+    name: str
+    inputs: tuple[tuple[str, str], ...]
+    outputs: tuple[str, ...]
+    reads: tuple[str, ...] | None = None
+    side_effects: bool = False
+    module: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "inputs": [list(i) for i in self.inputs],
+                "outputs": list(self.outputs),
+                "reads": None if self.reads is None else list(self.reads),
+                "side_effects": self.side_effects, "module": self.module,
+                "options": [list(o) for o in self.options]}
+
+    @staticmethod
+    def list_to_json(steps: Sequence[PlanStep]) -> str:
+        return json.dumps([s.to_dict() for s in steps], sort_keys=True, separators=(",", ":"))
+
+    @staticmethod
+    def list_from_json(text: str) -> list[PlanStep]:
+        return [PlanStep(name=d["name"], inputs=tuple(tuple(i) for i in d["inputs"]),
+                         outputs=tuple(d["outputs"]),
+                         reads=None if d.get("reads") is None else tuple(d["reads"]),
+                         side_effects=bool(d.get("side_effects", False)),
+                         module=d.get("module"),
+                         options=tuple(tuple(o) for o in d.get("options", ())))
+                for d in json.loads(text)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What the fingerprint step read outside the spec (all JSON values).
+
+    Attributes:
+        estflow: estflow's version and code digest.
+        source: the source data's fingerprint (``{"digest": ...}`` plus what it covers).
+        code: ``str(CallableRef)`` -> digest of the function's source.
+        served: the version served at the push target: ``{"version", "fingerprint"}``; None
+            when nothing is served (or there is no push target).
+    """
+
+    estflow: Mapping[str, Any]
+    source: Mapping[str, Any]
+    code: Mapping[str, str]
+    served: Mapping[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepKey:
+    """A step's key, the spec it is given, its inputs' and outputs' fingerprints, whether it
+    may be reused, and what outside the spec its key covers (``context``)."""
+
+    key: str
+    spec: Pipeline
+    inputs: Mapping[str, str]
+    outputs: Mapping[str, str]
+    cacheable: bool
+    context: Mapping[str, Any]
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "spec": self.spec.to_json(), "inputs": dict(self.inputs),
+                "outputs": dict(self.outputs), "cacheable": self.cacheable,
+                "context": dict(self.context)}
+
+
+def digest(value: Any) -> str:
+    """SHA-256 (hex) of ``value``'s canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def artifact_fingerprint(key: str, artifact: str) -> str:
+    """The fingerprint of output ``artifact`` of the step keyed ``key``."""
+    return digest({"step": key, "artifact": artifact})
+
+
+def reads_field(reads: tuple[str, ...] | None, field: str) -> bool:
+    """Whether a step with ``reads`` reads (part of) Pipeline field ``field``."""
+    return reads is None or any(r == field or r.startswith(field + ".") for r in reads)
+
+
+def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
+    """``pipeline`` with every part that ``reads`` does not name replaced by a neutral
+    stand-in (None, a default, :data:`UNREAD`), still a valid Pipeline.
+
+    ``reads`` entries: ``"field"`` keeps the field; ``"field.attr"`` keeps one attribute of
+    it on a stand-in; ``"resources.step"`` keeps one entry of the resources. None keeps all.
+    A pipeline that only predicts is kept whole.
+    """
+    if reads is None or not pipeline.trains:
+        return pipeline
+    changes: dict[str, Any] = {}
+    for field in dataclasses.fields(Pipeline):
+        name = field.name
+        if name in reads or name == "schema_version":
+            continue
+        parts = [r.split(".", 1)[1] for r in reads if r.startswith(name + ".")]
+        value = getattr(pipeline, name)
+        if name == "resources":
+            changes[name] = {k: v for k, v in value.items() if k in parts}
+            continue
+        stand_in = _stand_in(pipeline, name, partly=bool(parts) and value is not None)
+        if parts and value is not None:
+            kept = {p: getattr(value, p) for p in parts if hasattr(value, p)}
+            stand_in = dataclasses.replace(stand_in, **{
+                p: v for p, v in kept.items() if hasattr(stand_in, p)})
+        changes[name] = stand_in
+    return dataclasses.replace(pipeline, **changes)
+
+
+def _stand_in(pipeline: Pipeline, field: str, partly: bool = False) -> Any:
+    """The neutral value of an unread field (its default where it has one); ``partly``: of a
+    field some attributes of which are read (they are set on it)."""
+    if field == "source":
+        return CsvSource(UNREAD)
+    if field == "model":
+        return _model_stand_in(pipeline)
+    if field == "train":
+        return TrainSpec(max_steps=1)
+    if field == "push":
+        return PushTarget(UNREAD, UNREAD) if partly else None
+    if field == "derive" and partly:
+        return Derive(_UNREAD_FN, outputs=pipeline.derive.outputs)
+    defaults = {"eval": EvalSpec(), "run_config": RunConfig(), "split": Split()}
+    if field in defaults:
+        return defaults[field]
+    spec = next(f for f in dataclasses.fields(Pipeline) if f.name == field)
+    if spec.default is not dataclasses.MISSING:
+        return spec.default
+    if spec.default_factory is not dataclasses.MISSING:
+        return spec.default_factory()
+    return getattr(pipeline, field)  # no neutral value: kept
+
+
+def _model_stand_in(pipeline: Pipeline) -> m.Model:
+    """A bias-only model of the same head, consistent with the label (so the projected
+    Pipeline validates); ``weight_column`` etc. are copied on it by :func:`project`."""
+    head = m.head_of(pipeline.model)
+    if head == "regression":
+        return m.BaselineRegressor(label_dimension=getattr(pipeline.model, "label_dimension", 1))
+    label = pipeline.label
+    if label.dtype == "string" and label.vocabulary:
+        classes = len(label.vocabulary)
+    else:
+        classes = getattr(pipeline.model, "n_classes", None) or (2 if head == "binary" else 3)
+    return m.BaselineClassifier(n_classes=classes)
+
+
+def callable_refs(value: Any) -> list[CallableRef]:
+    """Every :class:`CallableRef` inside a declaration (the user functions it names)."""
+    found: list[CallableRef] = []
+    if isinstance(value, CallableRef):
+        if value != _UNREAD_FN:
+            found.append(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            found += callable_refs(getattr(value, field.name))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found += callable_refs(item)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            found += callable_refs(item)
+    return found
+
+
+def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
+              code_by_step: Mapping[str, str] | None = None) -> dict[str, StepKey]:
+    """Key every step of a plan (in plan order) from the full spec and the outside facts;
+    ``code_by_step``: step name -> digest of the code it runs (see ``Facts.estflow``)."""
+    fingerprints: dict[str, str] = {}  # artifact name -> fingerprint of its latest writer
+    uncacheable: set[str] = set()  # artifacts written by a step that is never reused
+    keys: dict[str, StepKey] = {}
+    served = dict(facts.served) if facts.served else None
+    for step in steps:
+        spec = project(pipeline, step.reads)
+        inputs = {artifact: fingerprints[artifact] for artifact, _ in step.inputs}
+        context: dict[str, Any] = {}
+        if reads_field(step.reads, "source"):
+            context["source"] = facts.source.get("digest")
+        refs = sorted({str(r) for r in callable_refs(spec)})
+        if refs:
+            context["code"] = {r: facts.code.get(r) for r in refs}
+        if reads_field(step.reads, "push") and spec.push is not None:
+            # A model is never its own baseline: comparing a candidate with the served copy of
+            # itself blesses it exactly as having no baseline does, so both key alike.
+            same = served is not None and served.get("fingerprint") in inputs.values()
+            context["served"] = None if served is None or same else {
+                "version": served.get("version"), "fingerprint": served.get("fingerprint")}
+        cacheable = not step.side_effects and not any(a in uncacheable for a, _ in step.inputs)
+        estflow = {**facts.estflow, "code": (code_by_step or {}).get(step.name)}
+        key = digest({"estflow": estflow, "step": step.name, "options": list(step.options),
+                      "spec": to_dict(spec), "inputs": inputs, "context": context})
+        outputs = {a: artifact_fingerprint(key, a) for a in step.outputs}
+        fingerprints.update(outputs)
+        if not cacheable:
+            uncacheable.update(step.outputs)
+        keys[step.name] = StepKey(key, spec, inputs, outputs, cacheable, context)
+    return keys

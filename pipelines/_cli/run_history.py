@@ -1,0 +1,201 @@
+"""``estflow runs list|show|diff``: the local run history (:mod:`estflow.pipelines.runs`),
+read from the runs' ``run.json`` files under ``$ESTFLOW_HOME`` (default ``./estflow_runs``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from estflow.dsl.contracts import Files
+from estflow.pipelines import runs
+from estflow.pipelines._cli.usage import UsageError
+
+__all__ = ["add_commands"]
+
+# The metrics `runs list` shows, the first three a run has.
+_KEY_METRICS = ("auc", "accuracy", "loss", "average_loss", "rmse", "mae", "auc_pr")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register ``runs``."""
+    cmd = commands.add_parser(
+        "runs", help="list, show and compare local runs (their records in estflow_runs/)",
+        description="The history of `estflow run`: each run's record (run.json under "
+        "$ESTFLOW_HOME/<pipeline>/<run id>/, default ./estflow_runs) holds its steps (inputs "
+        "and their fingerprints, outputs, parameters, timings, exit status, metrics) and what "
+        "it pushed.")
+    sub = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = sub.add_parser("list", help="the runs, oldest first, with status and key metrics")
+    listing.add_argument("pipeline", nargs="?", metavar="PIPELINE_NAME",
+                         help="only the runs of this pipeline (its name, e.g. chicago-taxi)")
+    listing.add_argument("--json", action="store_true", help="the records, as JSON")
+    listing.set_defaults(handler=_list)
+    show = sub.add_parser("show", help="one run's steps, and where the model it pushed came "
+                          "from")
+    show.add_argument("run", metavar="RUN", help="a run id, a run directory, or a pushed "
+                      "model version directory (its lineage names the run)")
+    show.add_argument("--json", action="store_true", help="the record, as JSON")
+    show.set_defaults(handler=_show)
+    diff = sub.add_parser("diff", help="what changed between two runs: spec, data, steps, "
+                          "metrics")
+    diff.add_argument("first", metavar="RUN_A")
+    diff.add_argument("second", metavar="RUN_B")
+    diff.set_defaults(handler=_diff)
+
+
+def _find(ref: str) -> runs.RunRecord:
+    try:
+        return runs.find_run(ref)
+    except runs.RunNotFound as err:
+        raise UsageError(str(err)) from None
+
+
+def _pushed(data: dict) -> str:
+    push = data.get("push")
+    if not push:
+        return "-"
+    if push.get("already_served"):
+        return f"={push.get('version')} (already served)"
+    if push.get("pushed", True):
+        return str(push.get("version"))
+    return "not blessed"
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _seconds(value) -> str:
+    return f"{value:.1f}s" if isinstance(value, (int, float)) else "-"
+
+
+def _list(args: argparse.Namespace) -> int:
+    records = runs.all_runs(args.pipeline)
+    if args.json:
+        print(json.dumps([dict(r.data, status=runs.effective_status(r.data), path=str(r.path))
+                          for r in records], indent=2, sort_keys=True))
+        return 0
+    if not records:
+        print(f"no runs under {runs.home()}" + (f" of pipeline {args.pipeline!r}"
+                                                if args.pipeline else ""))
+        return 0
+    rows = [("RUN", "PIPELINE", "STATUS", "WALL", "STEPS RAN/REUSED", "METRICS", "PUSHED")]
+    for record in records:
+        data = record.data
+        steps = data.get("steps", {}).values()
+        ran = sum(s.get("status") == "ran" for s in steps)
+        reused = sum(s.get("status") == "reused" for s in steps)
+        metrics = data.get("metrics") or {}
+        shown = [f"{k}={_short(metrics[k])}" for k in _KEY_METRICS if k in metrics][:3]
+        rows.append((record.run_id, str(data.get("pipeline")), runs.effective_status(data),
+                     _seconds(data.get("seconds")),
+                     f"{ran}/{reused}", " ".join(shown) or "-", _pushed(data)))
+    _table(rows)
+    return 0
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
+
+
+def _show(args: argparse.Namespace) -> int:
+    record = _find(args.run)
+    data = record.data
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+        return 0
+    print(f"run {record.run_id} of pipeline {data.get('pipeline')!r}: "
+          f"{runs.effective_status(data)}, started {data.get('started')}, "
+          f"{_seconds(data.get('seconds'))}; {record.run_dir}")
+    attempts = data.get("attempts") or []
+    if len(attempts) > 1:
+        print(f"  {len(attempts)} attempts: "
+              + ", ".join(f"{a.get('status')}" + (" (resumed)" if a.get("resumed") else "")
+                          for a in attempts))
+    source = data.get("source") or {}
+    if source:
+        what = (f"volatile: {source['volatile']}" if source.get("volatile") else
+                f"{len(source.get('objects') or [])} object(s) of {source.get('pattern')}")
+        print(f"  data: {source.get('kind')} {what}, fingerprint "
+              f"{str(source.get('digest'))[:12]}")
+    rows = [("STEP", "STATUS", "SECONDS", "KEY", "FROM RUN", "METRICS")]
+    for name, step in data.get("steps", {}).items():
+        metrics = step.get("metrics") or {}
+        shown = [f"{k}={_short(v)}" for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)][:4]
+        rows.append((name, str(step.get("status")), _seconds(step.get("seconds")),
+                     str(step.get("key") or "-")[:12],
+                     str(step.get("reused_from") or ("this" if step.get("status") == "ran"
+                                                     else "-")),
+                     " ".join(shown) or "-"))
+    _table(rows)
+    for name, step in data.get("steps", {}).items():
+        if step.get("status") == "failed":
+            print(f"  {name} failed (exit code {step.get('exit_code')}); log: {step.get('log')}")
+    _lineage(record)
+    return 0
+
+
+def _lineage(record: runs.RunRecord) -> None:
+    """Where the run's model (pushed, or already served) came from."""
+    data = record.data
+    push = data.get("push") or {}
+    if not push or not (push.get("pushed", True) or push.get("already_served")):
+        if push:
+            print(f"  not pushed: {'; '.join(push.get('reasons') or [])}")
+        return
+    train = data.get("steps", {}).get("train", {})
+    made = ("trained in this run" if train.get("status") == "ran" else
+            f"trained in run {train.get('reused_from')} (reused here)")
+    verb = "already served as" if push.get("already_served") else "pushed as"
+    print(f"  model: {verb} {push.get('model_name')} version {push.get('version')} at "
+          f"{push.get('path')}")
+    fingerprint = (train.get("outputs") or {}).get("model", {}).get("fingerprint")
+    print(f"    fingerprint {str(fingerprint or push.get('fingerprint'))[:12]}, {made}")
+    transform = data.get("steps", {}).get("transform", {})
+    source = data.get("source") or {}
+    print(f"    from data {str(source.get('digest'))[:12]} (ingest "
+          f"{data.get('steps', {}).get('ingest', {}).get('key', '-')[:12]}, transform "
+          f"{str(transform.get('key'))[:12]}) and spec {record.run_dir / Files.SPEC}")
+
+
+def _diff(args: argparse.Namespace) -> int:
+    a, b = _find(args.first), _find(args.second)
+    print(f"runs {a.run_id} -> {b.run_id}")
+    spec_a, spec_b = (_spec(r) for r in (a, b))
+    changes = runs.spec_changes(spec_a, spec_b)
+    print(f"spec: {len(changes)} change(s)")
+    for path, before, after in changes:
+        print(f"  {path}: {json.dumps(before)} -> {json.dumps(after)}")
+    source_a, source_b = ((r.data.get("source") or {}).get("digest") for r in (a, b))
+    print("data: " + ("same" if source_a == source_b else
+                      f"changed ({str(source_a)[:12]} -> {str(source_b)[:12]})"))
+    steps_a, steps_b = a.data.get("steps", {}), b.data.get("steps", {})
+    print("steps:")
+    for name in list(dict.fromkeys([*steps_a, *steps_b])):
+        ka, kb = (s.get(name, {}).get("key") for s in (steps_a, steps_b))
+        same = "same inputs" if ka == kb and ka else "different inputs"
+        print(f"  {name}: {same} ({str(ka)[:12]} -> {str(kb)[:12]}); "
+              f"{steps_a.get(name, {}).get('status', '-')} -> "
+              f"{steps_b.get(name, {}).get('status', '-')}")
+    print("metrics:")
+    for name, before, after, delta in runs.metric_changes(a.data.get("metrics") or {},
+                                                          b.data.get("metrics") or {}):
+        change = f" ({delta:+.4f})" if delta is not None and delta else ""
+        print(f"  {name}: {_short(before)} -> {_short(after)}{change}")
+    print(f"pushed: {_pushed(a.data)} -> {_pushed(b.data)}")
+    return 0
+
+
+def _spec(record: runs.RunRecord) -> dict:
+    path = Path(record.run_dir) / Files.SPEC
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
