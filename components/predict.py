@@ -5,7 +5,8 @@
 
 The spec's ``Pipeline.predict`` (a :class:`~estflow.dsl.BatchPredict`) says what to score and
 where the predictions go. The model is the one the push step published (``--pushed``: its
-``push.json``; when it pushed nothing the step is skipped, writing ``predict.json`` =
+``push.json``; or the version already serving the same model, which push did not push
+again; when the model was not blessed the step is skipped, writing ``predict.json`` =
 ``{"skipped": true, ...}``), or, in a pipeline that only predicts (and ``estflow predict``), the
 one ``predict.model`` names: a pushed model's latest version, one version, a SavedModel or a
 run's export.
@@ -224,7 +225,8 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
     ref = spec.model
     if pushed_dir is not None:
         pushed = read_json(FileSystems.join(pushed_dir, Files.PUSH_RESULT))
-        if not pushed.get("pushed", False):
+        # Blessed and pushed now, or already served (the same model, pushed before).
+        if not (pushed.get("pushed", False) or pushed.get("already_served", False)):
             return _skip(pipeline, pushed, predictions_dir, progress)
         ref = pushed["path"]
     handle = shared.Shared()

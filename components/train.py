@@ -97,7 +97,7 @@ class TrainStepError(RuntimeError):
 def model_fn_of(model, cardinalities: dict[str, int]) -> tuple[Callable, dict]:
     """(model_fn, params): a premade declaration's model_fn, or a CustomModel's resolved one."""
     if isinstance(model, m.CustomModel):
-        return entry.resolve(model.model_fn), dict(model.params)
+        return model.checked_model_fn(entry.resolve(model.model_fn)), dict(model.params)
     return model_fn_for(model, cardinalities), {}
 
 

@@ -22,12 +22,17 @@ from pathlib import Path
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 
-__all__ = ["GOLDENS", "DEFAULT_DIR", "render", "main"]
+__all__ = ["GOLDENS", "OPTIONS", "DEFAULT_DIR", "render", "main"]
 
-# golden file name -> pipeline target; compiled with the compiler's defaults.
+# golden file name -> pipeline target; compiled with the compiler's defaults, plus the options
+# of OPTIONS (the local taxi example pushes to a relative path, which a Kubeflow task cannot
+# reach: it is compiled with a bucket, as `estflow compile --push-base-path` does).
 GOLDENS: dict[str, str] = {
     "taxi.yaml": "estflow.pipelines.examples.taxi",
     "taxi_gpu.yaml": "estflow.pipelines.examples.taxi_gpu",
+}
+OPTIONS: dict[str, dict] = {
+    "taxi.yaml": {"push_base_path": "gs://estflow-examples/serving_models"},
 }
 
 # In a source checkout (editable install), next to the tests that read them.
@@ -36,7 +41,8 @@ DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "pipelines" / "
 
 def render(target: str, path: Path) -> None:
     """Compile ``target`` the way its golden is compiled, to ``path``."""
-    kfp_compiler.compile_pipeline(loader.load(target), path)
+    options = next((OPTIONS.get(name, {}) for name, t in GOLDENS.items() if t == target), {})
+    kfp_compiler.compile_pipeline(loader.load(target), path, **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -73,6 +73,7 @@ from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines._kfp import tasks as kfp_tasks
 from estflow.pipelines._kfp.settings import DEFAULT_REQUESTS
+from estflow.pipelines._kfp.settings import SMALL_REQUESTS
 from estflow.pipelines._kfp.settings import TASK_SETTINGS
 from estflow.pipelines._kfp.settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
@@ -129,7 +130,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      caching: Mapping[str, bool] | None = None,
                      beam_runner: str | None = None,
                      beam_options: Sequence[str] = (),
-                     kfp_backend: str = DEFAULT_KFP_BACKEND) -> CompiledPipeline:
+                     kfp_backend: str = DEFAULT_KFP_BACKEND,
+                     push_base_path: str | None = None) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
@@ -151,6 +153,9 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             ``"2.14.3"``; at least 2.4). Before 2.14 the exit handler's report takes no final
             status; before 2.5 placement parameters become the declared constants and a PVC
             ``sub_path`` is an error. See :mod:`estflow.pipelines._kfp.backend`.
+        push_base_path: replaces ``PushTarget.base_path`` in the compiled pipeline (e.g. a
+            pipeline pushing to a local directory when run locally, compiled to push to
+            ``gs://bucket/models``).
 
     Returns:
         The written path, the step task names (the ``report`` and placement tasks aside), the
@@ -158,7 +163,9 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
 
     Raises:
         CompileError: the image, output path, caching, Beam options or backend are invalid,
-            or the declaration needs what the backend lacks.
+            the declaration needs what the backend lacks, or the push target is a place a
+            Kubeflow task cannot reach (a relative path, or a local one on no volume the push
+            and evaluate tasks mount).
     """
     try:
         beam_default = shlex.join(beam.build_options(beam_runner, beam_options))
@@ -166,6 +173,10 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         raise CompileError(f"Received invalid Beam options for the ingest and transform "
                            f"tasks: {err}") from None
     pipeline, root = _unpack(loaded_or_pipeline, source_root)
+    if push_base_path is not None and pipeline.push is not None:
+        pipeline = dataclasses.replace(pipeline, push=dataclasses.replace(
+            pipeline.push, base_path=push_base_path))
+    _check_push_target(pipeline, given=push_base_path is not None)
     path = _check_output_path(output_path)
     _check_image(image)
     _check_caching(caching or {})
@@ -190,8 +201,14 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     ``source_root`` and ``beam_options`` parameter placeholders (see
     :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``)."""
     target = kfp_backends.parse(kfp_backend)
+    keyed = plan.fingerprint is not None
     components = {s.name: kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
-                                                          image) for s in plan.steps}
+                                                          image, keyed=keyed)
+                  for s in plan.steps}
+    if keyed:
+        components[plan.fingerprint.name] = kfp_components.build_component(
+            plan.fingerprint, image,
+            result=kfp_components.fingerprint_result([s.name for s in plan.steps]))
     report = kfp_tasks.build_report_component(
         plan.pipeline.name, image,
         final_status=target >= kfp_backends.FINAL_STATUS.since)
@@ -213,10 +230,53 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
                         description=_description(plan, target))
 
 
+def _add_fingerprint(plan: Plan, components: dict, arguments: dict,
+                     ) -> pipeline_task.PipelineTask | None:
+    """The fingerprint task (never cached: it reads the data's and the served model's state
+    now), with the storage (PVCs, secrets) of the steps whose data it reads: ingest's source
+    and push's target."""
+    if plan.fingerprint is None:
+        return None
+    component = components[plan.fingerprint.name]
+    task = component(**{name: arguments[name] for name in component.component_spec.inputs})
+    _apply_settings(task, TaskContext(name=plan.fingerprint.name, caching=False,
+                                      resources=_storage_of(plan.pipeline, ("ingest", "push")),
+                                      default_requests=SMALL_REQUESTS))
+    return task
+
+
+def _storage_of(pipeline: Pipeline, steps: Sequence[str]) -> Resources:
+    """The PVCs and secrets of ``steps``' resources, each once."""
+    declared = [pipeline.resources.get(step, Resources()) for step in steps]
+    pvcs = {p.mount_path: p for r in declared for p in r.pvcs}
+    volumes = {v.mount_path: v for r in declared for v in r.secrets_as_volume}
+    env = []
+    for secret in (e for r in declared for e in r.secrets_as_env):
+        if secret not in env:
+            env.append(secret)
+    return Resources(pvcs=tuple(pvcs.values()), secrets_as_volume=tuple(volumes.values()),
+                     secrets_as_env=tuple(env))
+
+
+def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | None) -> dict:
+    """What a step task takes from the fingerprint task: the part of the spec it reads
+    (instead of the whole ``spec`` parameter: a change elsewhere in the spec then leaves its
+    inputs, hence KFP's cache key, unchanged), its cache key, the model's fingerprint; and
+    the run's name (the pushed version's lineage)."""
+    if fingerprint is None:
+        return {"model_fingerprint": "", "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
+    return {"spec": fingerprint.outputs[f"{step.name}_spec"],
+            kfp_components.CACHE_KEY: fingerprint.outputs[f"{step.name}_key"],
+            "model_fingerprint": fingerprint.outputs["model_fingerprint"],
+            "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
+
+
 def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
                caching: Mapping[str, bool]) -> None:
-    """One task per step (in plan order), each fed by the artifacts of the steps before it."""
+    """The fingerprint task, then one task per step (in plan order), each fed by the artifacts
+    of the steps before it and keyed by the fingerprint task."""
     available = dict(arguments)
+    fingerprint = _add_fingerprint(plan, components, arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
     gates, open_gate = contextlib.ExitStack(), None
     for step in plan.steps:
@@ -231,8 +291,8 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
             placement = _add_placement(step.name, resources, placements[step.name],
                                        arguments)
         component = components[step.name]
-        task = component(**{name: available[name]
-                            for name in component.component_spec.inputs})
+        given = {**available, **_step_inputs(step, fingerprint)}
+        task = component(**{name: given[name] for name in component.component_spec.inputs})
         ctx = TaskContext(name=step.name, caching=caching.get(step.name, True),
                           resources=resources, placement=placement,
                           default_requests=DEFAULT_REQUESTS[
@@ -330,6 +390,43 @@ def _unpack(value: LoadedPipeline | Pipeline, source_root: str | None) -> tuple[
     raise CompileError("Received an invalid value for `loaded_or_pipeline`, expected a "
                        "LoadedPipeline or a Pipeline. Received: "
                        f"loaded_or_pipeline={type(value).__name__}")
+
+
+def _check_push_target(pipeline: Pipeline, given: bool = False) -> None:
+    """A push target must be somewhere a Kubeflow task can reach and that outlives its pod:
+    a bucket URL, or a path on a volume the push and evaluate tasks mount (evaluate reads the
+    served model there as its baseline)."""
+    push = pipeline.push
+    if push is None:
+        return
+    base = push.base_path
+    scheme = base.partition("://")[0] if "://" in base else ""
+    if scheme and scheme != "file":
+        return
+    field = "--push-base-path" if given else "`push.base_path`"
+    local = base[len("file://"):] if scheme else base
+    fix = ("declare a bucket URL (gs://BUCKET/models, s3://BUCKET/models) or a path on a "
+           "volume the push and evaluate tasks mount (resources['push'].pvcs and "
+           "resources['evaluate'].pvcs), or compile with --push-base-path gs://BUCKET/models")
+    if not os.path.isabs(local):
+        raise CompileError(
+            f"Received an invalid value for {field}, expected a place a Kubeflow task can "
+            f"reach: a relative path is resolved in the task's pod, where the pushed model is "
+            f"lost when the pod ends (and every later run finds no baseline); {fix}. "
+            f"Received: push.base_path={base!r}")
+    for step in ("push", "evaluate"):
+        mounts = [p.mount_path for p in pipeline.resources.get(step, Resources()).pvcs]
+        if not any(_under(local, mount) for mount in mounts):
+            raise CompileError(
+                f"Received an invalid value for {field}, expected a path on a volume the "
+                f"{step} task mounts (resources[{step!r}].pvcs mount "
+                f"{mounts or 'nothing'}): a local path outside a volume is lost with the "
+                f"{step} task's pod; {fix}. Received: push.base_path={base!r}")
+
+
+def _under(path: str, mount: str) -> bool:
+    path, mount = os.path.normpath(path), os.path.normpath(mount)
+    return path == mount or path.startswith(mount.rstrip("/") + "/")
 
 
 def _check_output_path(output_path: str | os.PathLike) -> Path:

@@ -465,13 +465,33 @@ def _shown(result: RunResult, artifact: str) -> Path:
 
 
 def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> None:
-    evaluation = result.read("evaluation", Files.METRICS)
-    trained = result.read("model", Files.TRAIN_RESULT)
     echo("")
     order = list(result.record.data["steps"]) if result.record else list(result.seconds)
     timings = [f"{k} {result.seconds[k]:.1f}s" if k in result.seconds else f"{k} reused"
                for k in order if k in result.seconds or k in result.reused]
     echo(f"Pipeline finished in {seconds:.1f}s ({', '.join(timings)})")
+    if "evaluation" in result.artifacts:  # a pipeline that trains (not one that only predicts)
+        _training_summary(result, echo)
+    if "predictions" in result.artifacts:
+        _predictions_summary(result.read("predictions", Files.PREDICT_RESULT), echo)
+    if result.record is not None:
+        echo(f"Run {result.record.run_id}: {result.workdir} (estflow runs show "
+             f"{result.record.run_id})")
+    else:
+        echo(f"Run directory: {result.workdir}")
+
+
+def _predictions_summary(summary: dict, echo: Callable[[str], None]) -> None:
+    if summary.get("skipped"):
+        echo(f"Batch prediction skipped: {summary['reason']}")
+        return
+    echo(f"Batch prediction: {summary['scored']} rows scored, {summary['rejected']} rejected "
+         f"({summary['rows_per_second']} rows/s); predictions in {summary['output']}")
+
+
+def _training_summary(result: RunResult, echo: Callable[[str], None]) -> None:
+    evaluation = result.read("evaluation", Files.METRICS)
+    trained = result.read("model", Files.TRAIN_RESULT)
     metrics = evaluation["metrics"]
     echo("Eval metrics (" + evaluation["head"] + " head, through the exported model): " +
          ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
@@ -494,8 +514,3 @@ def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> 
         blessing = result.read("evaluation", Files.BLESSING)
         echo(("Blessed" if blessing["blessed"] else "NOT blessed") + " (no push target): "
              + "; ".join(blessing["reasons"]))
-    if result.record is not None:
-        echo(f"Run {result.record.run_id}: {result.workdir} (estflow runs show "
-             f"{result.record.run_id})")
-    else:
-        echo(f"Run directory: {result.workdir}")

@@ -103,7 +103,7 @@ def parse_block(block: Block, layout: CsvLayout, *, exact: bool = False) -> Text
     for i in np.flatnonzero(fast & (counts != layout.width)).tolist():
         verdicts[i] = _wrong_count(layout.width, int(counts[i]))
     rows = np.flatnonzero(fast & (counts == layout.width))
-    columns = _arrow_parse(block, layout, rows, fast, candidate) if len(rows) else None
+    columns = _arrow_parse(block, layout, rows, fast) if len(rows) else None
     if columns is None and len(rows):  # Arrow disagrees: parse those rows exactly
         fast[rows] = False
         rows = rows[:0]
@@ -128,8 +128,8 @@ def _wrong_count(width: int, got: int) -> tuple[str, str]:
     return WRONG_FIELD_COUNT, f"expected {width} fields (as in the header), got {got}"
 
 
-def _arrow_parse(block: Block, layout: CsvLayout, rows: np.ndarray, fast: np.ndarray,
-                 candidate: np.ndarray) -> dict[str, pa.Array] | None:
+def _arrow_parse(block: Block, layout: CsvLayout, rows: np.ndarray, fast: np.ndarray
+                 ) -> dict[str, pa.Array] | None:
     """Arrow's cells of ``rows``, or None when Arrow's rows do not match them. Records that
     are not on the fast path are blanked out (made newlines) in a copy of the bytes."""
     data = block.data

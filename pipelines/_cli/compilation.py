@@ -38,7 +38,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                      "task resolves relative data paths (a directory in the image, or "
                      "module:pkg.mod); default: the pipeline module's directory")
     cmd.add_argument("--no-cache", action="store_true",
-                     help="disable KFP caching for every task")
+                     help="disable KFP caching for every task (by default a task is reused "
+                     "when its cache key, computed by the run's first task from the data, "
+                     "the spec part the step reads and the code, is an earlier run's)")
+    cmd.add_argument("--push-base-path", default=None, metavar="URL",
+                     help="where the compiled pipeline pushes models, replacing "
+                     "PushTarget.base_path (a Kubeflow task cannot push to a relative or "
+                     "local path outside a mounted volume), e.g. gs://BUCKET/models")
     cmd.add_argument("--beam-runner", default=None, metavar="RUNNER",
                      help="Beam runner of the ingest and transform tasks: local (default: "
                      "in-memory in the task's pod), dataflow, flink, spark or portable")
@@ -91,7 +97,8 @@ def _compile(args: argparse.Namespace) -> int:
         compiled = kfp_compiler.compile_pipeline(
             loaded, args.output, image=args.image, source_root=args.source_root,
             caching=caching, beam_runner=args.beam_runner,
-            beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend)
+            beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend,
+            push_base_path=args.push_base_path)
     except kfp_compiler.CompileError as err:
         raise UsageError(str(err)) from None
     for note in compiled.notes:

@@ -24,13 +24,19 @@ _PIPELINE_HELP = ("a compiled .yaml, or a pipeline path/to/file.py[:attr] or "
                   "package.module[:attr] (compiled first)")
 
 
-def compile_target(target: str, output: str) -> None:
+def compile_target(target: str, output: str, push_base_path: str | None = None) -> None:
     """Compile a PIPELINE that is not a ``.yaml`` already (a ``file.py[:attr]`` or
-    ``package.module[:attr]`` target) to ``output``, with the default image."""
+    ``package.module[:attr]`` target) to ``output``, with the default image (and
+    ``push_base_path`` replacing the push target's base path)."""
     try:
-        kfp_compiler.compile_pipeline(load_target(target), output)
+        kfp_compiler.compile_pipeline(load_target(target), output,
+                                      push_base_path=push_base_path)
     except kfp_compiler.CompileError as err:
         raise UsageError(str(err)) from None
+
+
+def _compiler(args: argparse.Namespace) -> Callable[[str, str], None]:
+    return lambda target, output: compile_target(target, output, args.push_base_path)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -99,6 +105,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-backend-check", action="store_true",
                         help="send the package even when the server's KFP backend version is "
                         "older than the package needs")
+    parser.add_argument("--push-base-path", default=None, metavar="URL",
+                        help="compiling a pipeline file: where its models are pushed, "
+                        "replacing PushTarget.base_path (e.g. gs://BUCKET/models)")
 
 
 def _handler(command: Callable[[argparse.Namespace], str | tuple[str, int]],
@@ -128,7 +137,7 @@ def _submit(args: argparse.Namespace) -> str | tuple[str, int]:
         raise ValueError("--timeout follows a run: give it with --wait")
     run = submit.submit(args.pipeline, host=args.host, experiment=args.experiment,
                         params=submit.parse_params(args.param), run_name=args.run_name,
-                        namespace=args.namespace, compile_fn=compile_target,
+                        namespace=args.namespace, compile_fn=_compiler(args),
                         service_account=args.service_account,
                         check_backend=not args.skip_backend_check)
     submitted = f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
@@ -151,7 +160,7 @@ def _schedule(args: argparse.Namespace) -> str:
                               experiment=args.experiment, params=submit.parse_params(args.param),
                               max_concurrency=args.max_concurrency, no_catchup=not args.catchup,
                               enabled=not args.paused, namespace=args.namespace,
-                              compile_fn=compile_target, service_account=args.service_account,
+                              compile_fn=_compiler(args), service_account=args.service_account,
                               check_backend=not args.skip_backend_check)
     return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r}, "
             f"{created.state}")

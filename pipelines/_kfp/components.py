@@ -42,7 +42,7 @@ from estflow.dsl.contracts import Files
 from estflow.pipelines.plan import PlannedStep
 
 __all__ = ["ARTIFACT_TYPES", "UI_OUTPUTS", "PARAMETERS", "RESULTS", "RESULT_OUTPUT",
-           "param_placeholder",
+           "CACHE_KEY", "param_placeholder", "fingerprint_result",
            "build_component", "render_source", "define"]
 
 # Artifact name (dsl/contracts.py) -> KFP artifact type. Directories all; the types only tell
@@ -114,7 +114,12 @@ RESULTS: dict[str, tuple[str, tuple[str, ...]]] = {
     )),
 }
 
-_PLACEHOLDER = re.compile(r"\{\{estflow-(param|path):(\w+)\}\}")
+_PLACEHOLDER = re.compile(r"\{\{estflow-(param|path|input):(\w+)\}\}")
+
+# The input every step task takes besides its argv's: its cache key, computed by the
+# fingerprint task; KFP's cache key covers a task's inputs, so the task is reused exactly when
+# the step's key (data, spec part, code, input artifacts) is that of an earlier run.
+CACHE_KEY = "cache_key"
 _NAMESPACE = {"Input": dsl.Input, "Output": dsl.Output, "Artifact": dsl.Artifact,
               "Dataset": dsl.Dataset, "Model": dsl.Model, "Metrics": dsl.Metrics,
               "ClassificationMetrics": dsl.ClassificationMetrics, "HTML": dsl.HTML,
@@ -134,29 +139,69 @@ def _path_placeholder(artifact: str) -> str:
     return "{{estflow-path:" + artifact + "}}"
 
 
-def build_component(step: PlannedStep, image: str) -> python_component.PythonComponent:
+def build_component(step: PlannedStep, image: str, *, keyed: bool = False,
+                    result: tuple[str, tuple[str, ...]] | None = None,
+                    ) -> python_component.PythonComponent:
     """The KFP component running ``step`` in ``image``; its inputs are the pipeline parameters
-    the step's argv uses, then its input artifacts, then its output artifacts."""
-    return dsl.component(define(step.name, render_source(step)), base_image=image,
-                         install_kfp_package=False)
+    the step's argv uses, its run-time inputs (``{{estflow-input:NAME}}`` options), then its
+    input artifacts, then its output artifacts (see :func:`render_source`)."""
+    return dsl.component(define(step.name, render_source(step, keyed=keyed, result=result)),
+                         base_image=image, install_kfp_package=False)
 
 
-def render_source(step: PlannedStep) -> str:
-    """The Python source of the component function for ``step`` (deterministic)."""
+def fingerprint_result(steps: list[str]) -> tuple[str, tuple[str, ...]]:
+    """The fingerprint task's return (annotation, lines): per step ``<step>_spec`` (the part of
+    the spec the step gets) and ``<step>_key`` (its cache key), and ``model_fingerprint``."""
+    names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + ["model_fingerprint"]
+    fields = ", ".join(f"('{n}', str)" for n in names)
+    annotation = f"NamedTuple('Outputs', [{fields}])"
+    lines = (
+        "import json",
+        "import os",
+        "from typing import NamedTuple",
+        f"with open(os.path.join(fingerprints.path, {Files.FINGERPRINTS!r})) as f:",
+        "    keyed = json.load(f)['steps']",
+        "values = []",
+        f"for name in {steps!r}:",
+        "    values += [keyed[name]['spec'], keyed[name]['key']]",
+        "model = [k['outputs']['model'] for k in keyed.values() if 'model' in k['outputs']]",
+        "values.append(model[0] if model else '')",
+        f"print('estflow step fingerprint: keys ' + ', '.join("
+        f"'%s %s' % (n, keyed[n]['key'][:12]) for n in {steps!r}))",
+        f"return NamedTuple('Outputs', [{fields}])(*values)",
+    )
+    return annotation, lines
+
+
+def render_source(step: PlannedStep, *, keyed: bool = False,
+                  result: tuple[str, tuple[str, ...]] | None = None) -> str:
+    """The Python source of the component function for ``step`` (deterministic).
+
+    Args:
+        keyed: the task also takes :data:`CACHE_KEY` (its cache key, logged).
+        result: the return annotation and the lines computing it (default: the step's
+            :data:`RESULTS` entry, if any).
+    """
     argv = step.argv(param_placeholder("spec"),
                      {a: _path_placeholder(a) for a in _artifacts(step)})
     params = [p for p in PARAMETERS if param_placeholder(p) in argv]
+    late = [m.group(2) for arg in argv if (m := _PLACEHOLDER.fullmatch(arg))
+            and m.group(1) == "input"]
     signature = [f"{p}: str" for p in params]
+    signature += [f"{name}: str" for name in late]
+    signature += [f"{CACHE_KEY}: str"] if keyed else []
     signature += [f"{a}: Input[{_type_name(a)}]" for a, _ in step.inputs]
     signature += [f"{a}: Output[{_type_name(a)}]" for a in step.outputs]
     signature += [f"{name}: Output[{kind.__name__}]" for name, kind in
                   UI_OUTPUTS.get(step.name, ())]
     package, _, module = step.module.rpartition(".")
     failure = f"estflow step {step.name} exited with code %s"
-    returns, result = RESULTS.get(step.name, ("", ()))
+    returns, result = result or RESULTS.get(step.name, ("", ()))
     lines = [f"def {step.name}(", *(f"    {s}," for s in signature),
              f"){' -> ' + returns if returns else ''}:",
              f"    {_docstring(step)}",
+             *([f"    print('estflow step {step.name}: cache key %s' % {CACHE_KEY})"]
+               if keyed else []),
              f"    from {package} import {module} as step",
              "    exit_code = step.main([",
              *(f"        {line}," for line in _argv_lines(argv, step.name)),
@@ -197,7 +242,7 @@ def _expression(arg: str, step: str) -> str:
     match = _PLACEHOLDER.fullmatch(arg)
     if match:
         kind, name = match.groups()
-        return name if kind == "param" else f"{name}.path"
+        return f"{name}.path" if kind == "path" else name
     if "{{estflow-" in arg:
         raise ValueError(f"Received an invalid argv element for step {step!r}, expected a "
                          f"placeholder on its own or a literal. Received: {arg!r}")

@@ -1,6 +1,8 @@
 """The Chicago taxi pipeline (:mod:`estflow.pipelines.examples.taxi`) with Kubeflow resources:
 the transform step gets 2 CPUs and 8 GiB, training runs on a T4 GPU node pool, ingest retries,
-and push reads a serving token from a Kubernetes Secret.
+push reads a serving token from a Kubernetes Secret, and models are pushed to a bucket
+(:data:`MODELS`): a Kubeflow task's own disk goes with its pod, so a push target there would
+be lost, and every later run would find no baseline to compare with.
 
 The accelerator and node pool of training are run parameters, so the same compiled YAML trains
 on a GPU, a TPU or CPUs::
@@ -34,4 +36,8 @@ RESOURCES = {
     ),
 }
 
-pipeline = dataclasses.replace(taxi.pipeline, name="chicago-taxi-gpu", resources=RESOURCES)
+# Where the models go: a bucket the push (and evaluate) tasks' service account can write (read).
+MODELS = "gs://estflow-examples/serving_models"
+
+pipeline = dataclasses.replace(taxi.pipeline, name="chicago-taxi-gpu", resources=RESOURCES,
+                               push=dataclasses.replace(taxi.pipeline.push, base_path=MODELS))

@@ -307,3 +307,26 @@ def test_missing_transform_output_is_a_clear_cli_error(tmp_path):
     spec.write_text(fx.pipeline().to_json())
     assert train.main(["--spec", str(spec), "--transformed", str(tmp_path / "nope"),
                        "--model", str(tmp_path / "m")]) == 1
+
+
+def _custom_without_logistic(features, labels, mode, params):
+    """A binary CustomModel's model_fn that forgets the head's scored output in PREDICT."""
+    from estflow.dsl.model_fn import EstimatorSpec
+
+    logits = tf.reduce_sum(tf.stack([tf.cast(v, tf.float32) for v in features.values()], 1), 1)
+    loss = None if mode == "infer" else tf.reduce_mean(logits)
+    return EstimatorSpec(mode=mode, predictions={"logits": logits}, loss=loss)
+
+
+def test_a_custom_model_without_the_heads_output_is_refused_by_name():
+    """The train step wraps a CustomModel's model_fn with the DSL's head output contract: in
+    PREDICT (what export and evaluate use) a missing key is named, with the keys received."""
+    import estflow.dsl as ef
+
+    model = ef.CustomModel(_custom_without_logistic, head="binary")
+    model_fn, _ = train.model_fn_of(model, {})
+    with pytest.raises(ef.DslError, match="logistic") as err:
+        model_fn({"x": tf.constant([1.0])}, None, ef.ModeKeys.PREDICT, {})
+    assert "logits" in str(err.value)
+    spec = model_fn({"x": tf.constant([1.0])}, tf.constant([1.0]), ef.ModeKeys.EVAL, {})
+    assert spec.predictions["logits"].shape == (1,)

@@ -110,8 +110,11 @@ class Ir:
                 spec.task_output_artifact.output_artifact_key)
 
     def parameter_source(self, name: str, parameter: str) -> tuple[str, str]:
-        """("pipeline", root parameter) or (producer task, output key) of an input parameter."""
+        """("pipeline", root parameter), (producer task, output key) or ("constant", value) of
+        an input parameter."""
         dag, spec = self.dag_of(name), self.task(name).inputs.parameters[parameter]
+        if spec.WhichOneof("kind") == "runtime_value":
+            return "constant", spec.runtime_value.constant.string_value
         while spec.WhichOneof("kind") == "component_input_parameter":
             if dag == ROOT:
                 return "pipeline", spec.component_input_parameter

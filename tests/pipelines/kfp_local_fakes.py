@@ -71,6 +71,27 @@ _STAND_IN = textwrap.dedent(f"""
 """)
 
 
+# The fingerprint task's stand-in: every step gets the run's spec (the stand-ins' JSON object,
+# not a Pipeline) and a key derived from it.
+_STAND_IN_FINGERPRINT = textwrap.dedent(f"""
+    import hashlib
+    import json
+    import os
+
+    def main(argv):
+        args = dict(zip(argv[::2], argv[1::2]))
+        steps = {{}}
+        for step in json.loads(args["--plan"]):
+            key = hashlib.sha256((args["--spec"] + step["name"]).encode()).hexdigest()
+            steps[step["name"]] = {{"spec": args["--spec"], "key": key, "inputs": {{}},
+                                   "outputs": {{o: key + o for o in step["outputs"]}}}}
+        os.makedirs(args["--fingerprints"], exist_ok=True)
+        with open(os.path.join(args["--fingerprints"], {Files.FINGERPRINTS!r}), "w") as f:
+            json.dump({{"steps": steps}}, f)
+        return 0
+""")
+
+
 def env() -> dict:
     """This environment without pytest's variables (a child pytest-aware process misbehaves)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
@@ -91,7 +112,10 @@ def compile_with_stand_ins(pipeline, folder: Path, image: str = kfp_compiler.DEF
             f"UI_METRICS = {UI_METRICS!r}\nUI_CLASSIFICATION = {UI_CLASSIFICATION!r}\n"
             f"UI_REPORT = {UI_REPORT!r}\n" + _STAND_IN)
         steps.append(dataclasses.replace(step, module=f"{PACKAGE}.{step.name}"))
-    graph = kfp_compiler.build_pipeline(dataclasses.replace(plan, steps=tuple(steps)),
+    (package / "fingerprint.py").write_text(_STAND_IN_FINGERPRINT)
+    fingerprint = dataclasses.replace(plan.fingerprint, module=f"{PACKAGE}.fingerprint")
+    graph = kfp_compiler.build_pipeline(dataclasses.replace(plan, steps=tuple(steps),
+                                                            fingerprint=fingerprint),
                                         image=image, source_root="",
                                         caching=kfp_compiler.DEFAULT_CACHING,
                                         kfp_backend=kfp_backend)

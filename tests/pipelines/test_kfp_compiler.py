@@ -42,13 +42,19 @@ from tests.pipelines.kfp_ir import parse_strict
 
 TAXI = "estflow.pipelines.examples.taxi"
 IMAGE = "registry.example.com/team/estflow:test-1"
+BUCKET = "gs://estflow-examples/serving_models"
 STEP_NAMES = ("ingest", "transform", "train", "evaluate", "push")
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def taxi():
-    return loader.load(TAXI)
+    """The taxi example pushing to a bucket (its own push target is a local directory, which
+    a Kubeflow task cannot reach: see test_kfp_cache.py)."""
+    loaded = loader.load(TAXI)
+    loaded.pipeline = dataclasses.replace(loaded.pipeline, push=dataclasses.replace(
+        loaded.pipeline.push, base_path=BUCKET))
+    return loaded
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +132,7 @@ def test_loads_back_with_kfp(compiled, taxi):
 
 def test_one_task_per_planned_step_named_and_displayed_as_the_step(ir):
     tasks = ir.tasks()
-    assert set(tasks) == set(STEP_NAMES) | {"report"}
+    assert set(tasks) == set(STEP_NAMES) | {"report", "fingerprint"}
     for name in STEP_NAMES:
         assert tasks[name].task_info.name == name
         assert tasks[name].component_ref.name == f"comp-{name}"
@@ -173,12 +179,13 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
     paths = {a: str(tmp_path / a) for a in [a for a, _ in step.inputs] + list(step.outputs)}
     if step_name == "evaluate":  # its task returns the blessing the step wrote
         _write_blessing(Path(paths["evaluation"]), True)
-    kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM"}
+    kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM",
+              "cache_key": "KEY", "model_fingerprint": "FP", "run": "RUN"}
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
     kwargs.update(_ui_outputs(step_name, tmp_path))
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
     function(**kwargs)
-    assert calls == [step.argv("SPEC", paths)]
+    assert calls == [step.argv("SPEC", paths, late={"model_fingerprint": "FP", "run": "RUN"})]
     with pytest.raises(RuntimeError, match=f"estflow step {step_name} exited with code 3"):
         function(**kwargs)
 
@@ -200,7 +207,8 @@ def test_evaluate_task_returns_the_blessing_the_step_wrote(ir, monkeypatch, tmp_
     _write_blessing(tmp_path / "evaluation", blessed)
     artifacts = {a: dsl.Artifact(uri=str(tmp_path / a))
                  for a in ("examples", "model", "evaluation")}
-    assert function(spec="SPEC", **artifacts, **_ui_outputs("evaluate", tmp_path)) is blessed
+    assert function(spec="SPEC", cache_key="KEY", **artifacts,
+                    **_ui_outputs("evaluate", tmp_path)) is blessed
     assert inspect.signature(function).return_annotation is bool
 
 
@@ -217,7 +225,7 @@ def test_evaluate_task_fails_without_a_valid_blessing(ir, monkeypatch, tmp_path,
     artifacts = {a: dsl.Artifact(uri=str(tmp_path / a))
                  for a in ("examples", "model", "evaluation")}
     with pytest.raises((RuntimeError, TypeError), match=match):
-        function(spec="SPEC", **artifacts, **_ui_outputs("evaluate", tmp_path))
+        function(spec="SPEC", cache_key="KEY", **artifacts, **_ui_outputs("evaluate", tmp_path))
 
 
 def test_evaluate_task_logs_the_kfp_ui_artifacts_as_the_evaluate_step_would(
@@ -238,7 +246,8 @@ def test_evaluate_task_logs_the_kfp_ui_artifacts_as_the_evaluate_step_would(
     outputs = _ui_outputs("evaluate", tmp_path / "task")
     (tmp_path / "task").mkdir()  # the KFP executor creates the outputs' folder
     artifacts = {a: dsl.Artifact(uri=str(tmp_path / a)) for a in ("examples", "model")}
-    function(spec="SPEC", evaluation=dsl.Artifact(uri=str(evaluation)), **artifacts, **outputs)
+    function(spec="SPEC", cache_key="KEY", evaluation=dsl.Artifact(uri=str(evaluation)),
+             **artifacts, **outputs)
     expected_metrics, expected_classification = dsl.Metrics(), dsl.ClassificationMetrics()
     evaluate_step.log_to_kfp(str(evaluation), expected_metrics, expected_classification)
     assert outputs["metrics"].metadata == expected_metrics.metadata == {
@@ -258,8 +267,9 @@ def test_dependencies_follow_the_artifacts(ir):
         wired = {a: ir.artifact_source(contract.name, a) for a in task.inputs.artifacts}
         assert wired == {a: (producers[a], a) for a in contract.inputs}
     steps = {n: sorted(ir.task(n).dependent_tasks) for n in STEP_NAMES if n != "push"}
-    assert steps == {"ingest": [], "transform": ["ingest"], "train": ["transform"],
-                     "evaluate": ["ingest", "train"]}
+    assert steps == {"ingest": ["fingerprint"], "transform": ["fingerprint", "ingest"],
+                     "train": ["fingerprint", "transform"],
+                     "evaluate": ["fingerprint", "ingest", "train"]}
 
 
 def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_condition(ir):
@@ -280,7 +290,7 @@ def test_push_runs_only_when_evaluate_blessed_the_model(ir):
     assert match, condition.trigger_policy.condition
     assert ir.parameter_source("condition-2", match.group(1)) == (
         "evaluate", kfp_components.RESULT_OUTPUT)
-    assert sorted(condition.dependent_tasks) == ["evaluate", "train"]
+    assert sorted(condition.dependent_tasks) == ["evaluate", "fingerprint", "train"]
     evaluate = ir.spec.components["comp-evaluate"].output_definitions.parameters
     assert evaluate[kfp_components.RESULT_OUTPUT].parameter_type == \
         pipeline_spec_pb2.ParameterType.BOOLEAN
@@ -367,10 +377,18 @@ def test_spec_source_root_and_beam_options_are_pipeline_parameters(ir, taxi):
     assert ef.Pipeline.from_json(parameters["spec"].default_value.string_value) == taxi.pipeline
     assert parameters["source_root"].default_value.string_value == f"module:{TAXI}"
     assert parameters["beam_options"].default_value.string_value == ""  # in-memory in the pod
+    fingerprint = ir.task("fingerprint")
+    assert {k: ir.parameter_source("fingerprint", k) for k in fingerprint.inputs.parameters} == {
+        "spec": ("pipeline", "spec"), "source_root": ("pipeline", "source_root")}
     for name in STEP_NAMES:
         task = ir.task(name)
         wired = {k: ir.parameter_source(name, k) for k in task.inputs.parameters}
-        expected = {"spec": ("pipeline", "spec")}
+        # the part of the spec the step reads, and its cache key: from the fingerprint task
+        expected = {"spec": ("fingerprint", f"{name}_spec"),
+                    "cache_key": ("fingerprint", f"{name}_key")}
+        if name == "push":
+            expected["model_fingerprint"] = ("fingerprint", "model_fingerprint")
+            expected["run"] = ("constant", dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
         if name == "ingest":
             expected["source_root"] = ("pipeline", "source_root")
         if name in ("ingest", "transform"):  # the Beam steps
@@ -397,7 +415,7 @@ def test_beam_runner_and_options_are_checked_and_become_the_parameters_default(t
 def test_caching_is_set_per_task_at_compile_time(ir, taxi, tmp_path):
     caching = {n: t.caching_options.enable_cache for n, t in ir.tasks().items()}
     assert caching == {"ingest": True, "transform": True, "train": True, "evaluate": True,
-                       "push": False, "report": False}
+                       "push": False, "report": False, "fingerprint": False}
     tasks = _compile(taxi, tmp_path / "p.yaml", caching={"train": False}).tasks()
     assert not tasks["train"].caching_options.enable_cache
     assert tasks["transform"].caching_options.enable_cache
@@ -418,7 +436,7 @@ def test_a_pipeline_without_push_target_has_no_push_task_and_no_gate(taxi, tmp_p
     result = kfp_compiler.compile_pipeline(bare, tmp_path / "p.yaml")
     assert result.tasks == STEP_NAMES[:-1]
     ir = Ir(result.path)
-    assert set(ir.tasks()) == set(STEP_NAMES[:-1]) | {"report"}
+    assert set(ir.tasks()) == set(STEP_NAMES[:-1]) | {"report", "fingerprint"}
     assert set(ir.groups()) == {"exit-handler-1"}
     # a bare Pipeline has no module: relative data paths resolve in the task's working dir
     parameters = ir.spec.root.input_definitions.parameters
@@ -445,7 +463,10 @@ def test_compiling_in_a_fresh_process_gives_identical_bytes(tmp_path, target):
     code = textwrap.dedent(f"""
         import sys
         from estflow.pipelines import kfp_compiler, loader
-        kfp_compiler.compile_pipeline(loader.load({target!r}), sys.argv[1])
+        from estflow.pipelines import goldens
+        kfp_compiler.compile_pipeline(loader.load({target!r}), sys.argv[1],
+                                      **next(goldens.OPTIONS.get(n, {{}}) for n, t in
+                                             goldens.GOLDENS.items() if t == {target!r}))
     """)
     outputs = []
     for seed in ("1", "2"):

@@ -139,6 +139,11 @@ def generate_boundaries(entries: list, num_boundaries: int) -> list[float]:
         return []
     eps = _f(approximation_error(entries) + 1.0 / num_boundaries)
     values = [e[0] for e in compress(list(entries), num_boundaries, eps)]
+    if len(values) > num_boundaries:
+        # What TF's kernels return (measured against TF 2.8, the reference's figures): at
+        # most num_boundaries values, the largest kept; the compression above can leave one
+        # more.
+        values = values[:num_boundaries - 1] + values[-1:]
     return [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
 
 
@@ -252,3 +257,25 @@ def boundaries_of(values, weights=None, eps: float = 0.01, num_buckets: int = 10
     weights = np.ones_like(values) if weights is None else weights
     state = add_summary(np.zeros([0, 5], np.float32), values, weights, eps)
     return flush(state, num_buckets, eps).tolist()
+
+
+def generate_quantiles(entries: list, num_quantiles: int) -> list[float]:
+    """``GenerateQuantiles``: ``num_quantiles + 1`` rank queries (min and max included)."""
+    if not entries:
+        return []
+    num_quantiles = max(int(num_quantiles), 2)
+    out = []
+    cur = 0
+    total = entries[-1][3]
+    for rank in range(num_quantiles + 1):
+        d_2 = _f(2 * _f(_f(rank * total) / num_quantiles))
+        nxt = cur + 1
+        while nxt < len(entries) and d_2 >= _f(entries[nxt][2] + entries[nxt][3]):
+            nxt += 1
+        cur = nxt - 1
+        if nxt == len(entries) or d_2 < _f(_next_min_rank(entries[cur])
+                                            + _prev_max_rank(entries[nxt])):
+            out.append(entries[cur][0])
+        else:
+            out.append(entries[nxt][0])
+    return out

@@ -223,7 +223,7 @@ class Trainer:
         scope = tf.compat.v1.get_default_graph().get_name_scope()  # hooks: tensor names
         with tf.GradientTape() as tape:
             with self._store.scope(ModeKeys.TRAIN, global_step=self._step_view,
-                                   summaries=self._summaries()) as trace:
+                                   summaries=self._summaries()):
                 spec = self._model_fn(features, labels, ModeKeys.TRAIN)
                 self._observe(spec, scope)  # hooks: spec hooks, fetched tensors
                 loss = tf.cast(spec.loss, tf.float32)
@@ -231,9 +231,6 @@ class Trainer:
                 scaled = loss / self._distribution.num_replicas \
                     if self._distribution.num_replicas > 1 else loss
                 pairs = _pairs(spec.optimizer) if spec.optimizer is not None else []
-                for opt, _ in pairs:  # a Keras optimizer built in the model_fn: not the model
-                    if not tf1.is_v1_optimizer(opt):
-                        trace.optimizer_state(getattr(opt, "variables", ()))
                 v1 = [(opt, v) for opt, v in pairs if tf1.is_v1_optimizer(opt)]
                 if v1:  # in the scope: their slots go to the store (and its checkpoint)
                     with tape.stop_recording():

@@ -19,11 +19,11 @@ stable across modes and processes:
   ``predict`` or an export. Every later trace matches its requests against this list in
   order, by ``(name, dtype, trainable)``, skipping list entries and requests that do not match
   (a PREDICT trace skips what only TRAIN created).
-- ``train``: optimizer state created inside the model_fn: what TRAIN creates under
-  ``tf.init_scope()`` (``tf.compat.v1.train`` optimizer slots and accumulators), the
-  variables of the Keras optimizers the spec returns (marked by the trainer,
-  :meth:`_Trace.optimizer_state`), and whatever a later TRAIN trace creates that the model
-  does not have. Checkpointed with the model.
+- ``train``: optimizer state created inside the model_fn: what a Keras or
+  ``tf.compat.v1.train`` optimizer creates (its iteration count, learning rate, slots; the
+  ``tf.compat.v1.train`` ones under ``tf.init_scope()``), and whatever a later TRAIN trace
+  creates that the model does not have. Checkpointed with the model, by order (slot names
+  follow Keras' auto-named layer paths, which are not stable).
 - locals: metric accumulators (Keras and tf_keras metrics create ``ON_READ``/``SUM`` variables)
   and whatever a later EVAL/PREDICT trace creates. Never checkpointed; :meth:`reset_locals`
   puts them back to their initial values (each evaluate starts from zero).
@@ -52,7 +52,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 
+import keras
 import tensorflow as tf
 
 from estflow.components.estimator._engine import tf1
@@ -63,6 +65,8 @@ _log = logging.getLogger("estflow.estimator")
 _SUFFIX = re.compile(r":\d+$")
 _MODEL_KEY = re.compile(r"^store/model/(\d+)_(.+)/\.ATTRIBUTES/VARIABLE_VALUE$")
 _TRAIN = "train"
+_OPTIMIZERS = (keras.optimizers.Optimizer, tf.compat.v1.train.Optimizer)
+_OPTIMIZER_FRAMES = 40  # how far up the stack an optimizer's method may be
 
 
 def _base_name(name) -> str:
@@ -277,8 +281,8 @@ class VariableStore(tf.Module):
                                      for i, name, dtype, shape in self._template()]
 
     def _end(self, trace: _Trace, ok: bool) -> None:
-        """Finish the establishing ``trace``: give new positions their keys and move the
-        optimizer state it marked to ``train`` (``ok``), or forget what it created."""
+        """Finish the establishing ``trace``: give new positions their keys (``ok``), or forget
+        what it created."""
         self._establishing = None
         slots = self._untracked.slots
         if not ok:
@@ -289,9 +293,6 @@ class VariableStore(tf.Module):
             self._untracked.train = [v for v in self._untracked.train
                                      if id(v) not in trace.created]
             return
-        aside = trace.aside
-        moved = [s.var for s in slots if s.pending and id(s.var) in aside]
-        slots[:] = [s for s in slots if not (s.pending and id(s.var) in aside)]
         start = max((s.index for s in slots if s.index is not None), default=-1) + 1
         for slot in slots:
             if slot.pending:
@@ -300,9 +301,7 @@ class VariableStore(tf.Module):
         for slot in slots:
             if slot.var is not None:
                 self.model[slot.key] = slot.var
-        train = self._untracked.train + moved
-        train.sort(key=lambda v: trace.created.get(id(v), -1))  # creation order
-        self._untracked.train = []
+        train, self._untracked.train = self._untracked.train, []
         for var in train:
             self._add_train(var)
         self._established = True
@@ -345,15 +344,7 @@ class _Trace:
         self.cursor = 0  # the next model position a request may take
         self.extra = 0
         self.metric = 0
-        self.created: dict[int, int] = {}  # establishing: variable id -> creation order
-        self.aside: set[int] = set()  # establishing: ids marked as optimizer state
-
-    def optimizer_state(self, variables) -> None:
-        """Mark ``variables`` (those of an optimizer the spec returns) as ``train`` state, not
-        model, when this trace establishes the store."""
-        for var in variables:
-            var = var if isinstance(var, tf.Variable) else getattr(var, "value", var)
-            self.aside.add(id(var))
+        self.created: set[int] = set()  # establishing: ids of the variables it created
 
     def creator(self, next_creator, **kwargs):
         var, local = self._answer(next_creator, kwargs, outer=False)
@@ -373,13 +364,13 @@ class _Trace:
                                "metric"), True
         if self.establish:
             var = self.store._new(next_creator, kwargs)
-            self.created[id(var)] = len(self.created)
-            if outer and self.mode == _TRAIN:  # a tf.compat.v1.train optimizer's state
+            self.created.add(id(var))
+            if outer and self.mode == _TRAIN or _in_optimizer():  # optimizer state
                 self.store._untracked.train.append(var)
             else:
                 self._place(var)
             return var, False
-        var = self._match(next_creator, kwargs)
+        var = None if _in_optimizer() else self._match(next_creator, kwargs)
         if var is not None:
             return var, False
         if self.mode == _TRAIN:
@@ -439,6 +430,23 @@ class _Trace:
         var = self.store._new(next_creator, kwargs)
         self.store._add_local(key, var)
         return var
+
+
+def _in_optimizer() -> bool:
+    """Whether a Keras or ``tf.compat.v1.train`` optimizer is creating the variable being
+    requested (one of its methods is on the stack): its iteration count, learning rate and
+    slots, created in the model_fn (``keras.optimizers.Adam(...)`` built there, its
+    ``apply_gradients`` in a train_op), are optimizer state, whose names (the layer path of
+    each slot's variable) are not stable."""
+    frame = sys._getframe(2)
+    for _ in range(_OPTIMIZER_FRAMES):
+        if frame is None:
+            return False
+        owner = frame.f_locals.get("self")
+        if owner is not None and isinstance(owner, _OPTIMIZERS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _same_shape(slot: _Slot, var: tf.Variable) -> bool:
