@@ -36,6 +36,7 @@ import argparse
 import dataclasses
 import functools
 import os
+import re
 import sys
 import time
 
@@ -232,7 +233,8 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
     handle = shared.Shared()
     try:
         resolved = resolve_model(ref)
-        loaded = load_model(handle, resolved.path)  # kept: in-process workers reuse it
+        # Held until the job ends: in-process workers reuse it (Shared keeps weak references).
+        loaded = load_model(handle, resolved.path)
         model = describe_model(resolved, spec.signature, loaded)
         files = sources.source_files(spec.source, str(source_root or "."))
         columns = model.columns + _key_columns(spec.source, files, spec.keys, model.columns)
@@ -256,7 +258,10 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
         _Read(schema, files), merge, model, spec.keys, formatter, spec.batch_size, output,
         handle)
     start = time.monotonic()
-    manifest, stats = run_job(beam_pipeline, output)
+    try:
+        manifest, stats = run_job(beam_pipeline, output)
+    except SourceError as err:  # a file that cannot be read (Beam adds the stage's name)
+        raise PredictError(re.sub(r" \[while running '[^]]*'\]", "", str(err))) from None
     summary = _summary(schema, files, stats, model, spec, output.dest,
                        time.monotonic() - start)
     try:
@@ -269,7 +274,6 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
         write_json(FileSystems.join(predictions_dir, Files.PREDICT_RESULT), summary)
     for line in summary_lines(summary):
         progress(line)
-    del loaded
     return summary
 
 

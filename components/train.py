@@ -64,6 +64,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from estflow.components._io import leftovers
 from estflow.components._io import raw_features
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
@@ -158,6 +159,8 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
     """
     progress = progress or entry.Progress("train")
     transformed, out = Path(transformed_dir), Path(model_dir)
+    for leftover in leftovers.clean_temporary_exports(out):  # a killed run's, when resumed
+        progress(f"removed {leftover.name}, a temporary export a stopped run left")
     tft_output, cardinalities = _read_transform(transformed)
     model_fn, params = model_fn_of(pipeline.model, cardinalities)
     # distribution: the engine config carries the strategy object and the cluster.

@@ -22,6 +22,8 @@ from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
 from estflow.dsl.models import BaselineClassifier
 from estflow.dsl.models import BaselineRegressor
+from estflow.dsl.models import BoostedTreesClassifier
+from estflow.dsl.models import BoostedTreesRegressor
 from estflow.dsl.models import CustomModel
 from estflow.dsl.models import DNNClassifier
 from estflow.dsl.models import DNNLinearCombinedClassifier
@@ -57,6 +59,8 @@ __all__ = [
     "Accelerator",
     "BaselineClassifier",
     "BaselineRegressor",
+    "BoostedTreesClassifier",
+    "BoostedTreesRegressor",
     "BatchPredict",
     "BigQuerySource",
     "Bucketized",

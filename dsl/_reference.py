@@ -60,7 +60,8 @@ TOPICS: tuple[Topic, ...] = (
           "`Pipeline.derive`.", "features"),
     Topic("Models", ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
                      "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor",
-                     "BaselineClassifier", "BaselineRegressor", "Embedding", "Indicator",
+                     "BaselineClassifier", "BaselineRegressor", "BoostedTreesClassifier",
+                     "BoostedTreesRegressor", "Embedding", "Indicator",
                      "CustomModel", "CallableRef"),
           "Used as `Pipeline.model`: a premade model, or a `CustomModel` with your own "
           "`model_fn`.", "models"),

@@ -4,8 +4,8 @@ A :class:`BatchPredict` is either a step of a training pipeline, after push (it 
 model the pipeline has just pushed; when nothing was pushed it is skipped), or the only thing a
 pipeline does (``Pipeline(name=..., predict=BatchPredict(model=...))``: nightly scoring with a
 model that is already served, e.g. on a schedule). Rows are read and validated as ingest reads
-them (bad rows go to ``rejected.jsonl`` with their reason), encoded as the raw ``tf.Example``\\ s
-the model's serving signature parses, and scored in batches, so a row scored in batch gets
+them (bad rows go to ``rejected.jsonl`` with their reason), encoded as the raw ``tf.Example``
+records the model's serving signature parses, and scored in batches, so a row scored in batch gets
 exactly what ``estflow serve`` (or TF Serving) would answer for it.
 
 Example:
@@ -68,7 +68,7 @@ class BatchPredict:
             model the push step has just pushed.
         signature: the serving signature that scores: ``serving_default`` (``:predict``'s
             outputs), ``classify`` or ``regress``, or any signature taking serialized
-            ``tf.Example``\\ s.
+            ``tf.Example`` records.
         format: one of :data:`PREDICTION_FORMATS`: ``"jsonl"`` (a JSON object per row),
             ``"csv"`` (a header row, then a column per key and per output value:
             ``probabilities_0``, ``probabilities_1``, ...), ``"parquet"`` (a column per key and

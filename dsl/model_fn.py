@@ -60,6 +60,17 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _size(value: Any) -> int | None:
+    """Static number of elements of a tensor-like, None when a dimension is unknown."""
+    size = 1
+    for dim in value.shape:
+        dim = getattr(dim, "value", dim)
+        if dim is None:
+            return None
+        size *= int(dim)
+    return size
+
+
 def _rank(value: Any) -> int | None:
     """Static rank of a tensor-like, None when unknown."""
     shape = value.shape
@@ -144,6 +155,9 @@ class EstimatorSpec:
         training_hooks: hooks run by ``train`` on every worker (TRAIN).
         evaluation_hooks: hooks run by ``evaluate`` (EVAL).
         prediction_hooks: hooks run by ``predict`` (PREDICT).
+        scaffold: tf.estimator's ``tf.compat.v1.train.Scaffold``; the Estimator engine takes
+            one whose ``saver`` is a ``tf.train.Checkpoint`` (its objects are saved in every
+            checkpoint, restorable by that object layout) and refuses the other fields.
 
     Hooks are ``SessionRunHook`` objects (``estflow.components.estimator.hooks``); the engine
     takes them from the model_fn's latest trace in that mode. Tensors are recognised by their
@@ -178,6 +192,7 @@ class EstimatorSpec:
     training_hooks: tuple = ()
     evaluation_hooks: tuple = ()
     prediction_hooks: tuple = ()
+    scaffold: Any = None
 
     def __post_init__(self) -> None:
         if self.mode not in ModeKeys.ALL:
@@ -209,7 +224,9 @@ class EstimatorSpec:
         if self.loss is not None:
             if not _is_tensor(self.loss):
                 raise DslError("loss", "a scalar tensor", type(self.loss).__name__)
-            if _rank(self.loss) not in (None, 0):
+            if _rank(self.loss) not in (None, 0) and _size(self.loss) not in (None, 1):
+                # as tf.estimator: a loss of one element ([1], or [None] at batch size 1) is
+                # taken as a scalar (the engine reshapes it)
                 raise DslError("loss", "a scalar tensor (reduce it, e.g. with "
                                "tf.reduce_mean)", f"a tensor of shape {self.loss.shape}")
         if self.predictions is not None:

@@ -27,6 +27,7 @@ import functools
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
+from typing import ClassVar
 from typing import Union
 
 from estflow.dsl import _checks
@@ -47,6 +48,8 @@ __all__ = [
     "DNNLinearCombinedRegressor",
     "BaselineClassifier",
     "BaselineRegressor",
+    "BoostedTreesClassifier",
+    "BoostedTreesRegressor",
     "CustomModel",
     "Model",
     "OPTIMIZERS",
@@ -610,6 +613,161 @@ class BaselineRegressor:
         _head_options(self, classifier=False)
 
 
+PRUNING_MODES = ("none", "pre", "post")
+
+
+def _tree_columns(obj) -> None:
+    cols = _checks.tuple_of(obj.feature_columns, "feature_columns", (str, Indicator), min_len=1,
+                            what="feature names or ef.Indicator(...)")
+    _checks.freeze(obj, "feature_columns", cols)
+
+
+def _tree_options(obj) -> None:
+    _checks.positive_int(obj.n_batches_per_layer, "n_batches_per_layer")
+    _checks.positive_int(obj.n_trees, "n_trees")
+    _checks.positive_int(obj.max_depth, "max_depth")
+    _checks.number(obj.learning_rate, "learning_rate", low=0, low_open=True)
+    for field in ("l1_regularization", "l2_regularization", "tree_complexity",
+                  "min_node_weight"):
+        _checks.number(getattr(obj, field), field, low=0)
+    _checks.one_of(obj.pruning_mode, PRUNING_MODES, "pruning_mode")
+    _checks.number(obj.quantile_sketch_epsilon, "quantile_sketch_epsilon", low=0, high=0.5,
+                   low_open=True)
+    if not isinstance(obj.center_bias, bool):
+        raise DslError("center_bias", "True or False", obj.center_bias)
+    if obj.pruning_mode == "none" and obj.tree_complexity > 0:
+        raise DslError("tree_complexity", "0 with pruning_mode='none' (it only acts when "
+                       "pruning: set pruning_mode='pre' or 'post')", obj.tree_complexity)
+    if obj.pruning_mode != "none" and obj.tree_complexity <= 0:
+        raise DslError("tree_complexity", f"a number > 0 with pruning_mode="
+                       f"{obj.pruning_mode!r}", obj.tree_complexity)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class BoostedTreesClassifier:
+    """Gradient boosted decision trees, grown layer by layer (tf.estimator's
+    BoostedTreesClassifier, with its defaults).
+
+    Args:
+        feature_columns: what the trees split on: numeric features by name (bucketized by a
+            quantile sketch of the first ``n_batches_per_layer`` batches), categorical
+            features wrapped in :class:`Indicator` (one 0/1 feature per category).
+        n_batches_per_layer: batches whose statistics build each layer of a tree (the
+            training set's size over the batch size uses all the data per layer).
+        n_classes: number of label classes: 2 is a binary head, more a multi-class head.
+        n_trees: number of trees.
+        max_depth: depth of every tree.
+        learning_rate: shrinkage of each layer's leaf values.
+        l1_regularization: L1 penalty on leaf values (per example).
+        l2_regularization: L2 penalty on leaf values (per example).
+        tree_complexity: penalty per leaf; needs ``pruning_mode`` ``"pre"`` or ``"post"``.
+        min_node_weight: the least (mean) hessian a node needs to be split.
+        center_bias: start with the label prior in the first tree's root (binary only).
+        pruning_mode: ``"none"``, ``"pre"`` (skip splits with negative gain) or ``"post"``
+            (grow, then prune negative-gain splits).
+        quantile_sketch_epsilon: the quantile sketch's error bound; numeric features get
+            ``1 / quantile_sketch_epsilon`` buckets (at most 0.5).
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+        label_vocabulary: the ``n_classes`` class names in id order; predictions then also
+            carry the string ``classes`` (() : integer class ids only).
+        thresholds: binary heads only: probabilities in (0, 1) at which accuracy, precision
+            and recall are also reported.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.BoostedTreesClassifier(("fare", ef.Indicator("payment_type")),
+        ...                                   n_batches_per_layer=4, n_trees=50)
+        >>> model.max_depth, model.learning_rate
+        (6, 0.1)
+    """
+
+    feature_columns: tuple[str | Indicator, ...]
+    n_batches_per_layer: int
+    n_classes: int = 2
+    n_trees: int = 100
+    max_depth: int = 6
+    learning_rate: float = 0.1
+    l1_regularization: float = 0.0
+    l2_regularization: float = 0.0
+    tree_complexity: float = 0.0
+    min_node_weight: float = 0.0
+    center_bias: bool = False
+    pruning_mode: str = "none"
+    quantile_sketch_epsilon: float = 0.01
+    weight_column: str | None = None
+    label_vocabulary: tuple[str, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    loss_reduction: ClassVar[str] = "sum_over_batch_size"  # tf.estimator's, fixed
+
+    def __post_init__(self) -> None:
+        _tree_columns(self)
+        _tree_options(self)
+        _head_options(self, classifier=True)
+        if self.center_bias and self.n_classes > 2:
+            raise DslError("center_bias", "False when n_classes > 2 (bias centering is "
+                           "binary only)", self.center_bias)
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class BoostedTreesRegressor:
+    """Gradient boosted decision trees on the squared error (tf.estimator's
+    BoostedTreesRegressor, with its defaults).
+
+    Args:
+        feature_columns: what the trees split on: numeric features by name (bucketized by a
+            quantile sketch of the first ``n_batches_per_layer`` batches), categorical
+            features wrapped in :class:`Indicator` (one 0/1 feature per category).
+        n_batches_per_layer: batches whose statistics build each layer of a tree.
+        label_dimension: number of regression targets per example.
+        n_trees: number of trees.
+        max_depth: depth of every tree.
+        learning_rate: shrinkage of each layer's leaf values.
+        l1_regularization: L1 penalty on leaf values (per example).
+        l2_regularization: L2 penalty on leaf values (per example).
+        tree_complexity: penalty per leaf; needs ``pruning_mode`` ``"pre"`` or ``"post"``.
+        min_node_weight: the least (mean) hessian a node needs to be split.
+        center_bias: start with the label mean in the first tree's root (one target only).
+        pruning_mode: ``"none"``, ``"pre"`` or ``"post"``.
+        quantile_sketch_epsilon: the quantile sketch's error bound (at most 0.5).
+        weight_column: a raw column weighting each example in the loss and metrics (None:
+            every example weighs 1).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.BoostedTreesRegressor(("trip_miles",), n_batches_per_layer=1,
+        ...                                  center_bias=True)
+        >>> model.label_dimension
+        1
+    """
+
+    feature_columns: tuple[str | Indicator, ...]
+    n_batches_per_layer: int
+    label_dimension: int = 1
+    n_trees: int = 100
+    max_depth: int = 6
+    learning_rate: float = 0.1
+    l1_regularization: float = 0.0
+    l2_regularization: float = 0.0
+    tree_complexity: float = 0.0
+    min_node_weight: float = 0.0
+    center_bias: bool = False
+    pruning_mode: str = "none"
+    quantile_sketch_epsilon: float = 0.01
+    weight_column: str | None = None
+    loss_reduction: ClassVar[str] = "sum_over_batch_size"  # tf.estimator's, fixed
+
+    def __post_init__(self) -> None:
+        _tree_columns(self)
+        _tree_options(self)
+        _head_options(self, classifier=False)
+        if self.center_bias and self.label_dimension > 1:
+            raise DslError("center_bias", "False when label_dimension > 1 (bias centering "
+                           "takes one target)", self.center_bias)
+
+
 @serializable
 @dataclasses.dataclass(frozen=True)
 class CustomModel:
@@ -702,7 +860,7 @@ class CustomModel:
 
 Model = Union[DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor,
               DNNLinearCombinedClassifier, DNNLinearCombinedRegressor, BaselineClassifier,
-              BaselineRegressor, CustomModel]
+              BaselineRegressor, BoostedTreesClassifier, BoostedTreesRegressor, CustomModel]
 CallableLike = Union[Callable, str, CallableRef]
 
 

@@ -176,11 +176,11 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     if push_base_path is not None and pipeline.push is not None:
         pipeline = dataclasses.replace(pipeline, push=dataclasses.replace(
             pipeline.push, base_path=push_base_path))
-    _check_push_target(pipeline, given=push_base_path is not None)
     path = _check_output_path(output_path)
     _check_image(image)
     _check_caching(caching or {})
     target = _check_backend(kfp_backend)
+    _check_push_target(pipeline, given=push_base_path is not None)
     pipeline, notes = _for_backend(pipeline, target)
     plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
                       beam_options=kfp_components.param_placeholder("beam_options"))

@@ -275,6 +275,7 @@ class _Run:
                         "seconds": round(self.seconds[step.name], 3),
                         "outputs": info["outputs"]})
                     self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
+                    self._io(step, rec)
                     self.save()
                     return
         self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})

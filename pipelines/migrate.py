@@ -36,11 +36,15 @@ What it rewrites (each change is reported with its line number):
   workaround (the engine keeps the global step), and ``tf.compat.v1.disable_eager_execution()``
   / ``disable_v2_behavior()`` (the engine runs TF 2: eager plus ``tf.function``).
 - pandas 3 (estflow's environment): ``df[col].replace(..., inplace=True)`` and the other chained
-  ``inplace=True`` calls, which copy-on-write turns into no-ops, -> ``df[col] = df[col].replace(...)``.
+  ``inplace=True`` calls, which copy-on-write turns into no-ops, -> ``df[col] = df[col].replace(...)``;
+  ``df[col].replace(('male', 'female'), (0, 1))`` (values replaced by others given as a tuple,
+  list or dict) -> ``....infer_objects()``: pandas < 3 inferred the result's dtype (int64),
+  pandas 3 keeps object, which ``tf.data`` cannot take.
 
 Report line numbers are the original program's. What it cannot do is reported as "could not" with the line (the text is left as it was): names
-estflow's engine does not have (``tf.estimator.BoostedTreesClassifier``, ``LinearEstimator``,
-``add_metrics``, ...), ``EstimatorSpec(scaffold=...)``, ``tensorflow_estimator`` imports, and
+estflow's engine does not have (``tf.estimator.experimental.LinearSDCA``, ...),
+``EstimatorSpec(scaffold=...)`` other than ``Scaffold(saver=...)``, ``tensorflow_estimator``
+imports, and
 arguments it cannot carry over. TF 1 idioms the engine runs itself (``tf.compat.v1.train``
 optimizers with ``minimize(global_step=...)``, ``tf.compat.v1.metrics``/``losses``) are kept.
 """
@@ -62,14 +66,15 @@ ESTFLOW_MODULE = "estflow.components.estimator"
 # is there).
 ESTIMATOR_NAMES = frozenset({
     "BaselineClassifier", "BaselineRegressor", "BestExporter", "BinaryClassHead",
-    "CheckpointSaverListener", "DNNClassifier", "DNNLinearCombinedClassifier",
-    "DNNLinearCombinedRegressor", "DNNRegressor", "Estimator", "EstimatorSpec", "EvalSpec",
-    "Exporter", "FinalExporter", "Head", "LatestExporter", "LinearClassifier", "LinearRegressor",
+    "CheckpointSaverListener", "DNNClassifier", "DNNEstimator", "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor", "DNNRegressor", "Estimator",
+    "EstimatorSpec", "EvalSpec", "Exporter", "FinalExporter", "Head", "LatestExporter",
+    "LinearClassifier", "LinearEstimator", "LinearRegressor",
     "LoggingTensorHook", "LogisticRegressionHead", "ModeKeys", "MultiClassHead", "MultiHead",
     "MultiLabelHead", "NanTensorHook", "PoissonRegressionHead", "RegressionHead", "RunConfig",
     "SessionRunArgs", "SessionRunContext", "SessionRunHook", "SessionRunValues",
     "StepCounterHook", "StopAtStepHook", "TrainSpec", "VocabInfo", "WarmStartSettings",
-    "train_and_evaluate",
+    "add_metrics", "train_and_evaluate",
 })
 EXPORT_NAMES = frozenset({
     "ClassificationOutput", "PredictOutput", "RegressionOutput", "ServingInputReceiver",
@@ -137,6 +142,26 @@ PANDAS_INPLACE = frozenset({"replace", "fillna", "where", "mask", "clip", "ffill
 GRAPH_MODE_SWITCHES = frozenset({"disable_eager_execution", "disable_v2_behavior",
                                  "enable_eager_execution", "enable_v2_behavior"})
 
+
+def _checkpoint_scaffold(value: ast.expr) -> bool:
+    """``Scaffold(saver=...)`` (or ``Scaffold()``): what the engine takes (it refuses, at run
+    time, a saver that is not a ``tf.train.Checkpoint``)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name == "Scaffold" and not value.args and all(k.arg == "saver"
+                                                         for k in value.keywords)
+
+
+def _downcasting_replace(call: ast.Call) -> bool:
+    """``df[col].replace(('male', 'female'), (0, 1))``: a pandas ``replace`` of values by
+    others (a tuple, list or dict literal among its first two arguments: no ``str.replace``),
+    whose result pandas < 3 gave the inferred dtype (int64 here) and pandas 3 leaves object."""
+    func = call.func
+    return (isinstance(func, ast.Attribute) and func.attr == "replace"
+            and isinstance(func.value, ast.Subscript)
+            and any(isinstance(a, (ast.Tuple, ast.List, ast.Dict)) for a in call.args[:2]))
 
 @dataclass(frozen=True)
 class Change:
@@ -822,6 +847,13 @@ class _Migrator:
                                       "the global step)")
             elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                 self._expression_call(node)
+            elif isinstance(node, ast.Call) and _downcasting_replace(node) and not any(
+                    k.arg == "inplace" for k in node.keywords):
+                end = self.offset(node.end_lineno, node.end_col_offset)
+                if self.edit(end, end, ".infer_objects()"):
+                    self.note(node, "changed", f"{_short(self.original(node), 50)} -> "
+                              "....infer_objects() (pandas 3 no longer infers the dtype of "
+                              "what replace returns: ('male', 'female') -> (0, 1) stays object)")
 
     def _iterations_workaround(self, node: ast.Assign) -> bool:
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute) or \
@@ -852,6 +884,8 @@ class _Migrator:
             args += [(f"{k.arg}=" if k.arg else "**") + self.render(k.value)
                      for k in call.keywords if k.arg != "inplace"]
             new = f"{target} = {target}.{func.attr}({', '.join(args)})"
+            if _downcasting_replace(call):
+                new += ".infer_objects()"
             old = self.original(stmt)
             if self.replace(stmt, new):
                 self.note(stmt, "changed", f"{_short(old, 50)} -> {_short(new, 50)} (pandas 3: "
@@ -890,7 +924,7 @@ class _Migrator:
             if name != "EstimatorSpec":
                 continue
             for keyword in node.keywords:
-                if keyword.arg == "scaffold":
+                if keyword.arg == "scaffold" and not _checkpoint_scaffold(keyword.value):
                     self.note(keyword.value, "could not", "EstimatorSpec(scaffold=...): the "
-                              "engine has no Scaffold (it saves and restores the model's "
-                              "variables itself)")
+                              "engine takes only Scaffold(saver=tf.train.Checkpoint(...)) (it "
+                              "initialises, saves and restores the model's variables itself)")

@@ -130,9 +130,20 @@ class _WriteBundleFiles(beam.DoFn):
         entry[1].write(block)
 
     def finish_bundle(self):
-        for (key, shard), (path, handle) in self._open.items():
+        opened, self._open = self._open, {}
+        for (key, shard), (path, handle) in opened.items():
             handle.close()
             yield GlobalWindows.windowed_value((key, (shard, path)))
+
+    def teardown(self) -> None:
+        """A failed bundle never reaches ``finish_bundle``: close the files it opened (they
+        are temporary, removed with the job's temporary directory)."""
+        opened, self._open = getattr(self, "_open", {}), {}
+        for _path, handle in opened.values():
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001 - the bundle already failed; its error is reported
+                pass
 
 
 class _BackgroundGzip:

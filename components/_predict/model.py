@@ -3,7 +3,7 @@
 :func:`resolve_model` turns what a user names (a pushed model's base, one version, a SavedModel
 directory, a train step's ``model`` artifact or a run directory) into one SavedModel
 directory. :func:`describe_model` loads it once on the driver to check the signature before any
-worker starts: it must take one input of serialized ``tf.Example``\\ s (as ``serving_default``,
+worker starts: it must take one input of serialized ``tf.Example`` records (as ``serving_default``,
 ``classify`` and ``regress`` of estflow's exports do), and it is run on an empty batch to learn
 each output's dtype and per-row shape. The raw features the model parses come from the
 export's ``assets.extra/estflow_raw_features.json`` (written by the train step), so rows are

@@ -4,7 +4,7 @@ Why not ``apache_beam.ml.inference.RunInference``: it takes one element per exam
 batches them again with ``BatchElements``, paying Beam's per-element cost several times per row
 (more than the model itself costs for a small model). Here the elements are already batches:
 each chunk of validated rows (an Arrow RecordBatch in the raw-example layout) is encoded to
-serialized ``tf.Example``\\ s vectorised (:func:`~estflow.components._io.example_codec.
+serialized ``tf.Example`` records vectorised (:func:`~estflow.components._io.example_codec.
 encode_examples`, the bytes ingest writes), cut into ``batch_size`` examples with one
 ``tf.strings.substr`` (no Python object per row) and fed to the signature; the outputs are
 formatted (:mod:`.formats`) into one payload per chunk. What RunInference gives is kept:

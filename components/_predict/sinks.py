@@ -165,7 +165,7 @@ class OutputDir:
             OutputError: the output exists and is not a directory of predictions.
         """
         self._check_replaceable()
-        removed = [] if self.remote else _remove_stale(self.dest)
+        removed = _remove_stale_remote(self.dest) if self.remote else _remove_stale(self.dest)
         if not self.remote:
             os.makedirs(self.temp)
         return removed
@@ -217,7 +217,7 @@ class OutputDir:
         if not self.remote:
             shutil.rmtree(self.temp, ignore_errors=True)
         if summary is not None:
-            summary = {**summary, "output_files": published}
+            summary = {**summary, "output_files": published[:-1]}
             if not self.remote:
                 write_json(os.path.join(self.staging, Files.PREDICT_RESULT), summary)
         if self.remote:
@@ -280,6 +280,20 @@ def _concatenate(paths: list[str], target: str) -> None:
             with FileSystems.open(path, compression_type=_RAW) as source:
                 while chunk := source.read(_READ):
                     out.write(chunk)
+
+
+def _remove_stale_remote(dest: str) -> list[str]:
+    """Staging objects under ``dest`` left by killed jobs (none changed for an hour)."""
+    found = FileSystems.match([f"{dest}/.tmp-predict-*/**"])[0].metadata_list
+    groups: dict[str, list] = {}
+    for entry in found:
+        groups.setdefault(entry.path[len(dest) + 1:].split("/")[0], []).append(entry)
+    removed = []
+    for name, entries in sorted(groups.items()):
+        if time.time() - max(e.last_updated_in_seconds for e in entries) > STALE_SECONDS:
+            FileSystems.delete([e.path for e in entries])
+            removed.append(f"{dest}/{name}")
+    return removed
 
 
 def _remove_stale(dest: str) -> list[str]:

@@ -24,6 +24,7 @@ __all__ = ["lit", "json_values", "json_nested", "csv_values", "number_texts",
            "join_lines", "to_bytes"]
 
 _TEXT = pa.large_string()
+_ARROW_EXPONENT = 1e10  # Arrow writes |x| >= 1e10 as 1.5e+10; Python from 1e16 (tests check)
 _CONTROL = r"[\x00-\x1f]"
 
 
@@ -51,9 +52,8 @@ def number_texts(values: np.ndarray, *, json_style: bool) -> pa.Array:
     wide = values.astype(np.float64)
     texts = pc.cast(pa.array(wide), _TEXT)
     size = np.abs(wide)
-    exponent = np.asarray(pc.match_substring(texts, "e"), dtype=bool)
-    with np.errstate(invalid="ignore"):
-        other = ~np.isfinite(wide) | exponent | (size >= 1e16) | ((size < 1e-4) & (size > 0))
+    with np.errstate(invalid="ignore"):  # Arrow's exponent notation starts at 1e10
+        other = ~np.isfinite(wide) | (size >= _ARROW_EXPONENT) | ((size < 1e-4) & (size > 0))
     rows = np.flatnonzero(other)
     write = json.dumps if json_style else repr
     texts = _replace(texts, rows, [write(float(v)) for v in wide[rows].tolist()])
@@ -119,6 +119,9 @@ def json_nested(flat: pa.Array, shape: tuple[int, ...]) -> pa.Array:
     for width in reversed(shape):
         if width == 0:
             raise ValueError("an output with an empty dimension has no values to write")
+        if width == 1:
+            flat = pc.binary_join_element_wise(lit("["), flat, lit("]"), lit(""))
+            continue
         offsets = pa.array(np.arange(0, len(flat) + 1, width, dtype=np.int64))
         lists = pa.LargeListArray.from_arrays(offsets, flat)
         flat = pc.binary_join_element_wise(lit("["), pc.binary_join(lists, lit(",")), lit("]"),

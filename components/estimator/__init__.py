@@ -13,13 +13,18 @@ from estflow.components.estimator._premade.inputs import InputLayer
 from estflow.components.estimator._premade.inputs import LinearLayer
 from estflow.components.estimator._premade.model_fns import head_of
 from estflow.components.estimator._premade.model_fns import model_fn_for
+from estflow.components.estimator.boosted_trees import BoostedTreesClassifier
+from estflow.components.estimator.boosted_trees import BoostedTreesRegressor
 from estflow.components.estimator.canned import BaselineClassifier
 from estflow.components.estimator.canned import BaselineRegressor
 from estflow.components.estimator.canned import DNNClassifier
+from estflow.components.estimator.canned import DNNEstimator
 from estflow.components.estimator.canned import DNNLinearCombinedClassifier
+from estflow.components.estimator.canned import DNNLinearCombinedEstimator
 from estflow.components.estimator.canned import DNNLinearCombinedRegressor
 from estflow.components.estimator.canned import DNNRegressor
 from estflow.components.estimator.canned import LinearClassifier
+from estflow.components.estimator.canned import LinearEstimator
 from estflow.components.estimator.canned import LinearRegressor
 from estflow.components.estimator.early_stopping import stop_if_higher_hook
 from estflow.components.estimator.early_stopping import stop_if_lower_hook
@@ -37,6 +42,7 @@ from estflow.components.estimator.exporters import BestExporter
 from estflow.components.estimator.exporters import Exporter
 from estflow.components.estimator.exporters import FinalExporter
 from estflow.components.estimator.exporters import LatestExporter
+from estflow.components.estimator.extenders import add_metrics
 from estflow.components.estimator.feature_column import DenseFeatures
 from estflow.components.estimator.feature_column import LinearModel
 from estflow.components.estimator.heads import BinaryClassHead
@@ -123,13 +129,19 @@ __all__ = [
     "stop_if_no_decrease_hook",
     "stop_if_no_increase_hook",
     "train_and_evaluate",
+    "add_metrics",
     # premade Estimators (tf.estimator signatures)
     "BaselineClassifier",
     "BaselineRegressor",
+    "BoostedTreesClassifier",
+    "BoostedTreesRegressor",
     "DNNClassifier",
+    "DNNEstimator",
     "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedEstimator",
     "DNNLinearCombinedRegressor",
     "DNNRegressor",
     "LinearClassifier",
+    "LinearEstimator",
     "LinearRegressor",
 ]

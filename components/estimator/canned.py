@@ -15,7 +15,9 @@ premade DNN tower), ``LinearClassifier``/``LinearRegressor`` (a
 :class:`~.feature_column.LinearModel`), ``DNNLinearCombinedClassifier``/``Regressor`` (both,
 logits summed, one optimizer per part) and ``BaselineClassifier``/``Regressor`` (one bias per
 logit). Heads come from :mod:`.heads` (binary or multi-class by ``n_classes``, regression by
-``label_dimension``); predictions are all the head's keys.
+``label_dimension``); predictions are all the head's keys. ``DNNEstimator``,
+``LinearEstimator`` and ``DNNLinearCombinedEstimator`` take the head as their first argument,
+as tf.estimator's did.
 
 Default optimizers and learning rates are tf.estimator 2.15's (its TF 2 classes, measured):
 
@@ -64,8 +66,9 @@ from estflow.components.estimator.heads import Head
 from estflow.components.estimator.heads import LossReduction
 from estflow.components.estimator.heads import head_for
 
-__all__ = ["DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
-           "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "BaselineClassifier",
+__all__ = ["DNNClassifier", "DNNRegressor", "DNNEstimator", "LinearClassifier",
+           "LinearRegressor", "LinearEstimator", "DNNLinearCombinedClassifier",
+           "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator", "BaselineClassifier",
            "BaselineRegressor", "COMBINED_DNN_LEARNING_RATE", "COMBINED_LINEAR_LEARNING_RATE"]
 
 # tf.estimator's dnn_linear_combined.py: "a historical artifact of the initial implementation".
@@ -169,6 +172,14 @@ def _classifier_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     _weight_key(weight_column)
     return head_for("classifier", n_classes=int(n_classes), weight_column=weight_column,
                     label_vocabulary=label_vocabulary, loss_reduction=loss_reduction)
+
+
+def _given_head(head, owner: str) -> Head:
+    """The ``head`` of a head-based Estimator (``DNNEstimator`` & co.)."""
+    if not isinstance(head, Head):
+        raise _invalid(TypeError, "head", "a head of estflow.components.estimator.heads "
+                       f"(BinaryClassHead(), RegressionHead(), ...) for {owner}", head)
+    return head
 
 
 def _regressor_head(label_dimension, weight_column, loss_reduction) -> Head:
@@ -324,6 +335,46 @@ class DNNLinearCombinedRegressor(_Canned):
                           dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner)
         head = _regressor_head(label_dimension, weight_column, loss_reduction)
         super().__init__(head, parts, model_dir, config, warm_start_from, progress)
+
+
+class DNNEstimator(_Canned):
+    """tf.estimator.DNNEstimator: :class:`DNNClassifier`'s network with the given ``head``
+    (any head of :mod:`.heads`: multi-label, Poisson, a ``MultiHead``, ...)."""
+
+    def __init__(self, head, hidden_units, feature_columns, model_dir=None,
+                 optimizer="Adagrad", activation_fn=tf.nn.relu, dropout=None, config=None,
+                 warm_start_from=None, batch_norm=False, *, progress=None) -> None:
+        head = _given_head(head, type(self).__name__)
+        parts = [_dnn(type(self).__name__, "", hidden_units, feature_columns, optimizer, None,
+                      activation_fn, dropout, batch_norm)]
+        super().__init__(head, parts, model_dir, config, warm_start_from, progress)
+
+
+class LinearEstimator(_Canned):
+    """tf.estimator.LinearEstimator: :class:`LinearClassifier`'s model with the given
+    ``head``."""
+
+    def __init__(self, head, feature_columns, model_dir=None, optimizer="Ftrl", config=None,
+                 sparse_combiner="sum", warm_start_from=None, *, progress=None) -> None:
+        head = _given_head(head, type(self).__name__)
+        parts = [_linear(type(self).__name__, "", feature_columns, optimizer, sparse_combiner)]
+        super().__init__(head, parts, model_dir, config, warm_start_from, progress)
+
+
+class DNNLinearCombinedEstimator(_Canned):
+    """tf.estimator.DNNLinearCombinedEstimator: the wide & deep model of
+    :class:`DNNLinearCombinedClassifier` with the given ``head``."""
+
+    def __init__(self, head, model_dir=None, linear_feature_columns=None,
+                 linear_optimizer="Ftrl", dnn_feature_columns=None, dnn_optimizer="Adagrad",
+                 dnn_hidden_units=None, dnn_activation_fn=tf.nn.relu, dnn_dropout=None,
+                 config=None, batch_norm=False, linear_sparse_combiner="sum", *,
+                 progress=None) -> None:
+        head = _given_head(head, type(self).__name__)
+        parts = _combined(type(self).__name__, linear_feature_columns, linear_optimizer,
+                          dnn_feature_columns, dnn_optimizer, dnn_hidden_units,
+                          dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner)
+        super().__init__(head, parts, model_dir, config, None, progress)
 
 
 class BaselineClassifier(_Canned):

@@ -47,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from estflow.components.estimator import export as export_lib
+from estflow.components.estimator._engine import tf1
 from estflow.components.estimator._engine.calls import ModelFn
 from estflow.components.estimator._engine.calls import call_input_fn
 from estflow.components.estimator._engine.calls import split_element
@@ -82,6 +83,7 @@ from estflow.dsl.model_fn import ModeKeys
 __all__ = ["Estimator", "TrainHook", "NanLossError"]
 
 _CKPT_NAME = "model.ckpt"
+_OWN_CHILDREN = ("store", "global_step", "optimizers")
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
@@ -144,6 +146,27 @@ class Estimator:
         self._holds: str | None = None  # the checkpoint in-memory state equals (None: none)
         self._warm_started = False
         self._prediction_hooks: tuple = ()  # hooks: from the model_fn's PREDICT spec
+        self._scaffold_adopted = False  # a TRAIN spec's scaffold saver joined the checkpoint
+
+    @property
+    def model_fn(self) -> Callable:
+        """The model_fn bound to ``params`` and ``config`` (tf.estimator's property):
+        ``model_fn(features, labels, mode, config=None) -> EstimatorSpec`` (``config`` is
+        accepted for tf.estimator's signature; the bound one is used)."""
+        def model_fn(features, labels, mode, config=None):
+            del config
+            return self._model_fn(features, labels, mode)
+        return model_fn
+
+    @property
+    def warm_start_from(self) -> WarmStartSettings | None:
+        """The warm start given to the constructor (a :class:`WarmStartSettings`)."""
+        return self._warm_start_from
+
+    @property
+    def progress(self) -> Callable[[str], None]:
+        """What receives this Estimator's progress lines."""
+        return self._progress
 
     # -- checkpoints -----------------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:
@@ -270,28 +293,17 @@ class Estimator:
         if not self._store.established and self.config.tf_random_seed is not None:
             keras.utils.set_random_seed(self.config.tf_random_seed)
 
-    def _establish(self, element_spec, mode: str) -> None:
-        """Trace the model_fn once in ``mode`` (not run), in the training distribution's scope,
-        when no trace has created the model's variables yet: :meth:`predict` (PREDICT), and
-        :meth:`evaluate` under an ``eval_distribute`` strategy that training does not use (the
-        model's variables belong to training's; that trace's metric variables are dropped,
-        evaluation's own trace creates its own)."""
-        if self._store.established:
-            return
-        features_spec, labels_spec = split_element(element_spec)
-        if mode == ModeKeys.PREDICT:
-            trace = self.predictions
-        else:
-            def trace(features, labels):
-                with self._store.scope(mode, global_step=self._global_step):
-                    return self._model_fn(features, labels, mode).loss
-        self._seed_first_trace()
-        with self._distribution.scope():  # distribution: model variables are distributed
-            specs = (features_spec,) if mode == ModeKeys.PREDICT else (features_spec,
-                                                                          labels_spec)
-            tf.function(trace, autograph=False).get_concrete_function(*specs)
-        if mode != ModeKeys.PREDICT:
-            self._store.drop_locals(mode)
+    def _establish(self, element_spec) -> None:
+        """Trace the model_fn once in PREDICT mode (not run), in the training distribution's
+        scope, when no trace has created the model's variables yet: for :meth:`predict`, and
+        for :meth:`evaluate` when evaluation does not run under training's strategy (the
+        model's variables are training's: distributed by its strategy, or plain)."""
+        if not self._store.established:
+            features_spec, _ = split_element(element_spec)
+            self._seed_first_trace()
+            with self._distribution.scope():  # distribution: model variables are distributed
+                tf.function(self.predictions, autograph=False).get_concrete_function(
+                    features_spec)
 
     # -- train -------------------------------------------------------------------------------
     def train(self, input_fn: Callable, hooks: Sequence | None = None, steps: int | None = None,
@@ -321,6 +333,7 @@ class Estimator:
         self._trainer.build(dataset.element_spec)
         iterator = self._distribution.iterator(dataset)
         self._distribution.trace(self._trainer.loop, iterator)
+        self._adopt_scaffold(self._trainer.scaffold)
         self._sync()
         self._refresh()  # another writer's newer checkpoint, if any
         start = int(self._global_step.numpy())
@@ -340,6 +353,28 @@ class Estimator:
             self._distribution.cleanup()  # distribution: a non-chief's scratch summaries
         runner.end()
         return self
+
+    def _adopt_scaffold(self, scaffold) -> None:
+        """``EstimatorSpec(scaffold=Scaffold(saver=tf.train.Checkpoint(**objects)))`` (TRAIN):
+        the objects join this Estimator's checkpoint under their names, at its root, so that
+        ``tf.train.Checkpoint(**objects).restore(latest)`` restores them, as with
+        tf.estimator's object-based saver. The model_fn's global step (``step=
+        tf.compat.v1.train.get_global_step()``) is saved as the Estimator's."""
+        checkpoint = tf1.scaffold_checkpoint(scaffold)
+        if checkpoint is None or self._scaffold_adopted:
+            return
+        for name, obj in checkpoint._trackable_children(  # noqa: SLF001 (no public listing)
+                save_type="checkpoint").items():
+            if name == "save_counter":
+                continue
+            if name in _OWN_CHILDREN:
+                raise ValueError(f"EstimatorSpec(scaffold=Scaffold(saver=tf.train.Checkpoint("
+                                 f"{name}=...))): {name!r} is a name of the Estimator's own "
+                                 f"checkpoint ({', '.join(_OWN_CHILDREN)}); use another name")
+            if obj is self._trainer.step_view:
+                obj = self._global_step
+            setattr(self._checkpoint, name, obj)
+        self._scaffold_adopted = True
 
     def _summary_writer(self) -> tf.summary.SummaryWriter:
         """The writer of training's TensorBoard events in model_dir: the engine's scalars
@@ -413,7 +448,7 @@ class Estimator:
             dataset = dataset.take(steps)
         self._require_weights(checkpoint_path)
         if self._evaluator.distribution.strategy is not self._distribution.strategy:
-            self._establish(dataset.element_spec, ModeKeys.EVAL)
+            self._establish(dataset.element_spec)
         iterator = self._evaluator.prepare(dataset)  # traced: variables exist, then restored
         with self._weights(checkpoint_path):
             results = self._evaluator.evaluate(iterator, hooks, self._session(),
@@ -434,7 +469,8 @@ class Estimator:
         hooks = as_hooks(hooks)
         dataset = call_input_fn(input_fn, self.params, self.config, ModeKeys.PREDICT)
         self._require_weights(checkpoint_path)
-        self._establish(dataset.element_spec, ModeKeys.PREDICT)
+        self._establish(dataset.element_spec)
+        self._predictor.prepare(dataset.element_spec)  # hooks: the spec's prediction_hooks
         with self._weights(checkpoint_path):
             hooks += as_hooks(self._prediction_hooks, "prediction_hooks")
             batches = self._predictor.batches(dataset, HookRunner(hooks, self._session()))

@@ -110,6 +110,13 @@ def _default_format(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{tag} = {value}" for tag, value in values.items())
 
 
+def graph_name(fetch):
+    """A fetch as the engine takes it: a tensor of a traced model_fn (a graph tensor, which
+    outlives its trace) as its name (``"dense/BiasAdd:0"``), resolved in the trace that
+    returns it; anything else as it is."""
+    return fetch.name if tf.is_symbolic_tensor(fetch) else fetch
+
+
 class LoggingTensorHook(SessionRunHook):
     """Logs tensors (INFO, logger ``estflow.hooks``) every N steps, every N seconds, at end.
 
@@ -134,8 +141,12 @@ class LoggingTensorHook(SessionRunHook):
         if isinstance(tensors, str) or not isinstance(tensors, (Mapping, list, tuple)):
             raise TypeError("Expected tensors to be a dict {tag: fetch} or a list of fetch "
                             f"names; received {type(tensors).__name__}")
-        self.tensors = dict(tensors) if isinstance(tensors, Mapping) else {
-            t: t for t in tensors}
+        # tensors of the model_fn (TF 1 style, `tensors=[tf.identity(x)]`) are fetched by their
+        # graph names, and tagged with them, as tf.estimator did
+        if isinstance(tensors, Mapping):
+            self.tensors = {tag: graph_name(t) for tag, t in tensors.items()}
+        else:
+            self.tensors = {graph_name(t): graph_name(t) for t in tensors}
         self._cadence = _Cadence(every_n_iter, every_n_secs)
         self._at_end = at_end
         self._every = every_n_iter is not None or every_n_secs is not None

@@ -36,6 +36,8 @@ def compile_target(target: str, output: str, push_base_path: str | None = None) 
 
 
 def _compiler(args: argparse.Namespace) -> Callable[[str, str], None]:
+    if args.push_base_path is None:
+        return lambda target, output: compile_target(target, output)
     return lambda target, output: compile_target(target, output, args.push_base_path)
 
 

@@ -99,8 +99,11 @@ def _forced_steps(text: str | None) -> set[str] | bool:
 
 
 def _again(args: argparse.Namespace, run_id: str | None, workdir) -> list[str]:
-    """The command that continues a stopped run."""
-    again = ["estflow", "run", args.pipeline, "--resume", run_id or str(workdir)]
+    """The command that continues a stopped run: ``--resume RUN_ID`` for a run in the runs'
+    home, else ``--resume DIR``."""
+    at_home = (run_id and workdir is not None
+               and Path(workdir).resolve().parent.parent == runs.home().resolve())
+    again = ["estflow", "run", args.pipeline, "--resume", run_id if at_home else str(workdir)]
     if args.workers is not None:
         again += ["--workers", str(args.workers)]
     return again

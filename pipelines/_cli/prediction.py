@@ -47,17 +47,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("model", metavar="MODEL", help="a pushed model <base>/<name> (its latest "
                      "version), one version <base>/<name>/<version>, a SavedModel directory, "
                      "or a run's directory or train/model artifact")
-    _options(cmd)
+    _options(cmd)  # their values may also follow MODEL: checked once all are read
     cmd.add_argument("beam_options", nargs=argparse.REMAINDER, metavar="BEAM_OPTION",
                      help="Beam pipeline options (--name=value)")
     cmd.set_defaults(handler=_predict)
 
 
-def _options(parser: argparse.ArgumentParser, required: bool = True) -> argparse.ArgumentParser:
-    parser.add_argument("--input", required=required, metavar="SOURCE",
-                        help="CSV, TFRecord or Parquet file(s): a path, a glob, gs://, s3://")
-    parser.add_argument("--output", required=required, metavar="DEST",
-                        help="the directory the predictions replace (a path, gs://, s3://)")
+def _options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--input", metavar="SOURCE", help="(required) CSV, TFRecord or "
+                        "Parquet file(s): a path, a glob, gs://, s3://")
+    parser.add_argument("--output", metavar="DEST", help="(required) the directory the "
+                        "predictions replace (a path, gs://, s3://)")
     parser.add_argument("--keys", default="", metavar="COL[,COL...]",
                         help="input columns copied to every prediction (ids)")
     parser.add_argument("--format", default="jsonl", choices=PREDICTION_FORMATS,
@@ -79,8 +79,7 @@ def _options(parser: argparse.ArgumentParser, required: bool = True) -> argparse
 
 
 # Re-reads the estflow options among the pass-through arguments (they may follow MODEL).
-_OWN = _options(argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS),
-                required=False)
+_OWN = _options(argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS))
 
 
 def input_format(path: str, declared: str | None) -> str:
@@ -132,8 +131,10 @@ def prediction_pipeline(args: argparse.Namespace) -> Pipeline:
 def _predict(args: argparse.Namespace) -> int:
     own, rest = _OWN.parse_known_args(args.beam_options)
     args = argparse.Namespace(**{**vars(args), **vars(own)})  # given after MODEL: they win
-    if not args.input or not args.output:
-        raise UsageError("--input and --output are required")
+    missing = [f"--{name}" for name in ("input", "output") if not getattr(args, name)]
+    if missing:
+        raise UsageError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                         "required")
     pipeline = prediction_pipeline(args)
     try:
         beam = beam_options.build_options(args.runner, rest)

@@ -87,6 +87,11 @@ UI_LOGGING: dict[str, tuple[str, ...]] = {
         f"report = os.path.join(evaluation.path, {Files.REPORT!r})",
         "if os.path.isfile(report):",
         "    shutil.copyfile(report, html_report.path)",
+        # Each artifact also as a file: a cache (kfp.local's) reuses a task only while its
+        # outputs' files exist.
+        "for logged in (metrics, classification):",
+        "    with open(logged.path, 'w') as f:",
+        "        json.dump(logged.metadata, f, sort_keys=True)",
     ),
 }
 

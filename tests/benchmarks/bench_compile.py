@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         (work / "hand.py").write_text(HAND_WRITTEN)
         commands = {
             "estflow compile": [str(BIN / "estflow"), "compile",
-                                str(REPO / "pipelines/examples/taxi.py"), "-o", "e.yaml"],
+                                str(REPO / "pipelines/examples/taxi.py"), "-o", "e.yaml",
+                                "--push-base-path", "gs://estflow-examples/serving_models"],
             "kfp dsl compile": [str(BIN / "kfp"), "dsl", "compile", "--py", "hand.py",
                                 "--output", "k.yaml"],
         }

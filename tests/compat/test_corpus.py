@@ -45,32 +45,8 @@ BOUNDED = {"accuracy", "accuracy_baseline", "auc", "auc_precision_recall", "prec
 BOUNDED_MARGIN = 0.05
 LOSS_MARGIN, LOSS_FLOOR = 0.25, 0.02
 
-PREDICT_TRACE = ("engine: train() traces the model_fn in PREDICT mode first (labels=None), and "
-                 "this TF 1 model_fn computes its loss from the labels unconditionally")
 # What each failing program needs from the engine (or, named so, from elsewhere).
-XFAIL = {
-    "guide_object_checkpoints": "engine: EstimatorSpec(scaffold=...) (a tf.train.Checkpoint "
-                                "saver); and Keras 3's apply_gradients returns a Variable, which "
-                                "tf.group rejects",
-    "migrate_canned_estimators": "engine: no LinearEstimator / DNNEstimator / "
-                                 "DNNLinearCombinedEstimator (head-based premade Estimators)",
-    "migrate_checkpoint_saver": "engine: a premade Estimator with a tf.compat.v1.train optimizer "
-                                "(DNNClassifier(optimizer=tf1.train.AdamOptimizer(...)))",
-    "migrate_custom_estimator": PREDICT_TRACE,
-    "migrate_logging_stop_hook": PREDICT_TRACE,
-    "migrate_metrics_optimizers": PREDICT_TRACE + "; and no estimator.add_metrics",
-    "migrate_mirrored_strategy": PREDICT_TRACE,
-    "migrate_saved_model": "engine: features without a batch dimension "
-                           "(Dataset.from_tensors({'input': 3.})) fail in the engine's batch-size "
-                           "tf.shape(value)[0]",
-    "migrate_sessionrunhook": PREDICT_TRACE,
-    "tutorial_linear": "engine: categorical_column_with_vocabulary_list(vocabulary_list=<a NumPy "
-                       "array>, as pandas' Series.unique() returns) raises 'truth value of an "
-                       "array is ambiguous'",
-    "tutorial_multi_worker": "engine: input_fn(mode, input_context=None): the engine does not "
-                             "pass mode/params/config/input_context to an input_fn that names "
-                             "them",
-}
+XFAIL: dict[str, str] = {}
 SLOW: set[str] = set()  # programs over ~20 s on 2 cores; none so far
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import csv
 import dataclasses
+import gzip
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ import estflow.dsl as ef
 from estflow.components import predict
 from estflow.components import serve
 from estflow.components._ingest.csv_source import ReadCsv
+from estflow.components._predict import text
 from estflow.components._predict.sinks import STALE_SECONDS
 from estflow.dsl.contracts import Files
 from estflow.pipelines.examples import taxi
@@ -171,6 +173,17 @@ def test_many_chunks_and_files_score_as_one_batch_would(models, tmp_path):
                                 "blank": 0}
 
 
+@pytest.mark.parametrize("scale", [1e-9, 1e-6, 1e-4, 1e-2, 1, 1e4, 1e9, 1e10, 1e15, 1e16, 1e30])
+def test_numbers_are_written_as_python_writes_them(scale):
+    """Arrow writes numbers' digits vectorised; the notation must still be json.dumps's (and
+    repr's, for CSV) at every magnitude, integral values and non-finite ones included."""
+    values = (np.random.default_rng(0).normal(size=2000) * scale).astype(np.float32)
+    values[::5] = np.round(values[::5])
+    values[:3] = (np.nan, np.inf, -0.0)
+    assert text.json_values(values).to_pylist() == [json.dumps(v) for v in values.tolist()]
+    assert text.csv_values(values).to_pylist() == [repr(v) for v in values.tolist()]
+
+
 # --- validation and line accounting: ingest's ------------------------------------------------------
 
 def test_bad_rows_are_rejected_with_reasons_and_every_line_is_accounted_for(models, tmp_path):
@@ -212,6 +225,15 @@ def test_too_many_rejected_rows_fail_and_publish_only_the_rejected_rows(models, 
         _run(models / "taxi", source, out)
     assert sorted(p.name for p in out.iterdir()) == [Files.REJECTED]
     assert len((out / Files.REJECTED).read_text().splitlines()) == len(BAD)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_unreadable_source_fails_naming_the_file_and_leaves_nothing(models, tmp_path):
+    data = gzip.compress(("".join([HEADER] + [r + "\n" for r in GOOD * 500])).encode())
+    (tmp_path / "in.csv.gz").write_bytes(data[:len(data) // 2])  # truncated
+    with pytest.raises(predict.PredictError, match="in.csv.gz"):
+        _run(models / "taxi", ef.CsvSource(str(tmp_path / "in.csv.gz")), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
@@ -404,3 +426,58 @@ def test_after_push_it_scores_the_pushed_version_or_skips(models, tmp_path):
     assert summary == {"skipped": True, "model_name": "taxi",
                        "reason": "the model was not pushed: auc 0.5 < 0.85"}
     assert [p.name for p in (tmp_path / "p2").iterdir()] == [Files.PREDICT_RESULT]
+
+
+# --- a real export: the train step's, served and scored ---------------------------------------------
+
+@pytest.mark.slow
+def test_a_trained_exports_predict_and_classify_equal_the_servers(tmp_path_factory, tmp_path):
+    """The train step's own export (tf.Transform graph, required and optional raw features):
+    batch answers equal the server's, and a row without a required feature is rejected."""
+    from estflow.components import train
+    from tests.components import _train_fixtures as trainfx
+
+    transformed = trainfx.transformed(tmp_path_factory)
+    result = train.run(trainfx.pipeline(), transformed, tmp_path / "model",
+                       progress=lambda m: None)
+    version = tmp_path / "served" / "clf" / "1"
+    version.parent.mkdir(parents=True)
+    Path(result["export_dir"]).rename(version)
+    rows = trainfx.make_rows(40, seed=5)
+    lines = ["id,x,z,color,target"] + [
+        f"r{i},{r['x']},{r.get('z', '')},{r.get('color', '')},{r['target']}"
+        for i, r in enumerate(rows)] + ["missing_x,,1.0,red,0.5"]
+    (tmp_path / "in.csv").write_text("\n".join(lines) + "\n")
+    source = ef.CsvSource(str(tmp_path / "in.csv"), max_rejected_fraction=0.1)
+
+    for signature, verb in (("serving_default", "predict"), ("classify", "classify")):
+        out = tmp_path / signature
+        summary = _run(version.parent, source, out, keys=("id",), signature=signature,
+                       batch_size=16)
+        assert summary["rejected_by_reason"] == {"missing_required:x": 1}
+        typed = [{k: float(v) if k in ("x", "z", "target") else v
+                  for k, v in r.items() if k != "label"} for r in rows]
+        with serve.serve(tmp_path / "served", poll_seconds=0) as server:
+            answers = []
+            for start in range(0, len(typed), 16):  # the batches the job scored
+                part = typed[start:start + 16]
+                body = ({"examples": part} if verb == "classify" else {"instances": [
+                    {"b64": base64.b64encode(_example(r)).decode()} for r in part]})
+                status, payload = fx.http_request(server.host, server.port, "POST",
+                                                  f"/v1/models/clf:{verb}", body)
+                assert status == 200, payload
+                answers += payload["results" if verb == "classify" else "predictions"]
+        got = [json.loads(line) for line in _lines(out)]
+        assert [g.pop("id") for g in got] == [f"r{i}" for i in range(len(rows))]
+        if verb == "classify":
+            got = [[[c, s] for c, s in zip(g["classes"], g["scores"], strict=True)] for g in got]
+        assert got == answers
+
+
+def _example(row: dict) -> bytes:
+    feature = {name: tf.train.Feature(float_list=tf.train.FloatList(value=[row[name]]))
+               for name in ("x", "z", "target") if name in row}
+    if "color" in row:
+        feature["color"] = tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[row["color"].encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()

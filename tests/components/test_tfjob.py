@@ -326,7 +326,8 @@ def _multi_worker(**cluster):
     shared = ef.Resources(cpu_request="4", accelerator=ef.Accelerator("nvidia-tesla-t4"),
                           node_pool="gpu-pool", pvcs=(ef.PvcMount("shared", "/mnt/shared"),))
     return dataclasses.replace(taxi.pipeline, resources={"train": shared},
-                               run_config=ef.RunConfig(cluster=ef.Cluster(**cluster)))
+                               run_config=ef.RunConfig(cluster=ef.Cluster(**cluster)),
+                               push=ef.PushTarget("gs://estflow-examples/models", "taxi"))
 
 
 def test_compiled_train_task_runs_the_job_submitter(tmp_path):

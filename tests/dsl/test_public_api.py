@@ -11,6 +11,8 @@ PUBLIC = {
     "RunConfig", "Split", "Threshold", "TrainSpec",
     # premade baselines (dsl/models.py)
     "BaselineClassifier", "BaselineRegressor",
+    # gradient boosted trees (dsl/models.py)
+    "BoostedTreesClassifier", "BoostedTreesRegressor",
     # distribution (dsl/specs.py: RunConfig.cluster)
     "Cluster",
     # data sources (dsl/sources.py)

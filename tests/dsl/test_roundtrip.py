@@ -29,6 +29,10 @@ EXAMPLES = [
                      label_vocabulary=("no", "yes"), thresholds=(0.3, 0.7), loss_reduction="sum"),
     ef.BaselineClassifier(n_classes=3, label_vocabulary=("a", "b", "c"), learning_rate=0.1),
     ef.BaselineRegressor(label_dimension=2, weight_column="w", loss_reduction="sum"),
+    ef.BoostedTreesClassifier(("fare", ef.Indicator("hour")), n_batches_per_layer=2,
+                              n_classes=3, pruning_mode="post", tree_complexity=0.01),
+    ef.BoostedTreesRegressor(("fare",), n_batches_per_layer=1, center_bias=True,
+                             weight_column="w"),
     ef.CustomModel(model_fn="my.module:model_fn", params={"units": [8, 4], "lr": 0.1}),
     ef.CsvSource("data/*.csv", delimiter=";"),
     ef.Split(eval_fraction=0.1, key="trip_id"),
@@ -56,6 +60,10 @@ EXAMPLES = [
     ef.TFRecordSource("data/*.tfrecord.gz"),
     ef.ParquetSource("data/*.parquet", schema_check=ef.SchemaCheck()),
     ef.BigQuerySource(table="project.dataset.trips"),
+    ef.BatchPredict(source=ef.ParquetSource("s/*.parquet"), output="gs://b/scores",
+                    keys=("trip_id",), model="gs://b/models/taxi", format="csv"),
+    ef.Pipeline(name="nightly", predict=ef.BatchPredict(model="models/taxi",
+                                                        source=ef.CsvSource("new.csv"))),
     taxi.pipeline,
 ]
 

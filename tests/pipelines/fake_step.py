@@ -1,14 +1,15 @@
 """A stand-in step entry point for the local runner's tests (no TensorFlow, no Beam).
 
 ``python -m tests.pipelines.fake_step --spec SPEC --name NAME [--reads A,B] [--writes C]
-[--<artifact> DIR ...] [--fail MESSAGE] [--fail-task TYPE-INDEX] [--emit JSON]
-[--sleep SECONDS] [--pid-file PATH] [--ignore-sigint 1]``
+[--<artifact> DIR ...] [--fail MESSAGE] [--fail-file PATH] [--fail-task TYPE-INDEX]
+[--emit JSON] [--sleep SECONDS] [--pid-file PATH] [--ignore-sigint 1]``
 
 It prints a progress line (``[NAME ...``, which the runner echoes) and a line only the log
 gets, then writes ``<NAME>.json`` (``<NAME>-<type>-<index>.json`` under a TF_CONFIG) into each
 artifact directory of ``--writes``, recording the spec's pipeline name, its arguments, the
 listing of each artifact directory of ``--reads``, and its TF_CONFIG task. ``--fail`` (or
-``--fail-task`` naming this process's TF_CONFIG task) makes it exit with status 3 instead.
+``--fail-task`` naming this process's TF_CONFIG task, or ``--fail-file`` naming a file that
+exists) makes it exit with status 3 instead.
 
 ``--emit`` is a JSON object ``{relative file: content}`` also written into each artifact
 directory of ``--writes`` (a string as it is, anything else as JSON), before ``--sleep``
@@ -42,7 +43,8 @@ def main(argv: Sequence[str]) -> int:
     task = f"{config['task']['type']}-{config['task']['index']}" if config else None
     print(f"[{name} {task or 'one process'}] started", flush=True)
     print("chatter that only the log keeps", flush=True)
-    if "--fail" in args or (task is not None and args.get("--fail-task") == task):
+    failing = "--fail-file" in args and Path(args["--fail-file"]).exists()
+    if "--fail" in args or failing or (task is not None and args.get("--fail-task") == task):
         print(f"something broke: {args.get('--fail', task)}", flush=True)
         return FAILED
     record = {

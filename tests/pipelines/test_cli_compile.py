@@ -20,6 +20,9 @@ from estflow.pipelines import kfp_compiler
 REPO = Path(__file__).resolve().parents[2]
 TAXI_FILE = REPO / "pipelines" / "examples" / "taxi.py"
 GOLDEN = Path(__file__).parent / "goldens" / "taxi.yaml"
+# The taxi example pushes to a relative local path, which no Kubeflow task can reach: it is
+# compiled with a bucket, as its golden is.
+PUSH = ("--push-base-path", "gs://estflow-examples/serving_models")
 
 
 def _estflow(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -45,7 +48,7 @@ _VALID = """
 # --- the real command ---------------------------------------------------------------------------
 
 def test_compile_the_taxi_example(tmp_path):
-    result = _estflow("compile", str(TAXI_FILE), "-o", "taxi.yaml", cwd=tmp_path)
+    result = _estflow("compile", str(TAXI_FILE), "-o", "taxi.yaml", *PUSH, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = tmp_path / "taxi.yaml"
     assert f"to {out.name}: 5 tasks" in result.stdout
@@ -57,7 +60,7 @@ def test_compile_the_taxi_example(tmp_path):
 
 def test_compile_from_the_repository_root_gives_the_golden(tmp_path):
     out = tmp_path / "taxi.yaml"
-    result = _estflow("compile", "pipelines/examples/taxi.py", "-o", str(out), cwd=REPO)
+    result = _estflow("compile", "pipelines/examples/taxi.py", "-o", str(out), *PUSH, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert out.read_bytes() == GOLDEN.read_bytes()
 
@@ -65,7 +68,7 @@ def test_compile_from_the_repository_root_gives_the_golden(tmp_path):
 def test_image_option_names_every_executor_image(tmp_path):
     image = "us-docker.pkg.dev/proj/repo/estflow@sha256:" + "ab" * 32
     result = _estflow("compile", "estflow.pipelines.examples.taxi", "-o", "t.yml",
-                      "--image", image, cwd=tmp_path)
+                      "--image", image, *PUSH, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     spec = next(yaml.safe_load_all((tmp_path / "t.yml").read_text()))  # then the PlatformSpec
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
@@ -152,7 +155,7 @@ def test_a_file_that_is_not_importable_gets_a_note_about_source_root(tmp_path, c
 
 def test_beam_runner_and_options_set_the_beam_options_parameter(tmp_path):
     out = tmp_path / "x.yaml"
-    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out),
+    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *PUSH,
                      "--beam-runner", "spark",
                      "--beam-options=--spark_master_url=spark://10.0.0.2:7077"]) == 0
     spec = next(yaml.safe_load_all(out.read_text()))
@@ -162,7 +165,7 @@ def test_beam_runner_and_options_set_the_beam_options_parameter(tmp_path):
 
 def test_no_cache_disables_caching_everywhere(tmp_path):
     out = tmp_path / "x.yaml"
-    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out),
+    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *PUSH,
                      "--no-cache"]) == 0
     spec = next(yaml.safe_load_all(out.read_text()))  # then the PlatformSpec
     # The steps sit in nested DAGs (the exit handler's, push's condition): check every DAG.

@@ -132,7 +132,7 @@ def test_ctrl_c_stops_the_step_keeps_the_checkpoint_and_says_how_to_continue(
     assert "interrupted during step 'train' (steps done: ingest, transform)" in err
     assert f"kept: {workdir}" in err
     assert f"last checkpoint: {checkpoint}" in err
-    command = shlex.join(["estflow", "run", TAXI, "--workdir", str(workdir)])
+    command = shlex.join(["estflow", "run", TAXI, "--resume", str(workdir)])
     assert f"to continue (training resumes from the last checkpoint): {command}" in err
     assert "interrupted" in (workdir / "train" / "log.txt").read_text()
 

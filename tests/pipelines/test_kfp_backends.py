@@ -127,8 +127,11 @@ def test_the_default_target_uses_what_kubeflow_1_10_lacks(tmp_path):
 
 
 def test_a_pvc_sub_path_is_an_error_before_2_5(tmp_path):
-    pipeline = dataclasses.replace(loader.load(TAXI).pipeline, resources={"push": ef.Resources(
-        pvcs=(ef.PvcMount("models", "/mnt/models", sub_path="taxi"),))})
+    taxi = loader.load(TAXI).pipeline
+    mount = ef.Resources(pvcs=(ef.PvcMount("models", "/mnt/models", sub_path="taxi"),))
+    pipeline = dataclasses.replace(
+        taxi, resources={"push": mount, "evaluate": mount},
+        push=dataclasses.replace(taxi.push, base_path="/mnt/models/serving"))
     with pytest.raises(kfp_compiler.CompileError, match="sub_path.*2.5.0"):
         kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml", kfp_backend="2.4.1")
     assert not (tmp_path / "p.yaml").exists()

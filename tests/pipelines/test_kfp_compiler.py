@@ -359,7 +359,8 @@ def test_the_report_states_are_the_documented_ones():
 def test_artifact_types(spec):
     expected = {"examples": "system.Dataset", "transformed": "system.Dataset",
                 "model": "system.Model", "evaluation": "system.Artifact",
-                "pushed": "system.Artifact", "metrics": "system.Metrics",
+                "pushed": "system.Artifact", "fingerprints": "system.Artifact",
+                "metrics": "system.Metrics",
                 "classification": "system.ClassificationMetrics", "html_report": "system.HTML"}
     seen = {}
     for component in spec.components.values():

@@ -35,7 +35,10 @@ GKE_POOL = "cloud.google.com/gke-nodepool"
 
 @pytest.fixture(scope="module")
 def taxi():
-    return loader.load(TAXI).pipeline
+    """The taxi example, pushing to a bucket (a Kubeflow task cannot reach its local one)."""
+    pipeline = loader.load(TAXI).pipeline
+    return dataclasses.replace(pipeline, push=dataclasses.replace(
+        pipeline.push, base_path="gs://estflow-examples/serving_models"))
 
 
 @pytest.fixture(scope="module")

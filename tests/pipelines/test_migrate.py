@@ -109,16 +109,20 @@ def test_names_estflow_does_not_have_are_reported_and_left_as_they_are():
     text = textwrap.dedent("""\
         import tensorflow as tf
         a = tf.estimator.BoostedTreesClassifier([], n_batches_per_layer=1)
-        b = tf.estimator.LinearEstimator(head=tf.estimator.BinaryClassHead(), feature_columns=[])
+        b = tf.estimator.ProfilerHook(save_steps=10, head=tf.estimator.BinaryClassHead())
         c = tf.feature_column.sequence_numeric_column("x")
-        d = tf.estimator.add_metrics(b, None)
+        d = tf.estimator.SummarySaverHook(b, None)
+        e = tf.estimator.add_metrics(tf.estimator.LinearEstimator(tf.estimator.RegressionHead(),
+                                                                  []), None)
         """)
     m = migrate_source(text)
     assert "tf.estimator.BoostedTreesClassifier(" in m.source
-    assert "tf.estimator.LinearEstimator(head=estimator.BinaryClassHead()" in m.source
+    assert "tf.estimator.ProfilerHook(save_steps=10, head=estimator.BinaryClassHead()" in m.source
+    assert "estimator.add_metrics(estimator.LinearEstimator(estimator.RegressionHead()" \
+        in m.source
     assert [(c.line, c.message.split(":")[0]) for c in m.unresolved] == [
-        (2, "tf.estimator.BoostedTreesClassifier"), (3, "tf.estimator.LinearEstimator"),
-        (4, "tf.feature_column.sequence_numeric_column"), (5, "tf.estimator.add_metrics")]
+        (2, "tf.estimator.BoostedTreesClassifier"), (3, "tf.estimator.ProfilerHook"),
+        (4, "tf.feature_column.sequence_numeric_column"), (5, "tf.estimator.SummarySaverHook")]
 
 
 def test_keras3_legacy_optimizers_and_tf1_layers():
@@ -240,10 +244,16 @@ def test_scaffold_and_tensorflow_estimator_imports_cannot_be_migrated():
     m = migrate("""\
         import tensorflow as tf
         import tensorflow_estimator as tfe
-        spec = tf.estimator.EstimatorSpec(mode, loss=loss, scaffold=tf.compat.v1.train.Scaffold())
+        spec = tf.estimator.EstimatorSpec(mode, loss=loss,
+                                          scaffold=tf.compat.v1.train.Scaffold(init_op=op))
+        spec = tf.estimator.EstimatorSpec(mode, loss=loss, scaffold=tf.compat.v1.train.Scaffold(
+            saver=tf.train.Checkpoint(net=net)))
         """)
-    assert [c.line for c in m.unresolved] == [2, 3]
-    assert "scaffold=tf.compat.v1.train.Scaffold()" in m.source
+    # the engine takes a Scaffold whose saver is a tf.train.Checkpoint, nothing else
+    assert [c.line for c in m.unresolved] == [2, 4]
+    assert "scaffold=tf.compat.v1.train.Scaffold(init_op=op)" in m.source
+    assert "scaffold=tf.compat.v1.train.Scaffold(\n    saver=tf.train.Checkpoint(net=net))" \
+        in m.source
 
 
 def test_pandas3_chained_inplace_calls():
@@ -251,8 +261,30 @@ def test_pandas3_chained_inplace_calls():
         df['sex'].replace(('male', 'female'), (0, 1), inplace=True)
         df.replace(1, 2, inplace=True)
         """)
-    assert m.source == "df['sex'] = df['sex'].replace(('male', 'female'), (0, 1))\n" \
+    assert m.source == "df['sex'] = df['sex'].replace(('male', 'female'), (0, 1))" \
+                       ".infer_objects()\n" \
                        "df.replace(1, 2, inplace=True)\n"
+
+
+def test_pandas3_replace_of_values_infers_the_dtype_as_pandas_2_did():
+    """pandas < 3 gave ``df[c].replace(('male', 'female'), (0, 1))`` the int64 dtype; pandas 3
+    keeps object, which tf.data refuses: the migration asks for the inference."""
+    m = migrate("""\
+        x['sex'] = x['sex'].replace(('male', 'female'), (0, 1))
+        x['c'] = x['c'].replace({'a': 1}).fillna(0)
+        s = row['name'].replace('a', 'b')
+        t = df.replace([1], [2])
+        """)
+    assert m.source == (
+        "x['sex'] = x['sex'].replace(('male', 'female'), (0, 1)).infer_objects()\n"
+        "x['c'] = x['c'].replace({'a': 1}).infer_objects().fillna(0)\n"
+        "s = row['name'].replace('a', 'b')\n"
+        "t = df.replace([1], [2])\n")
+    import pandas as pd
+
+    frame = pd.DataFrame({"sex": ["male", "female"]})
+    frame["sex"] = frame["sex"].replace(("male", "female"), (0, 1)).infer_objects()
+    assert frame["sex"].dtype == "int64"
 
 
 def test_offsets_are_right_after_non_ascii_text_and_migration_is_idempotent():
@@ -275,12 +307,7 @@ def test_nothing_to_do_leaves_the_text_alone():
 
 # what each corpus program cannot have migrated (the codemod's side; the engine's gaps are in
 # tests/compat/test_corpus.py)
-CORPUS_UNRESOLVED = {
-    "guide_object_checkpoints": ["EstimatorSpec(scaffold=...)"],
-    "migrate_canned_estimators": ["tf.estimator.LinearEstimator", "tf.estimator.DNNEstimator",
-                                  "tf.estimator.DNNLinearCombinedEstimator"],
-    "migrate_metrics_optimizers": ["tf.estimator.add_metrics"],
-}
+CORPUS_UNRESOLVED: dict[str, list[str]] = {}
 
 
 @pytest.mark.parametrize("program", sorted(p.stem for p in CORPUS.glob("*.py")))

@@ -16,6 +16,7 @@ from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
 from estflow.pipelines.plan import build_preprocess_plan
+from estflow.pipelines.plan import late_input
 
 BEAM = "--runner=FlinkRunner --flink_master=jm:8081"
 NO_PUSH = dataclasses.replace(taxi.pipeline, push=None)
@@ -79,7 +80,10 @@ def test_source_root_goes_to_the_steps_declaring_it():
     plan = build_plan(taxi.pipeline, source_root="module:pkg.data")
     assert {s.name: s.options for s in plan.steps} == {
         "ingest": (("source-root", "module:pkg.data"),),
-        "transform": (), "train": (), "evaluate": (), "push": (),
+        "transform": (), "train": (), "evaluate": (),
+        # known when the run runs: the model's fingerprint and the run (late_input)
+        "push": (("model-fingerprint", late_input("model_fingerprint")),
+                 ("run", late_input("run"))),
     }
 
 

@@ -122,6 +122,7 @@ def test_a_bigquery_source_compiles_for_kfp_unchanged(tmp_path):
     source = ef.BigQuerySource(query="SELECT * FROM `proj.trips.raw` WHERE fare > 0",
                                project="billing-proj")
     pipeline = dataclasses.replace(taxi.pipeline, source=source)
-    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "bq.yaml", source_root="/data")
+    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "bq.yaml", source_root="/data",
+                                             push_base_path="gs://estflow-examples/models")
     text = Path(compiled.path).read_text()  # the spec JSON travels as a pipeline parameter
     assert "BigQuerySource" in text and "WHERE fare > 0" in text and "billing-proj" in text

@@ -32,6 +32,9 @@ from tests.pipelines.fake_kfp_api import FakeKfpApi
 from tests.pipelines.fake_kfp_api import pipeline_name
 from tests.pipelines.fake_kfp_api import task
 
+# The taxi example pushes to a local path no Kubeflow task can reach: compiled with a bucket.
+BUCKET = "gs://estflow-examples/serving_models"
+
 
 @dsl.component(base_image="python:3.11")
 def _echo(text: str) -> str:
@@ -192,7 +195,7 @@ def taxi_packages(tmp_path_factory):
     folder = tmp_path_factory.mktemp("taxi")
     taxi = loader.load("estflow.pipelines.examples.taxi")
     return {target: kfp_compiler.compile_pipeline(taxi, folder / f"taxi-{target}.yaml",
-                                                  kfp_backend=target).path
+                                                  kfp_backend=target, push_base_path=BUCKET).path
             for target in ("2.14", "2.5")}
 
 
@@ -509,14 +512,16 @@ def test_cli_unreachable_host_exits_1(closed_port_url, package, cli):
 
 def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys):
     args = estflow_cli.build_parser().parse_args(["submit", "pipelines/examples/taxi.py",
-                                                  "--host", api.url])
+                                                  "--host", api.url,
+                                                  "--push-base-path", BUCKET])
 
     assert args.handler(args) == 0
     (sent,) = api.runs.values()
     assert pipeline_name(sent["pipeline_spec"]) == "chicago-taxi"
     # Per-task caching as compiled (push and the exit handler's report never cached): nothing
     # overrode it on the way.
-    assert _caching(sent["pipeline_spec"]) == {**kfp_compiler.DEFAULT_CACHING, "report": False}
+    assert _caching(sent["pipeline_spec"]) == {**kfp_compiler.DEFAULT_CACHING, "report": False,
+                                               "fingerprint": False}
 
 
 def test_public_names():

@@ -20,7 +20,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["make_summary", "Stream", "add_summary", "flush", "boundaries_of"]
+__all__ = ["make_summary", "Stream", "add_summary", "flush", "boundaries_of",
+           "add_summary_bytes", "flush_padded"]
 
 _F = np.float32
 MAX_ELEMENTS = 1099511627776  # the stream resource op's max_elements default (2 ** 40)
@@ -249,6 +250,22 @@ def flush(state, num_buckets, eps) -> np.ndarray:
     """The bucket boundaries of the stream (``...Flush`` + ``...GetBucketBoundaries``)."""
     stream = Stream(_f(eps), levels=_levels_of(state))
     return np.asarray(generate_boundaries(stream.finalize(), int(num_buckets)), np.float32)
+
+
+def add_summary_bytes(state: bytes, values, weights, eps) -> bytes:
+    """:func:`add_summary` with the state as bytes (float32 ``[n, 5]``, row-major): what a
+    scalar string variable holds."""
+    levels = np.frombuffer(bytes(state), np.float32).reshape(-1, 5)
+    return add_summary(levels, values, weights, eps).astype(np.float32).tobytes()
+
+
+def flush_padded(state: bytes, num_buckets, eps) -> tuple[np.ndarray, np.int32]:
+    """(the boundaries padded with +inf to ``num_buckets``, how many there are)."""
+    levels = np.frombuffer(bytes(state), np.float32).reshape(-1, 5)
+    bounds = flush(levels, num_buckets, eps)[:int(num_buckets)]
+    out = np.full([int(num_buckets)], np.inf, np.float32)
+    out[:bounds.size] = bounds
+    return out, np.int32(bounds.size)
 
 
 def boundaries_of(values, weights=None, eps: float = 0.01, num_buckets: int = 100) -> list:

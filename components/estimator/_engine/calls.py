@@ -19,7 +19,7 @@ from estflow.components.estimator._engine import tf1
 from estflow.components.estimator._engine.input_fusion import batch_first
 from estflow.dsl.model_fn import EstimatorSpec
 
-__all__ = ["ModelFn", "call_input_fn", "split_element"]
+__all__ = ["ModelFn", "call_input_fn", "scalar_loss", "split_element"]
 
 
 def _keywords(fn: Callable) -> tuple[set[str], int]:
@@ -114,6 +114,13 @@ def call_input_fn(input_fn: Callable, params: dict | None, config: Any, mode: st
     if getattr(config, "optimize_input", False):
         dataset, _ = batch_first(dataset)
     return dataset
+
+
+def scalar_loss(loss) -> tf.Tensor:
+    """The spec's loss as a float32 scalar (a one-element loss, ``[1]`` or ``[None]`` at batch
+    size 1, is reshaped as tf.estimator did)."""
+    loss = tf.cast(loss, tf.float32)
+    return loss if loss.shape.rank == 0 else tf.reshape(loss, [])
 
 
 def split_element(element) -> tuple[Any, Any]:

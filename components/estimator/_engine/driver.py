@@ -28,6 +28,7 @@ from estflow.components.estimator._engine.session_hooks import SessionRunValues
 from estflow.components.estimator._engine.session_hooks import TrainHook
 from estflow.components.estimator._engine.session_hooks import TrainHookAdapter
 from estflow.components.estimator.hooks import NanTensorHook
+from estflow.components.estimator.hooks import graph_name
 
 __all__ = ["HookSession", "HookRunner", "TrainDriver", "LoopEngine", "as_hooks",
            "as_listeners"]
@@ -122,7 +123,8 @@ def _fetches_of(args) -> Any:
     if getattr(args, "feed_dict", None) or getattr(args, "options", None):
         raise ValueError("SessionRunArgs feed_dict/options have no meaning without a session; "
                          "received non-empty ones")
-    return args.fetches
+    fetches = args.fetches
+    return None if fetches is None else tf.nest.map_structure(graph_name, fetches)
 
 
 class HookRunner:

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from estflow.components.estimator._engine.calls import ModelFn
+from estflow.components.estimator._engine.calls import scalar_loss
 from estflow.components.estimator._engine.calls import split_element
 from estflow.components.estimator._engine.driver import HookRunner
 from estflow.components.estimator._engine.driver import HookSession
@@ -89,7 +90,7 @@ class Evaluator:
                 metrics[name] = self._track_pair(name, metric[1])
         self._metrics = metrics
         self._spec_hooks = tuple(spec.evaluation_hooks)
-        return tf.cast(spec.loss, tf.float32)
+        return scalar_loss(spec.loss)
 
     def _track_pair(self, name: str, update_op: tf.Tensor) -> tf.Variable:
         """A TF 1 ``(value, update_op)`` metric: the update runs with the batch (a stateful op
@@ -202,6 +203,12 @@ class Predictor:
 
     def __call__(self, features):
         return self._fn(features)
+
+    def prepare(self, element_spec) -> None:
+        """Trace for ``element_spec``'s features ahead of the first batch: the spec's
+        ``prediction_hooks`` are known once this returns."""
+        features_spec, _ = split_element(element_spec)
+        self._fn.get_concrete_function(features_spec)
 
     def batches(self, dataset: tf.data.Dataset, runner: HookRunner):
         """Predictions per batch of ``dataset``, with ``runner``'s hooks around each batch

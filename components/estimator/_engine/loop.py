@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from estflow.components.estimator._engine import tf1
 from estflow.components.estimator._engine.calls import ModelFn
+from estflow.components.estimator._engine.calls import scalar_loss
 from estflow.components.estimator._engine.calls import split_element
 from estflow.components.estimator._engine.store import VariableStore
 from estflow.components.estimator._fc.inputs import batch_size
@@ -87,10 +88,11 @@ _THREADED = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredSt
 
 _CROSS_REPLICA = (
     "model_fn created a variable in cross-replica context under a MirroredStrategy "
-    "(train_distribute), where the Estimator cannot keep or checkpoint it: a "
-    "tf.compat.v1.train optimizer creating its slots in merge_call. Return "
-    "EstimatorSpec(optimizer=keras.optimizers.<Name>(...)) (or a head's optimizer=) and the "
-    "engine applies it on every replica, or train without train_distribute")
+    "(train_distribute) where the Estimator cannot keep or checkpoint it (outside a model_fn "
+    "call, or created anew on every trace). Create variables in the model_fn (layers, "
+    "tf.Variable, a tf.compat.v1.train optimizer's slots), or return "
+    "EstimatorSpec(optimizer=keras.optimizers.<Name>(...)) and let the engine apply it on "
+    "every replica, or train without train_distribute")
 
 
 def _unlifted(next_creator, **kwargs):
@@ -132,14 +134,22 @@ class Trainer:
         # model_fn's TRAIN spec carried at the latest trace.
         self.fetch_loop = tf.function(self._fetch_loop, autograph=False)
         self.spec_hooks: tuple[tuple, tuple] = ((), ())  # (training_chief_hooks, training_hooks)
+        self.scaffold = None  # the TRAIN spec's scaffold at the latest trace
         self._fetch_names: tuple[str, ...] = ()
         self._fetched: dict[str, tf.Tensor] = {}
+
+    @property
+    def step_view(self) -> tf.Variable:
+        """What ``tf.compat.v1.train.get_global_step()`` returns in a TRAIN model_fn."""
+        return self._step_view
 
     # -- distribution: create TRAIN-only variables before strategy.run ---------------------
     def build(self, element_spec) -> None:
         """Under a strategy, trace (never run) one distributed TRAIN step before training, so
-        that variables only TRAIN creates and the engine's optimizer slots (``optimizer.build``)
-        exist, and get restored, before any step runs. The store creates each one eagerly,
+        that the model's variables (this is the model_fn's first trace when the Estimator
+        trains first), variables only TRAIN creates and the engine's optimizer slots
+        (``optimizer.build``) exist, and get restored, before any step runs. The store creates
+        each one eagerly,
         under ``tf.init_scope()`` inside the strategy's scope, as a distributed variable (one
         copy per replica); later traces, every replica's included, get it back. (A trace in
         cross-replica context cannot take gradients of distributed variables.) No-op without a
@@ -154,15 +164,17 @@ class Trainer:
 
         Under a strategy, a ``tf.compat.v1.train`` optimizer scales the loss for the mean over
         replicas as under tf.estimator (its flag, set around the trace). Under a
-        MirroredStrategy the replicas trace in their own threads, and a variable created in
-        cross-replica context (``merge_call``, on this thread) cannot reach the store (a
-        ``tf.compat.v1.train`` optimizer's slots): ``tf.function`` refuses it when it traces
-        again, and the error names the replacement."""
+        MirroredStrategy the replicas trace in their own threads; a variable created in
+        cross-replica context (``merge_call``, on this thread: a ``tf.compat.v1.train``
+        optimizer's slots) goes to the store as the first replica's request
+        (:meth:`.VariableStore.cross_replica_scope`). One created anew on every trace is
+        refused by ``tf.function`` when it traces again, and the error names the way out."""
         strategy = self._distribution.strategy
         if strategy is None:
             return self._distribution.run(self._replica_step, element)
         # tf.estimator's switch for v1 optimizers' loss scaling (no public equivalent)
-        with strategy._scale_loss_for_estimator_enabled():  # noqa: SLF001
+        with strategy._scale_loss_for_estimator_enabled(), \
+                self._store.cross_replica_scope():  # noqa: SLF001
             try:
                 return self._distribution.run(self._replica_step, element)
             except ValueError as err:  # tf.function refusing a variable on its second trace
@@ -226,7 +238,7 @@ class Trainer:
                                    summaries=self._summaries()):
                 spec = self._model_fn(features, labels, ModeKeys.TRAIN)
                 self._observe(spec, scope)  # hooks: spec hooks, fetched tensors
-                loss = tf.cast(spec.loss, tf.float32)
+                loss = scalar_loss(spec.loss)
                 # distribution: optimizers sum gradients over replicas; scale for their mean.
                 scaled = loss / self._distribution.num_replicas \
                     if self._distribution.num_replicas > 1 else loss
@@ -263,6 +275,7 @@ class Trainer:
         """At trace time: keep the spec's hooks; resolve the names hooks fetch (if any)."""
         self.spec_hooks = (tuple(getattr(spec, "training_chief_hooks", ()) or ()),
                            tuple(getattr(spec, "training_hooks", ()) or ()))
+        self.scaffold = getattr(spec, "scaffold", None)
         if self._fetch_names:
             self._fetched = {name: _tensor_named(name, spec, scope)
                              for name in self._fetch_names}
@@ -313,7 +326,9 @@ def _tensor_named(name: str, spec: EstimatorSpec, scope: str) -> tf.Tensor:
         return predictions
     graph = tf.compat.v1.get_default_graph()
     tensor_name = name if ":" in name else f"{name}:0"
-    for candidate in (f"{scope}/{tensor_name}" if scope else tensor_name, tensor_name):
+    # the model_fn's names start at the graph's root (tf1.ModelFnGraph); an older name under
+    # the engine's scope second
+    for candidate in (tensor_name, f"{scope}/{tensor_name}" if scope else tensor_name):
         try:
             return graph.get_tensor_by_name(candidate)
         except (KeyError, ValueError):

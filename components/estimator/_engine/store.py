@@ -53,6 +53,7 @@ import contextlib
 import logging
 import re
 import sys
+import threading
 
 import keras
 import tensorflow as tf
@@ -153,6 +154,8 @@ class _Untracked:
         self.train: list[tf.Variable] = []  # the train group, in order
         self.by_mode: dict[str, list[tf.Variable]] = {}  # locals per mode
         self.initial: dict[int, object] = {}  # local variable id -> initial value
+        self.active: list[_Trace] = []  # the model_fn calls in progress, first first
+        self.creating = threading.local()  # .on: inside _new (its next_creator)
 
 
 def checkpoint_template(path: str | None) -> list[tuple[int, str, str, tuple]]:
@@ -243,6 +246,7 @@ class VariableStore(tf.Module):
         if establish:
             self._begin(trace)
         ok = False
+        self._untracked.active.append(trace)
         try:
             with contextlib.ExitStack() as stack:
                 current = tf.compat.v1.get_default_graph()
@@ -252,22 +256,39 @@ class VariableStore(tf.Module):
                 stack.enter_context(tf.variable_creator_scope(trace.creator))
                 stack.enter_context(graph)
                 stack.enter_context(summaries if summaries is not None else tf1.muted())
+                stack.enter_context(tf1.optimizer_semantics(mode))
                 yield trace
             ok = True
         finally:
+            self._untracked.active.remove(trace)
             if establish:
                 self._end(trace, ok)
+
+    @contextlib.contextmanager
+    def cross_replica_scope(self):
+        """Around ``strategy.run`` of a model_fn step: variables created in cross-replica
+        context while a model_fn call is in progress (a ``tf.compat.v1.train`` optimizer
+        creates its slots in ``merge_call``, which a MirroredStrategy runs on the calling
+        thread, outside the replicas' threads) come to the store as that call's (the first
+        replica's, whose optimizer's ``merge_call`` runs) requests."""
+        with contextlib.ExitStack() as stack:
+            current = tf.compat.v1.get_default_graph()
+            with tf.init_scope():
+                if tf.compat.v1.get_default_graph() is not current:
+                    stack.enter_context(tf.variable_creator_scope(self._cross_replica))
+            stack.enter_context(tf.variable_creator_scope(self._cross_replica))
+            yield
+
+    def _cross_replica(self, next_creator, **kwargs):
+        active = self._untracked.active
+        if not active or getattr(self._untracked.creating, "on", False):
+            return next_creator(**kwargs)  # no call in progress, or the store creating
+        return active[0].outer_creator(next_creator, **kwargs)
 
     def reset_locals(self, mode: str) -> None:
         """Assign each local variable of ``mode`` its initial value (metrics back to zero)."""
         for var in self.local_variables(mode):
             var.assign(self._untracked.initial[id(var)])
-
-    def drop_locals(self, mode: str) -> None:
-        """Forget the local variables of ``mode`` (a later trace creates its own)."""
-        for key in (mode, f"metric:{mode}"):
-            for var in self._untracked.by_mode.pop(key, ()):
-                self._untracked.initial.pop(id(var), None)
 
     def local_variables(self, mode: str) -> list[tf.Variable]:
         by_mode = self._untracked.by_mode
@@ -312,8 +333,13 @@ class VariableStore(tf.Module):
         # Created eagerly and initialised now: nothing for an enclosing tf.function to lift,
         # so it need not trace itself a second time "because variables were created".
         kwargs["experimental_enable_variable_lifting"] = False
-        with tf.init_scope():
-            return next_creator(**kwargs)
+        creating = self._untracked.creating
+        previous, creating.on = getattr(creating, "on", False), True
+        try:
+            with tf.init_scope():
+                return next_creator(**kwargs)
+        finally:
+            creating.on = previous
 
     def _fill(self, slot: _Slot, var: tf.Variable) -> None:
         slot.var = var

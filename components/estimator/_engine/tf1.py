@@ -23,6 +23,10 @@ code inside model_fns reads that graph's collections. The engine calls the model
   schedules read the right value, and an optimizer's ``minimize(global_step=...)`` may
   assign-add it; the engine counts the step itself, exactly once.
 
+Outside TRAIN, applying gradients does nothing (:func:`optimizer_semantics`): a ``train_op`` a
+model_fn builds in every mode does not train during ``evaluate``/``predict``; a Keras
+optimizer's ``apply_gradients`` returns a tensor, which ``tf.group`` takes.
+
 Summaries: ``tf.compat.v1.summary.*`` (and ``tf.summary.*``) inside a TRAIN model_fn go to
 model_dir's event file at every ``save_summary_steps``-th step (:func:`summaries`); in EVAL
 and PREDICT they are dropped (:func:`muted`), as tf.estimator's evaluation ignored them.
@@ -34,11 +38,14 @@ naming the call and its replacement (:func:`explain`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
+import threading
 
 import tensorflow as tf
 
-__all__ = ["ModelFnGraph", "summaries", "muted", "explain", "is_v1_optimizer"]
+__all__ = ["ModelFnGraph", "summaries", "muted", "explain", "is_v1_optimizer",
+           "optimizer_semantics", "scaffold_checkpoint"]
 
 _KEYS = tf.compat.v1.GraphKeys
 # tf.compat.v1.get_variable's variable store and variable_scope's name counters (internal
@@ -149,6 +156,119 @@ def muted():
     writer)."""
     with _as_default(_NOOP_WRITER, 0), tf.summary.record_if(False):
         yield
+
+
+_CALL = threading.local()  # optimizer_semantics(): per thread (replicas trace in their own)
+
+
+@contextlib.contextmanager
+def optimizer_semantics(mode: str):
+    """Around a model_fn call: optimizers behave as tf.estimator's model_fns saw them.
+
+    - Outside TRAIN, applying gradients does nothing. A TF 1 model_fn may build its
+      ``train_op`` in every mode (``optimizer.minimize(loss, global_step=...)`` before
+      ``return EstimatorSpec(mode, loss=loss, train_op=train_op)``); tf.estimator never ran it
+      outside TRAIN. In a ``tf.function`` every stateful op runs, so there
+      ``tf.compat.v1.train`` optimizers' ``apply_gradients`` (hence ``minimize``) return a
+      no-op and Keras optimizers' ``apply`` (hence ``apply_gradients``) applies nothing: no
+      weight, slot or global step moves during ``evaluate``/``predict``.
+    - A Keras 3 optimizer's ``apply_gradients`` returns its iteration count as a tensor (Keras 3
+      returns the variable), as tf.keras' returned an op or tensor: ``tf.group(
+      optimizer.apply_gradients(...), ...)`` works as a ``train_op``.
+    """
+    _patch_optimizers()
+    previous = getattr(_CALL, "mode", None)
+    _CALL.mode = mode
+    try:
+        yield
+    finally:
+        _CALL.mode = previous
+
+
+def _mode() -> str | None:
+    return getattr(_CALL, "mode", None)
+
+
+def _inert() -> bool:
+    mode = _mode()
+    return mode is not None and mode != "train"
+
+
+_PATCHED: list = []
+
+
+def _patch_optimizers() -> None:
+    """Install, once, the wrappers :func:`optimizer_semantics` switches on (outside a model_fn
+    call they call the original methods unchanged)."""
+    if _PATCHED:
+        return
+    import keras  # noqa: PLC0415 (only when a model_fn runs)
+
+    v1 = tf.compat.v1.train.Optimizer
+    v1_apply = v1.apply_gradients
+
+    def apply_gradients_v1(self, grads_and_vars, global_step=None, name=None):
+        if _inert():
+            return tf.no_op(name=name or "inert_train_op")
+        return v1_apply(self, grads_and_vars, global_step=global_step, name=name)
+
+    base = keras.optimizers.Optimizer
+    keras_apply, keras_apply_gradients = base.apply, base.apply_gradients
+
+    def apply(self, grads, trainable_variables=None):
+        if _inert():
+            return None
+        return keras_apply(self, grads, trainable_variables)
+
+    def apply_gradients(self, grads_and_vars):
+        result = keras_apply_gradients(self, grads_and_vars)
+        if _mode() is None or tf.executing_eagerly():
+            return result
+        return tf.convert_to_tensor(result)
+
+    for wrapper, original in ((apply_gradients_v1, v1_apply), (apply, keras_apply),
+                              (apply_gradients, keras_apply_gradients)):
+        functools.update_wrapper(wrapper, original)
+    v1.apply_gradients = apply_gradients_v1
+    base.apply, base.apply_gradients = apply, apply_gradients
+    _PATCHED.append(True)
+
+
+_SCAFFOLD_FIELDS = ("init_op", "init_feed_dict", "init_fn", "ready_op",
+                    "ready_for_local_init_op", "local_init_op", "local_init_feed_dict",
+                    "summary_op")
+
+
+def scaffold_checkpoint(scaffold) -> tf.train.Checkpoint | None:
+    """The ``tf.train.Checkpoint`` a TRAIN spec's ``scaffold`` asks the Estimator to save
+    (``tf.compat.v1.train.Scaffold(saver=tf.train.Checkpoint(step=..., net=...))``, tf.estimator's
+    way to write object-based checkpoints), or None.
+
+    Raises:
+        TypeError: ``scaffold`` is not a ``tf.compat.v1.train.Scaffold``.
+        ValueError: it sets what the engine does itself (initialisation, readiness, summary
+            ops) or a ``tf.compat.v1.train.Saver``.
+    """
+    if scaffold is None:
+        return None
+    if not isinstance(scaffold, tf.compat.v1.train.Scaffold):
+        raise TypeError("Expected EstimatorSpec(scaffold=...) to be a "
+                        f"tf.compat.v1.train.Scaffold; received {type(scaffold).__name__}")
+    given = [name for name in _SCAFFOLD_FIELDS
+             if getattr(scaffold, f"_{name}", None) is not None
+             or name == "init_fn" and getattr(scaffold, "_user_init_fn", None) is not None]
+    saver = scaffold.saver
+    if given or (saver is not None and not isinstance(saver, tf.train.Checkpoint)):
+        what = given + ([f"saver={type(saver).__name__}"] if saver is not None and not
+                        isinstance(saver, tf.train.Checkpoint) else [])
+        raise ValueError(
+            f"EstimatorSpec(scaffold=Scaffold({', '.join(what)})): the Estimator initialises, "
+            "restores and saves the model's variables itself, with no session to run ops in; "
+            "it takes a Scaffold whose only field is saver=tf.train.Checkpoint(...) (its "
+            "objects are then saved in every checkpoint, so that Checkpoint can restore them). "
+            "Remove the other fields (put initial values in the variables' initializers; a "
+            "warm start is Estimator(warm_start_from=...))")
+    return saver
 
 
 def is_v1_optimizer(value) -> bool:

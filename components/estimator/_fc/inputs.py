@@ -43,9 +43,13 @@ def raw_feature(features, key: str, column: str):
 
 
 def batch_size(value) -> tf.Tensor:
-    """The first dimension (int64) of a dense or sparse input."""
+    """The first dimension (int64) of a dense or sparse input; 1 for a scalar (a dataset of
+    unbatched scalars, ``Dataset.from_tensors({"x": 3.})``, which tf.estimator took: one
+    example)."""
     if isinstance(value, tf.SparseTensor):
         return value.dense_shape[0]
+    if getattr(value, "shape", None) is not None and value.shape.rank == 0:
+        return tf.constant(1, tf.int64)
     return tf.shape(value, out_type=tf.int64)[0]
 
 

@@ -284,6 +284,17 @@ _BUILDERS = {m.DNNClassifier: _dnn, m.DNNRegressor: _dnn,
              m.BaselineClassifier: _baseline, m.BaselineRegressor: _baseline}
 
 
+def _boosted_trees(model, cards: Mapping[str, int]) -> Callable:
+    # imported here: the boosted trees' modules import this one's neighbours (no cycle)
+    from estflow.components.estimator._premade.boosted_trees import boosted_trees_model_fn_for
+    return boosted_trees_model_fn_for(model, cards, _prediction_keys)
+
+
+_MODEL_FNS: dict[type, Callable] = {m.BoostedTreesClassifier: _boosted_trees,
+                                    m.BoostedTreesRegressor: _boosted_trees}
+"""Declarations whose model_fn is not a sum of parts: ``build(model, cardinalities)``."""
+
+
 def _check_cardinalities(model, cards: Mapping[str, int]) -> None:
     """Fail at build time, not mid-trace, when an Embedding/Indicator lacks its cardinality."""
     for field in ("feature_columns", "dnn_feature_columns"):
@@ -305,6 +316,11 @@ def model_fn_for(model, cardinalities: Mapping[str, int]) -> Callable:
         ValueError: an ``Embedding``/``Indicator`` feature has no cardinality, or head
             options the head cannot take.
     """
+    whole = _MODEL_FNS.get(type(model))
+    if whole is not None:
+        cards = {k: int(v) for k, v in cardinalities.items()}
+        _check_cardinalities(model, cards)
+        return whole(model, cards)
     builder = _BUILDERS.get(type(model))
     if builder is None:
         raise TypeError(f"model_fn_for takes a premade model declaration, got "

@@ -109,6 +109,19 @@ def test_real_tensors_pass_and_unknown_rank_loss_is_allowed():
     with pytest.raises(ef.DslError, match="scalar"):
         EstimatorSpec(ModeKeys.EVAL, loss=tf.constant([1.0, 2.0]))
 
+    # as tf.estimator: a loss of one element, or of an unknown number (a per-example loss at
+    # batch size 1, as the TF 1 migration guide's model_fn returns), is taken as a scalar
+    EstimatorSpec(ModeKeys.EVAL, loss=tf.constant([[1.0]]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def per_example(x):
+        EstimatorSpec(ModeKeys.EVAL, loss=x * 2.0)
+        return x
+
+    per_example.get_concrete_function()
+    with pytest.raises(ef.DslError, match=r"scalar.*shape \(1, 2\)"):
+        EstimatorSpec(ModeKeys.EVAL, loss=tf.zeros([1, 2]))
+
 
 def test_model_fn_contract_does_not_import_tensorflow():
     code = ("import sys, estflow.dsl as ef; ef.EstimatorSpec; "

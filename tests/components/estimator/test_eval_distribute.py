@@ -123,9 +123,7 @@ def test_mirrored_evaluation_equals_single_device_with_short_batches():
         single = _estimator(model_dir).evaluate(_input(batch))
         REPLICAS.clear()
         distributed = _estimator(model_dir, eval_distribute="mirrored").evaluate(_input(batch))
-        # the model_fn ran per replica (after one single-device trace creating the model's
-        # variables: the fresh Estimator evaluates first, and trains on one device)
-        assert REPLICAS[0] == 1 and set(REPLICAS[1:]) == {2}
+        assert REPLICAS and set(REPLICAS) == {2}  # the model_fn ran per replica
         assert 0.6 < single["accuracy"] < 1.0 and 0.6 < single["auc"] < 1.0
         _assert_same_results(distributed, single)
     # a second evaluation starts from zero, also across replicas

@@ -13,7 +13,11 @@ PUBLIC = {
     # premade Estimators with tf.estimator's signatures (canned.py)
     "BaselineClassifier", "BaselineRegressor", "DNNClassifier", "DNNRegressor",
     "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "LinearClassifier",
-    "LinearRegressor",
+    "LinearRegressor", "DNNEstimator", "LinearEstimator", "DNNLinearCombinedEstimator",
+    # extenders.py
+    "add_metrics",
+    # gradient boosted trees with tf.estimator's signatures (boosted_trees.py)
+    "BoostedTreesClassifier", "BoostedTreesRegressor",
     # heads
     "Head", "BinaryClassHead", "MultiClassHead", "MultiLabelHead", "MultiHead", "RegressionHead",
     "LogisticRegressionHead", "PoissonRegressionHead", "LossReduction", "head_of",
@@ -44,11 +48,11 @@ def test_public_api_snapshot():
 
 def test_public_modules_are_tf_estimator_named_and_internals_private():
     """Public modules next to __init__ carry tf.estimator's module names; everything else is in
-    a private folder (_engine, _fc, _heads, _premade)."""
+    a private folder (_boosted, _engine, _fc, _heads, _premade)."""
     public = sorted(m.name for m in pkgutil.iter_modules(estimator.__path__)
                     if not m.name.startswith("_"))
-    assert public == ["canned", "distribute", "early_stopping", "estimator", "export",
-                      "exporters", "feature_column", "heads", "hooks", "keras_estimator",
+    assert public == ["boosted_trees", "canned", "distribute", "early_stopping", "estimator", "export",
+                      "exporters", "extenders", "feature_column", "heads", "hooks", "keras_estimator",
                       "run_config", "training", "warm_starting"]
     for module in public:
         assert importlib.import_module(f"{estimator.__name__}.{module}").__doc__

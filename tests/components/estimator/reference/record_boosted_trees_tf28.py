@@ -29,7 +29,6 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from boosted_trees_cases import cases  # noqa: E402
 
 OUT = os.path.join(HERE, "boosted_trees_tf28.json")
@@ -69,7 +68,7 @@ def boundaries(case):
                                               num_buckets=100)
     out = r.BoostedTreesQuantileStreamResourceGetBucketBoundaries(
         quantile_stream_resource_handle=handle, num_features=len(keys))
-    return {k: [float(v) for v in b.numpy()] for k, b in zip(keys, out)}
+    return {k: [float(v) for v in b.numpy()] for k, b in zip(keys, out, strict=True)}
 
 
 def run(case) -> dict:

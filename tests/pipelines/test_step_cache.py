@@ -1,0 +1,258 @@
+"""``estflow run``'s step cache, resume and run history, with fake steps
+(:mod:`tests.pipelines.fake_runs`: the five steps as quick processes, no TensorFlow or Beam)
+behind the real fingerprint step, runner, cache and records."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+import estflow.dsl as ef
+from estflow.dsl.contracts import Files
+from estflow.pipelines import cli
+from estflow.pipelines import local_runner
+from estflow.pipelines import runs
+from estflow.pipelines.examples import taxi
+from estflow.pipelines.step_cache import StepCache
+from tests.pipelines import fake_runs
+
+DATA = Path(taxi.__file__).parent / "data" / "chicago_taxi" / "data.csv"
+ALREADY_SERVED = {"pushed": False, "already_served": True, "model_name": "taxi", "version": 7,
+                  "path": "/models/taxi/7", "fingerprint": "f" * 64, "reasons": ["same"]}
+
+
+@pytest.fixture(autouse=True)
+def _steps_import_the_tests(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+
+
+def _pipeline_file(folder: Path, name: str = "p", *, rows: int = 50, model: str = "",
+                   data: Path | None = None) -> Path:
+    """A taxi pipeline reading ``rows`` rows of the taxi data (copied into ``folder``)."""
+    data = data or folder / "data.csv"
+    if not data.exists():
+        with open(DATA) as src, open(data, "w") as dst:
+            dst.writelines(itertools.islice(src, rows + 1))
+    path = folder / f"{name}.py"
+    path.write_text(
+        "import dataclasses\nimport estflow.dsl as ef\n"
+        "from estflow.pipelines.examples import taxi\n"
+        f"pipeline = dataclasses.replace(taxi.pipeline, source=ef.CsvSource({str(data)!r}))\n"
+        + (f"pipeline = dataclasses.replace(pipeline, model=dataclasses.replace("
+           f"pipeline.model, {model}))\n" if model else ""))
+    return path
+
+
+def _run(monkeypatch, capsys, target, *args, steps=None) -> tuple[int, dict, str]:
+    """``estflow run`` with fake steps: (exit status, the run's record, its output)."""
+    fake_runs.use_fake_steps(monkeypatch, steps or {})
+    status = cli.main(["run", str(target), *args])
+    out, err = capsys.readouterr()
+    latest = runs.all_runs()[-1]
+    return status, latest.data, out + err
+
+
+def _statuses(record: dict) -> dict[str, str]:
+    return {name: step["status"] for name, step in record["steps"].items()}
+
+
+ALL_RAN = {"ingest": "ran", "transform": "ran", "train": "ran", "evaluate": "ran", "push": "ran"}
+REUSED = {"ingest": "reused", "transform": "reused", "train": "reused", "evaluate": "reused",
+          "push": "ran"}
+
+
+def test_an_identical_rerun_reuses_every_step_but_push_and_says_so(tmp_path, monkeypatch,
+                                                                    capsys):
+    target = _pipeline_file(tmp_path)
+    status, first, _ = _run(monkeypatch, capsys, target)
+    assert (status, _statuses(first)) == (0, ALL_RAN)
+    push = {"push": {"emit": {Files.PUSH_RESULT: ALREADY_SERVED}}}
+    status, second, out = _run(monkeypatch, capsys, target, steps=push)
+    assert status == 0  # the served version is this model: delivered
+    assert _statuses(second) == REUSED
+    assert "<== train reused: cache key" in out and f"made by run {first['run']}" in out
+    assert "Nothing pushed: taxi version 7 at /models/taxi/7 already serves this model" in out
+    for name in ("ingest", "transform", "train", "evaluate"):
+        assert second["steps"][name]["key"] == first["steps"][name]["key"]
+        assert second["steps"][name]["reused_from"] == first["run"]
+    # the run directory links each artifact to the cache entry holding it
+    link = runs.home() / "chicago-taxi" / second["run"] / "train" / "model"
+    assert link.is_symlink() and (link / "train.json").is_file()
+    assert Path(second["steps"]["train"]["outputs"]["model"]["path"]).parent.parent == \
+        runs.cache_root() / "train"
+
+
+def test_a_model_change_reuses_ingest_and_transform(tmp_path, monkeypatch, capsys):
+    _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    wider = _pipeline_file(tmp_path, "wider", model="dnn_hidden_units=(64, 32)")
+    status, record, _ = _run(monkeypatch, capsys, wider)
+    assert _statuses(record) == {**ALL_RAN, "ingest": "reused", "transform": "reused"}
+
+
+def test_new_data_reruns_every_step(tmp_path, monkeypatch, capsys):
+    target = _pipeline_file(tmp_path)
+    _, first, _ = _run(monkeypatch, capsys, target)
+    with open(tmp_path / "data.csv") as f:
+        lines = f.readlines()
+    (tmp_path / "data.csv").write_text("".join(lines[:-1]))  # a row less
+    _, second, _ = _run(monkeypatch, capsys, target)
+    assert _statuses(second) == ALL_RAN
+    assert second["source"]["digest"] != first["source"]["digest"]
+
+
+def test_no_cache_runs_the_steps_named_and_those_after_them(tmp_path, monkeypatch, capsys):
+    target = _pipeline_file(tmp_path)
+    _run(monkeypatch, capsys, target)
+    _, record, _ = _run(monkeypatch, capsys, target, "--no-cache", "train")
+    assert _statuses(record) == {**ALL_RAN, "ingest": "reused", "transform": "reused"}
+    _, record, _ = _run(monkeypatch, capsys, target, "--no-cache")
+    assert _statuses(record) == ALL_RAN
+    _, record, _ = _run(monkeypatch, capsys, target)
+    assert _statuses(record) == REUSED
+    assert cli.main(["run", str(target), "--no-cache", "trian"]) == cli.EXIT_USAGE
+    assert "Unknown: ['trian']" in capsys.readouterr().err
+
+
+def test_a_failed_run_is_resumed_reusing_its_finished_steps(tmp_path, monkeypatch, capsys):
+    target = _pipeline_file(tmp_path)
+    broken = tmp_path / "broken"
+    broken.touch()
+    train = {"train": {"fail_file": str(broken)}}
+    status, failed, out = _run(monkeypatch, capsys, target, steps=train)
+    assert status == cli.EXIT_FAILED
+    assert _statuses(failed) == {"ingest": "ran", "transform": "ran", "train": "failed"}
+    assert failed["status"] == "failed" and failed["steps"]["train"]["exit_code"] == 3
+    assert f"estflow run {target} --resume {failed['run']}" in out  # the way on
+    # what the killed step left in its partial output (a checkpoint) is where it continues
+    (partial,) = (runs.cache_root() / "train").glob("*.partial")
+    (partial / "model" / "ckpt-1.index").write_text("")
+    broken.unlink()
+    status, resumed, out = _run(monkeypatch, capsys, target, "--resume", steps=train)
+    assert status == 0 and "(resumed)" in out
+    assert resumed["run"] == failed["run"]  # the same run, continued
+    assert [a["status"] for a in resumed["attempts"]] == ["failed", "succeeded"]
+    assert resumed["status"] == "succeeded"
+    assert _statuses(resumed) == {**ALL_RAN, "ingest": "reused", "transform": "reused"}
+    model = Path(resumed["steps"]["train"]["outputs"]["model"]["path"])
+    assert (model / "ckpt-1.index").is_file()  # continued where it was, not emptied
+    assert not list((runs.cache_root() / "train").glob("*.partial"))
+    # a run that succeeded cannot be resumed
+    assert cli.main(["run", str(target), "--resume"]) == cli.EXIT_USAGE
+    assert "only a failed or interrupted run can be resumed" in capsys.readouterr().err
+
+
+def test_a_new_run_after_a_failure_starts_the_stopped_step_afresh(tmp_path, monkeypatch,
+                                                                    capsys):
+    target = _pipeline_file(tmp_path)
+    broken = tmp_path / "broken"
+    broken.touch()
+    train = {"train": {"fail_file": str(broken)}}
+    _run(monkeypatch, capsys, target, steps=train)
+    (partial,) = (runs.cache_root() / "train").glob("*.partial")
+    (partial / "model" / "ckpt-1.index").write_text("")
+    broken.unlink()
+    status, record, _ = _run(monkeypatch, capsys, target, steps=train)
+    assert status == 0 and _statuses(record)["ingest"] == "reused"
+    model = Path(record["steps"]["train"]["outputs"]["model"]["path"])
+    assert not (model / "ckpt-1.index").exists()
+
+
+def test_a_killed_run_reads_as_interrupted_and_can_be_resumed(tmp_path):
+    record = runs.RunRecord.start(runs.new_run_dir("p"), "p", version="1")
+    record.data["attempts"][-1]["pid"] = 2 ** 22 + 12345  # no such process
+    record.save()
+    assert runs.effective_status(record.data) == "interrupted"
+    assert runs.resumable_run("p", None).run_id == record.run_id
+
+
+def test_the_record_says_what_each_step_read_and_wrote(tmp_path, monkeypatch, capsys):
+    _, record, _ = _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    train = record["steps"]["train"]
+    evaluate = record["steps"]["evaluate"]
+    assert train["inputs"]["transformed"]["fingerprint"] == \
+        record["steps"]["transform"]["outputs"]["transformed"]["fingerprint"]
+    assert set(evaluate["inputs"]) == {"examples", "model"}
+    assert train["metrics"] == {"global_step": 200}
+    assert evaluate["metrics"]["auc"] == 0.9 and record["metrics"]["auc"] == 0.9
+    assert train["exit_code"] == 0 and train["seconds"] >= 0
+    assert train["parameters"]["spec"] == "train/spec.json"
+    run_dir = runs.home() / "chicago-taxi" / record["run"]
+    spec = ef.Pipeline.from_json((run_dir / "train" / "spec.json").read_text())
+    assert spec.model == taxi.pipeline.model and spec.source.path == "unread"
+    assert record["push"]["version"] == 7 and record["source"]["objects"]
+
+
+def test_runs_list_show_and_diff(tmp_path, monkeypatch, capsys):
+    _, first, _ = _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    _, second, _ = _run(monkeypatch, capsys,
+                        _pipeline_file(tmp_path, "wider", model="dnn_hidden_units=(64, 32)"),
+                        steps={"evaluate": {"emit": {Files.METRICS: {
+                            "head": "binary", "metrics": {"auc": 0.95, "examples": 10}}}}})
+    assert cli.main(["runs", "list"]) == 0
+    out = capsys.readouterr().out
+    assert first["run"] in out and second["run"] in out
+    assert "succeeded" in out and "auc=0.9000" in out and "auc=0.9500" in out
+    assert "5/0" in out and "3/2" in out  # steps ran / reused
+    assert cli.main(["runs", "show", second["run"]]) == 0
+    out = capsys.readouterr().out
+    assert "ingest     reused" in out and first["run"] in out
+    assert "pushed as taxi version 7" in out and "trained in this run" in out
+    assert cli.main(["runs", "diff", first["run"], second["run"]]) == 0
+    out = capsys.readouterr().out
+    assert "model.dnn_hidden_units[0]: 32 -> 64" in out
+    assert "data: same" in out
+    assert "ingest: same inputs" in out and "train: different inputs" in out
+    assert "auc: 0.9000 -> 0.9500 (+0.0500)" in out
+    assert cli.main(["runs", "show", "nope"]) == cli.EXIT_USAGE
+    assert cli.main(["runs", "list", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+
+
+def test_runs_show_follows_a_pushed_version_s_lineage(tmp_path, monkeypatch, capsys):
+    _, record, _ = _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    version = tmp_path / "serving" / "taxi" / "7"
+    (version / "assets.extra").mkdir(parents=True)
+    run_dir = runs.home() / "chicago-taxi" / record["run"]
+    (version / Files.LINEAGE).write_text(json.dumps({"run": str(run_dir)}))
+    assert runs.find_run(str(version)).run_id == record["run"]
+
+
+def test_a_relative_push_target_resolves_against_the_working_directory(tmp_path, monkeypatch,
+                                                                       capsys):
+    monkeypatch.chdir(tmp_path)
+    pinned = local_runner.pin_push_target(taxi.pipeline)
+    assert pinned.push.base_path == str(tmp_path / "serving_models")
+    assert local_runner.pin_push_target(pinned) == pinned
+    gs = dataclasses.replace(taxi.pipeline, push=ef.PushTarget("gs://b/m", "taxi"))
+    assert local_runner.pin_push_target(gs) == gs
+    _, record, _ = _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    spec = ef.Pipeline.from_json((runs.home() / "chicago-taxi" / record["run"] /
+                                  Files.SPEC).read_text())
+    assert spec.push.base_path == str(tmp_path / "serving_models")
+
+
+def test_a_workdir_holding_a_run_is_not_reused_silently(tmp_path, monkeypatch, capsys):
+    target = _pipeline_file(tmp_path)
+    fake_runs.use_fake_steps(monkeypatch, {})
+    assert cli.main(["run", str(target), "--workdir", str(tmp_path / "w")]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", str(target), "--workdir", str(tmp_path / "w")]) == cli.EXIT_USAGE
+    assert f"--resume {tmp_path / 'w'}" in capsys.readouterr().err
+
+
+def test_a_cache_entry_appears_whole_or_not_at_all(tmp_path):
+    cache = StepCache(tmp_path)
+    partial = cache.partial("train", "k1", fresh=True)
+    (partial / "model").mkdir()
+    assert cache.lookup("train", "k1") is None
+    entry = cache.commit("train", "k1", {"run": "r"})
+    assert cache.lookup("train", "k1").info["run"] == "r"
+    assert (entry.artifact("model")).is_dir() and not partial.exists()
+    again = cache.partial("train", "k1", fresh=True)  # --no-cache: computed again, replaced
+    (again / "model").mkdir()
+    assert cache.commit("train", "k1", {"run": "r2"}).info["run"] == "r2"
+    assert [p.name for p in (tmp_path / "train").iterdir()] == ["k1"]  # nothing left over
