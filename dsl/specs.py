@@ -433,9 +433,12 @@ class PushTarget:
     """Where blessed models go, in TF Serving's layout ``<base_path>/<model_name>/<version>/``.
 
     Args:
-        base_path: the model base path: a local directory (relative paths are resolved against
-            the run's working directory) or a ``gs://`` / ``s3://`` URL (written through
-            ``tf.io.gfile``; ``s3://`` needs the ``tensorflow-io`` package).
+        base_path: the model base path: a local directory or a ``gs://`` / ``s3://`` URL
+            (written through ``tf.io.gfile``; ``s3://`` needs the ``tensorflow-io``
+            package). ``estflow run`` resolves a relative path against the directory it starts
+            in (the run records the absolute path); a pipeline compiled for Kubeflow needs a
+            URL or a path on a volume its push and evaluate tasks mount (``estflow compile``
+            refuses anything else; ``--push-base-path`` replaces it).
         model_name: the served model name.
         keep_versions: keep only the newest N versions (None keeps all).
         kserve_manifest: also write a KServe ``InferenceService`` manifest

@@ -518,10 +518,12 @@ def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys):
     assert args.handler(args) == 0
     (sent,) = api.runs.values()
     assert pipeline_name(sent["pipeline_spec"]) == "chicago-taxi"
-    # Per-task caching as compiled (push and the exit handler's report never cached): nothing
-    # overrode it on the way.
-    assert _caching(sent["pipeline_spec"]) == {**kfp_compiler.DEFAULT_CACHING, "report": False,
-                                               "fingerprint": False}
+    # Per-task caching as compiled (push, the exit handler's report and the fingerprint task
+    # never cached): nothing overrode it on the way.
+    steps = ("ingest", "transform", "train", "evaluate", "push")
+    assert _caching(sent["pipeline_spec"]) == {
+        **{s: kfp_compiler.DEFAULT_CACHING[s] for s in steps}, "report": False,
+        "fingerprint": False}
 
 
 def test_public_names():
