@@ -82,7 +82,8 @@ from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "DEFAULT_KFP_BACKEND", "TASK_SETTINGS",
-           "CompileError", "CompiledPipeline", "compile_pipeline", "build_pipeline"]
+           "CompileError", "CompiledPipeline", "compile_pipeline", "build_pipeline",
+           "small_image_for"]
 
 # The one place the image's version is written; tests check it matches the package version.
 DEFAULT_IMAGE = "ghcr.io/estflow/estflow:0.1.0"
@@ -131,7 +132,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      beam_runner: str | None = None,
                      beam_options: Sequence[str] = (),
                      kfp_backend: str = DEFAULT_KFP_BACKEND,
-                     push_base_path: str | None = None) -> CompiledPipeline:
+                     push_base_path: str | None = None,
+                     small_image: str | None = None) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
@@ -156,6 +158,9 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         push_base_path: replaces ``PushTarget.base_path`` in the compiled pipeline (e.g. a
             pipeline pushing to a local directory when run locally, compiled to push to
             ``gs://bucket/models``).
+        small_image: the image of the report and placement tasks, which import neither
+            TensorFlow nor Beam (``pipelines/docker/Dockerfile.slim``, ~1/20 of the size).
+            Default: :func:`small_image_for` ``image``.
 
     Returns:
         The written path, the step task names (the ``report`` and placement tasks aside), the
@@ -178,15 +183,18 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             pipeline.push, base_path=push_base_path))
     path = _check_output_path(output_path)
     _check_image(image)
+    small_image = small_image or small_image_for(image)
+    _check_image(small_image)
     _check_caching(caching or {})
     target = _check_backend(kfp_backend)
     _check_push_target(pipeline, given=push_base_path is not None)
     pipeline, notes = _for_backend(pipeline, target)
     plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
-                      beam_options=kfp_components.param_placeholder("beam_options"))
+                      beam_options=kfp_components.param_placeholder("beam_options"),
+                      sdk_image=image)
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
-    graph = build_pipeline(plan, image=image, source_root=root,
+    graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
                            caching={**DEFAULT_CACHING, **declared, **(caching or {})},
                            beam_options=beam_default, kfp_backend=str(target))
     needs = _write(graph, path, target)
@@ -196,7 +204,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
 
 def build_pipeline(plan: Plan, *, image: str, source_root: str,
                    caching: Mapping[str, bool], beam_options: str = "",
-                   kfp_backend: str = DEFAULT_KFP_BACKEND) -> graph_component.GraphComponent:
+                   kfp_backend: str = DEFAULT_KFP_BACKEND,
+                   small_image: str | None = None) -> graph_component.GraphComponent:
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
     ``source_root`` and ``beam_options`` parameter placeholders (see
     :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``)."""
@@ -209,10 +218,11 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
             result=kfp_components.fingerprint_result([s.name for s in plan.steps]))
+    small_image = small_image or image
     report = kfp_tasks.build_report_component(
-        plan.pipeline.name, image,
+        plan.pipeline.name, small_image,
         final_status=target >= kfp_backends.FINAL_STATUS.since)
-    placements = {step: kfp_tasks.build_placement_component(step, image, r)
+    placements = {step: kfp_tasks.build_placement_component(step, small_image, r)
                   for step, r in plan.pipeline.resources.items() if r.placement_parameters}
     defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
                 "source_root": (str, source_root), "beam_options": (str, beam_options)}
@@ -438,6 +448,18 @@ def _check_output_path(output_path: str | os.PathLike) -> Path:
         raise CompileError("Received an invalid value for `output_path`, expected a file in "
                            f"an existing directory. Received: output_path={str(path)!r}")
     return path
+
+
+def small_image_for(image: str) -> str:
+    """The small image beside ``image`` (``make image`` tags it ``REPO:VERSION-slim``): the
+    same tag with ``-slim``. An image pinned by digest, or without a tag, has no derivable
+    sibling: its tasks all run ``image`` (give ``small_image`` to choose one)."""
+    name = image.rsplit("/", 1)[-1]
+    if "@" in image or ":" not in name:
+        return image
+    for accelerated in ("-gpu", "-tpu"):
+        image = image.removesuffix(accelerated)
+    return image if image.endswith("-slim") else f"{image}-slim"
 
 
 def _check_image(image: str) -> None:

@@ -130,7 +130,7 @@ class Plan:
 
 
 def build_plan(pipeline: Pipeline, *, source_root: str,
-               beam_options: str | None = None) -> Plan:
+               beam_options: str | None = None, sdk_image: str | None = None) -> Plan:
     """Plan the steps of ``pipeline``.
 
     Args:
@@ -140,9 +140,13 @@ def build_plan(pipeline: Pipeline, *, source_root: str,
             that declare ``--source-root``.
         beam_options: Beam pipeline options, one string, for the Beam steps (``Step.beam``:
             ``--beam-options``); None: they run on the in-memory FnApiRunner.
+        sdk_image: the image a non-local Beam runner's workers run (``--sdk-image`` of the
+            Beam steps): a compiled pipeline's own image, so its workers hold the same estflow
+            and tf.Transform as the task that launched them. None: the step's default.
     """
     plan = _plan(pipeline, _steps(pipeline),
                  {"source-root": source_root,
+                  **({"sdk-image": sdk_image} if sdk_image else {}),
                   **{flag: late_input(name) for flag, name in LATE_INPUTS.items()}},
                  beam_options)
     return dataclasses.replace(plan, fingerprint=fingerprint_step(plan, source_root))

@@ -32,7 +32,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("-o", "--output", required=True, metavar="OUT.yaml",
                      help="the YAML file to write")
     cmd.add_argument("--image", default=kfp_compiler.DEFAULT_IMAGE,
-                     help="container image of every task (default: %(default)s)")
+                     help="container image of the step tasks (default: %(default)s)")
+    cmd.add_argument("--small-image", default=None, metavar="IMAGE",
+                     help="image of the report and placement tasks, which need neither "
+                     "TensorFlow nor Beam (default: IMAGE's tag with -slim, as `make image` "
+                     "builds it; IMAGE itself when pinned by digest)")
     cmd.add_argument("--source-root", default=None, metavar="ROOT",
                      help="default of the source_root pipeline parameter: where the ingest "
                      "task resolves relative data paths (a directory in the image, or "
@@ -98,7 +102,7 @@ def _compile(args: argparse.Namespace) -> int:
             loaded, args.output, image=args.image, source_root=args.source_root,
             caching=caching, beam_runner=args.beam_runner,
             beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend,
-            push_base_path=args.push_base_path)
+            push_base_path=args.push_base_path, small_image=args.small_image)
     except kfp_compiler.CompileError as err:
         raise UsageError(str(err)) from None
     for note in compiled.notes:

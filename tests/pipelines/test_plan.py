@@ -76,6 +76,17 @@ def test_beam_options_go_to_the_beam_steps_only():
     assert not any("beam-options" in dict(s.options) for s in no_beam.steps)
 
 
+def test_a_compiled_plan_gives_remote_beam_workers_its_own_image():
+    """Dataflow/Flink/Spark workers must run the image the task runs (estflow and tf.Transform
+    inside), not a default that nothing built: the Beam steps get ``--sdk-image``."""
+    plan = build_plan(taxi.pipeline, source_root="/data", sdk_image="registry/estflow:1.2")
+    images = {s.name: dict(s.options).get("sdk-image") for s in plan.steps}
+    assert {n for n, i in images.items() if i} == {"ingest", "transform"}
+    assert images["ingest"] == images["transform"] == "registry/estflow:1.2"
+    local = build_plan(taxi.pipeline, source_root="/data")
+    assert not any("sdk-image" in dict(s.options) for s in local.steps)
+
+
 def test_source_root_goes_to_the_steps_declaring_it():
     plan = build_plan(taxi.pipeline, source_root="module:pkg.data")
     assert {s.name: s.options for s in plan.steps} == {

@@ -59,6 +59,11 @@ def _collection_keys() -> list:
     return sorted(set(keys)) + list(_VARIABLE_STORES)
 
 
+# Collections inside open model_fn calls: id(collection list) -> [[call, contents before it]]
+_OPEN: dict[int, list[list]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
 class ModelFnGraph:
     """The TF 1 graph state of one model_fn call (module docstring): enter it in the graph
     the model_fn runs in, around the call.
@@ -77,10 +82,12 @@ class ModelFnGraph:
     def __enter__(self) -> ModelFnGraph:
         self._graph = tf.compat.v1.get_default_graph()
         keys = set(_collection_keys()) | set(self._graph.get_all_collection_keys())
-        for key in keys:
-            ref = self._graph.get_collection_ref(key)
-            self._saved[key] = list(ref)
-            del ref[:]
+        with _OPEN_LOCK:
+            for key in keys:
+                ref = self._graph.get_collection_ref(key)
+                self._saved[key] = ref
+                _OPEN.setdefault(id(ref), []).append([self, list(ref)])
+                del ref[:]
         if self._global_step is not None:
             self._add(self._global_step, (_KEYS.GLOBAL_VARIABLES, _KEYS.GLOBAL_STEP))
         self._root = self._graph.name_scope(None)  # the engine's loop scopes are not its
@@ -88,10 +95,28 @@ class ModelFnGraph:
         return self
 
     def __exit__(self, *exc) -> None:
+        """Put each collection back as it was before the call. Calls may overlap without
+        nesting (a MirroredStrategy's replicas trace one after the other, but a replica paused
+        in ``merge_call`` is still inside its call when the next one starts, and several
+        graphs share the process-wide variable collections): the contents from before the
+        first call come back when the last one ends."""
         self._root.__exit__(*exc)
         graph, self._graph = self._graph, None
-        for key in set(graph.get_all_collection_keys()) | set(self._saved):
-            graph.get_collection_ref(key)[:] = self._saved.get(key, [])
+        with _OPEN_LOCK:
+            for key, ref in self._saved.items():
+                stack = _OPEN[id(ref)]
+                i = next(j for j, entry in enumerate(stack) if entry[0] is self)
+                if i == len(stack) - 1:
+                    ref[:] = stack[i][1]
+                else:  # a later call is still open: it restores what this one found
+                    stack[i + 1][1] = stack[i][1]
+                del stack[i]
+                if not stack:
+                    del _OPEN[id(ref)]
+            for key in set(graph.get_all_collection_keys()) - set(self._saved):
+                ref = graph.get_collection_ref(key)  # created during the call
+                if id(ref) not in _OPEN:
+                    del ref[:]
         self._saved = {}
 
     def register(self, var, kwargs: dict, local: bool = False) -> None:

@@ -17,6 +17,7 @@ from estflow.components.estimator import EstimatorSpec
 from estflow.components.estimator import ModeKeys
 from estflow.components.estimator import NanLossError
 from estflow.components.estimator import TrainHook
+from estflow.components.estimator import export
 from estflow.components.estimator import parsing_serving_input_receiver_fn
 from estflow.components.estimator.run_config import RunConfig
 
@@ -427,3 +428,131 @@ def _examples(rows):
     return tf.constant([tf.train.Example(features=tf.train.Features(feature={
         "x": tf.train.Feature(float_list=tf.train.FloatList(value=list(map(float, r))))}))
         .SerializeToString() for r in rows])
+
+
+# -- which trace creates the model (issue 12: training never traces PREDICT) ----------------
+def _train_only_first(modes):
+    """TRAIN creates a variable before the model's (a Keras Dropout's seed state, built in
+    TRAIN only) and a Keras optimizer inside the model_fn: a PREDICT or EVAL trace asks for
+    the model's variables only, in another order of positions."""
+    return lambda features, labels, mode: _train_only_first_model_fn(features, labels, mode,
+                                                                     modes)
+
+
+def _train_only_first_model_fn(features, labels, mode, modes):
+    modes.append(mode)
+    x = features["x"]
+    if mode == ModeKeys.TRAIN:
+        x = keras.layers.Dropout(0.1, seed=1)(x, training=True)
+    hidden = keras.layers.Dense(4, activation="relu")
+    out = keras.layers.Dense(1)
+    logits = out(hidden(x))
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+    if mode == ModeKeys.EVAL:
+        return EstimatorSpec(mode, loss=loss)
+    optimizer = keras.optimizers.Adam(0.05)
+    variables = hidden.trainable_variables + out.trainable_variables
+    train_op = optimizer.apply_gradients(zip(tf.gradients(loss, variables), variables,
+                                             strict=True))
+    return EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_the_first_trace_creates_the_model_and_checkpoint_keys_do_not_depend_on_it(tmp_path):
+    trained_modes = []
+    est = _estimator(_train_only_first(trained_modes), tmp_path / "m")
+    est.train(input_fn, steps=20)
+    assert set(trained_modes) == {ModeKeys.TRAIN}  # no PREDICT trace to train
+    names = est.get_variable_names()
+    model = sorted(n for n in names if n.startswith("store/model/"))
+    # the seed state (TRAIN only) is a model position; the optimizer's state is not the model
+    assert [n.rsplit("_", 1)[-1] for n in model] == ["state", "kernel", "bias", "kernel", "bias"]
+    assert sum(n.startswith("store/train/") for n in names) == 2 + 2 * 4  # iteration, lr, slots
+    expected = [p["logits"] for p in est.predict(predict_input_fn)]
+    evaluated = est.evaluate(eval_input_fn)
+
+    # new processes start with predict, evaluate or an export: the first trace takes its keys
+    # from the checkpoint, so every variable is restored
+    fresh_ones = []
+    for first in ("predict", "evaluate", "export"):
+        modes = []
+        fresh = _estimator(_train_only_first(modes), tmp_path / "m")
+        fresh_ones.append(fresh)
+        if first == "predict":
+            got = [p["logits"] for p in fresh.predict(predict_input_fn)]
+            np.testing.assert_allclose(got, expected, rtol=1e-6)
+        elif first == "evaluate":
+            assert fresh.evaluate(eval_input_fn)["loss"] == pytest.approx(evaluated["loss"])
+        else:
+            export = fresh.export_saved_model(tmp_path / f"export_{first}", fx_receiver_fn)
+            served = tf.saved_model.load(export).signatures["serving_default"](
+                examples=_examples(X[:10]))["logits"].numpy()
+            np.testing.assert_allclose(served, np.stack(expected), rtol=1e-5, atol=1e-6)
+        assert ModeKeys.TRAIN not in modes
+    # ... and their training goes on from the latest checkpoint, with the same keys
+    for i, fresh in enumerate(fresh_ones):
+        fresh.train(input_fn, steps=5)
+        assert fresh.get_variable_names() == names
+        assert fresh.global_step == 20 + 5 * (i + 1)
+
+
+def test_a_failed_first_trace_leaves_no_variables_behind(tmp_path):
+    calls = []
+
+    def model_fn(features, labels, mode, params, config):
+        calls.append(mode)
+        spec = optimizer_model_fn(features, labels, mode, params, config)
+        if len(calls) == 1:
+            raise RuntimeError("the first call fails after creating the model's variables")
+        return spec
+
+    est = _estimator(model_fn, tmp_path / "a", {"learning_rate": 0.5})
+    with pytest.raises(RuntimeError, match="first call fails"):
+        est.train(input_fn, steps=3)
+    est.train(input_fn, steps=3)
+    clean = _estimator(optimizer_model_fn, tmp_path / "b", {"learning_rate": 0.5})
+    clean.train(input_fn, steps=3)
+    assert est.get_variable_names() == clean.get_variable_names()
+    assert sorted(est.variables()) == sorted(clean.variables())
+
+
+def test_input_fn_arguments_are_passed_by_name_as_tf_estimator_did(tmp_path):
+    """``input_fn(mode, params, config, input_context=None)``: mode per call; params, config;
+    input_context only under a distribution strategy (none here: the default stays)."""
+    seen = []
+
+    def any_input_fn(mode, params, config, input_context="default"):
+        seen.append((mode, params["learning_rate"], config.model_dir, input_context))
+        if mode == ModeKeys.PREDICT:
+            return predict_input_fn()
+        return input_fn() if mode == ModeKeys.TRAIN else eval_input_fn()
+
+    est = _estimator(optimizer_model_fn, tmp_path, {"learning_rate": 0.5})
+    est.train(any_input_fn, steps=2)
+    est.evaluate(any_input_fn)
+    list(est.predict(any_input_fn))
+    assert seen == [(mode, 0.5, str(tmp_path), "default")
+                    for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)]
+
+
+def test_features_without_a_batch_dimension_train_and_export(tmp_path):
+    """The SavedModel migration guide: ``Dataset.from_tensors({'input': 3.})`` (one example
+    per step, no batch dimension) and a raw receiver from a scalar, as tf.estimator took."""
+
+    def model_fn(features, labels, mode):
+        output = features["input"] + 2
+        step = tf.compat.v1.train.get_global_step()
+        return EstimatorSpec(mode, predictions=output, train_op=step.assign_add(1),
+                             loss=tf.constant(0.), export_outputs={
+                                 "serving_default": export.PredictOutput({"output": output})})
+
+    est = Estimator(model_fn, str(tmp_path / "m"), progress=lambda m: None)
+    est.train(lambda: tf.data.Dataset.from_tensors({"input": 3.}), steps=1)
+    assert est.global_step == 1
+    path = est.export_saved_model(
+        tmp_path / "export", export.build_raw_serving_input_receiver_fn(
+            {"input": tf.constant(3.)}))
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    assert serve.structured_input_signature[1]["input"].shape.as_list() == [None]
+    np.testing.assert_allclose(serve(input=tf.constant([1., 5.]))["output"], [3., 7.])

@@ -8,6 +8,7 @@ TF 2.21 fail at the first trace naming the call and its replacement."""
 
 import glob
 import os
+import re
 
 import keras
 import numpy as np
@@ -516,3 +517,163 @@ def test_tf_estimator_export_names_exist():
         "examples"].shape == (4,)
     with pytest.raises(ValueError, match="receiver_tensors_alternatives"):
         export.ServingInputReceiver({"x": 1}, {"x": 1}, {"alt": {}})
+
+
+# -- the TF 1 migration guide's model_fns (issue 12): train never traces PREDICT -------------
+def _guide_model_fn(seen):
+    """The migration guide's model_fn: the loss from the labels and the train_op built in every
+    mode (tf.estimator never called it in PREDICT to train, nor ran train_op outside TRAIN)."""
+
+    def model_fn(features, labels, mode):
+        seen.append(mode)
+        logits = tf.keras.layers.Dense(1)(features["x"])
+        loss = tf.compat.v1.losses.mean_squared_error(labels=labels, predictions=logits)
+        optimizer = tf.compat.v1.train.AdagradOptimizer(0.05)
+        train_op = optimizer.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+        return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    return model_fn
+
+
+def _regression_input_fn(batch=4):
+    x = np.arange(24, dtype="float32").reshape(12, 2) / 10
+    return lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, x.sum(1, keepdims=True))).batch(
+        batch)
+
+
+def test_train_traces_only_train_and_evaluate_does_not_run_the_train_op(tmp_path):
+    seen = []
+    est = tf_estimator.Estimator(_guide_model_fn(seen), model_dir=str(tmp_path),
+                                 progress=_quiet)
+    est.train(_regression_input_fn(), steps=3)
+    assert seen and set(seen) == {ModeKeys.TRAIN}
+    trained = {k: v.numpy().copy() for k, v in est.variables().items()}
+    first = est.evaluate(_regression_input_fn())
+    assert ModeKeys.PREDICT not in seen
+    # the train_op the model_fn built in EVAL did not run: no weight, slot or step moved
+    assert first["global_step"] == est.global_step == 3
+    for name, value in est.variables().items():
+        np.testing.assert_array_equal(value.numpy(), trained[name], err_msg=name)
+    assert est.evaluate(_regression_input_fn()) == pytest.approx(first)
+    # a fresh Estimator on the model_dir evaluates first: EVAL creates the model, restored
+    fresh_seen = []
+    fresh = tf_estimator.Estimator(_guide_model_fn(fresh_seen), model_dir=str(tmp_path),
+                                   progress=_quiet)
+    assert fresh.evaluate(_regression_input_fn()) == pytest.approx(first)
+    assert set(fresh_seen) == {ModeKeys.EVAL}
+    fresh.train(_regression_input_fn(), steps=2)
+    assert fresh.get_variable_names() == est.get_variable_names()
+    assert fresh.global_step == 5
+
+
+def test_a_one_element_loss_is_a_scalar_as_in_tf_estimator(tmp_path):
+    """The guide's per-example loss at batch size 1 (shape [None])."""
+
+    def model_fn(features, labels, mode):
+        logits = tf.keras.layers.Dense(2)(features["x"])
+        loss = tf.compat.v1.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits)
+        train_op = tf.compat.v1.train.AdagradOptimizer(0.05).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    x = np.arange(6, dtype="float32").reshape(3, 2)
+    input_fn = lambda: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        ({"x": x}, np.array([0, 0, 1]))).batch(1)
+    est = tf_estimator.Estimator(model_fn, model_dir=str(tmp_path), progress=_quiet)
+    est.train(input_fn)
+    metrics = est.evaluate(input_fn)
+    assert metrics["global_step"] == 3 and np.isfinite(metrics["loss"])
+
+
+def test_hooks_take_tensors_of_the_model_fn_as_tf_estimator_did(tmp_path, caplog):
+    """The guide's LoggingTensorHook(tensors=[tf.identity(dense.weights[0]), ...]) and
+    {tag: loss tensor}: fetched by graph name at the loop's last step, tagged by it."""
+
+    def model_fn(features, labels, mode):
+        dense = tf.keras.layers.Dense(1)
+        logits = dense(features["x"])
+        loss = tf.compat.v1.losses.mean_squared_error(labels=labels, predictions=logits)
+        train_op = tf.compat.v1.train.AdagradOptimizer(0.05).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        kernel, bias = tf.identity(dense.weights[0]), tf.identity(dense.weights[1])
+        return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[
+            tf_estimator.StopAtStepHook(num_steps=2),
+            tf_estimator.LoggingTensorHook(tensors=[kernel, bias], every_n_iter=1),
+            tf_estimator.LoggingTensorHook({"the loss": loss}, every_n_iter=1)])
+
+    est = tf_estimator.Estimator(model_fn, model_dir=str(tmp_path), progress=_quiet)
+    with caplog.at_level("INFO", logger="estflow.hooks"):
+        est.train(_regression_input_fn(1))
+    assert est.global_step == 2
+    kernels = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Identity:0")]
+    assert len(kernels) == 2
+    for message in kernels:  # "Identity:0 = [[k0] [k1]], Identity_1:0 = [b]": kernel, bias
+        kernel, bias = message.split(" (")[0].split(", Identity_1:0 = ")  # (N sec) after
+        assert len(re.findall(r"-?\d+\.\d+", kernel)) == 2
+        assert len(re.findall(r"-?\d+\.\d+", bias)) == 1
+    losses = [r.getMessage() for r in caplog.records if r.getMessage().startswith("the loss")]
+    assert len(losses) == 2
+
+
+def test_object_checkpoint_scaffold_saves_its_objects(tmp_path):
+    """The guide's EstimatorSpec(scaffold=Scaffold(saver=tf.train.Checkpoint(step=global step,
+    optimizer=opt, net=net))): a tf.train.Checkpoint of those objects restores the
+    Estimator's checkpoints; train_op=tf.group(opt.apply_gradients(...), ...) with a Keras 3
+    optimizer (whose apply_gradients returns a variable) works."""
+
+    class Net(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.l1 = tf.keras.layers.Dense(5)
+
+        def call(self, x):
+            return self.l1(x)
+
+    def model_fn(features, labels, mode):
+        net = Net()
+        opt = tf.keras.optimizers.Adam(0.1)
+        ckpt = tf.train.Checkpoint(step=tf.compat.v1.train.get_global_step(), optimizer=opt,
+                                   net=net)
+        with tf.GradientTape() as tape:
+            output = net(features["x"])
+            loss = tf.reduce_mean(tf.abs(output - features["y"]))
+        variables = net.trainable_variables
+        gradients = tape.gradient(loss, variables)
+        return tf_estimator.EstimatorSpec(
+            mode, loss=loss,
+            train_op=tf.group(opt.apply_gradients(zip(gradients, variables)),
+                              ckpt.step.assign_add(1)),
+            scaffold=tf.compat.v1.train.Scaffold(saver=ckpt))
+
+    def toy_dataset():
+        inputs = tf.range(10.)[:, None]
+        labels = inputs * 5. + tf.range(5.)[None, :]
+        return tf.data.Dataset.from_tensor_slices(dict(x=inputs, y=labels)).repeat().batch(2)
+
+    est = tf_estimator.Estimator(model_fn, str(tmp_path), progress=_quiet)
+    est.train(toy_dataset, steps=10)
+    net, opt = Net(), tf.keras.optimizers.Adam(0.1)
+    net(tf.zeros([1, 1]))
+    ckpt = tf.train.Checkpoint(step=tf.Variable(1, dtype=tf.int64), optimizer=opt, net=net)
+    ckpt.restore(tf.train.latest_checkpoint(str(tmp_path))).assert_existing_objects_matched()
+    assert ckpt.step.numpy() == 10
+    np.testing.assert_array_equal(net.l1.kernel.numpy(),
+                                  est.variables()["store/model/000_kernel"].numpy())
+    # a new Estimator resumes from it
+    resumed = tf_estimator.Estimator(model_fn, str(tmp_path), progress=_quiet)
+    resumed.train(toy_dataset, steps=2)
+    assert resumed.global_step == 12
+
+
+def test_scaffold_fields_the_engine_does_itself_are_refused(tmp_path):
+    def model_fn(features, labels, mode):
+        logits = keras.layers.Dense(1)(features["x"])
+        loss = tf.reduce_mean(tf.square(logits - labels))
+        return tf_estimator.EstimatorSpec(
+            mode, loss=loss, optimizer=keras.optimizers.SGD(0.1),
+            scaffold=tf.compat.v1.train.Scaffold(init_fn=lambda scaffold, session: None))
+
+    est = tf_estimator.Estimator(model_fn, str(tmp_path), progress=_quiet)
+    with pytest.raises(ValueError, match=r"Scaffold\(init_fn\).*saver=tf.train.Checkpoint"):
+        est.train(_regression_input_fn(), steps=1)
