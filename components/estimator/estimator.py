@@ -125,6 +125,11 @@ class Estimator:
         with tf.init_scope(), self._distribution.scope():
             self._global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                             name="global_step")
+        # TF 1 idioms: get_global_step() in a PREDICT model_fn, a copy of the step set at each
+        # call (a train_op built in every mode must not move the step; exports carry it)
+        with tf.init_scope():
+            self._predict_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                             name="global_step")
         self._optimizers = Optimizers()
         self._checkpoint = tf.train.Checkpoint(store=self._store, global_step=self._global_step,
                                                optimizers=self._optimizers)
@@ -283,7 +288,8 @@ class Estimator:
         """The model_fn's PREDICT ``EstimatorSpec`` for ``features`` (inside a
         ``tf.function``; see :meth:`predictions`): its ``export_outputs`` feed the export."""
         self._seed_first_trace()
-        with self._store.scope(ModeKeys.PREDICT, global_step=self._global_step):
+        self._predict_step.assign(self._global_step)
+        with self._store.scope(ModeKeys.PREDICT, global_step=self._predict_step):
             spec = self._model_fn(features, None, ModeKeys.PREDICT)
         self._prediction_hooks = spec.prediction_hooks  # hooks: the latest PREDICT trace's
         return spec
@@ -498,7 +504,7 @@ class Estimator:
         """Variables a PREDICT-mode graph reads: the model (not optimizer state), locals and
         the global step."""
         return (self._store.model_variables() + self._store.local_variables(ModeKeys.PREDICT)
-                + [self._global_step])  # a PREDICT model_fn may read the global step
+                + [self._global_step, self._predict_step])  # a PREDICT model_fn's step
 
 
 def _check_steps(steps: int | None, max_steps: int | None) -> None:

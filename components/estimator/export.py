@@ -259,7 +259,8 @@ def build_raw_serving_input_receiver_fn(
     """tf.estimator's raw receiver: the signature takes each feature as an input of the same
     name, fed to the model_fn as is. ``features`` maps names to anything with a ``dtype`` and
     a ``shape`` (a tensor, a ``tf.TensorSpec``, a numpy array): the first dimension becomes
-    ``default_batch_size`` (None: any batch size).
+    ``default_batch_size`` (None: any batch size); a scalar becomes a batch of scalars, as in
+    tf.estimator.
 
     Raises:
         TypeError: ``features`` is not a dict of such values.
@@ -273,7 +274,7 @@ def build_raw_serving_input_receiver_fn(
             raise TypeError(f"build_raw_serving_input_receiver_fn: features[{name!r}] is a "
                             f"{type(value).__name__}; expected a tensor or a tf.TensorSpec")
         shape = tf.TensorShape(value.shape)
-        if shape.rank:
+        if shape.rank is not None:  # a scalar too: [batch] (tf.estimator's shape[1:] of [])
             shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
         specs[name] = tf.TensorSpec(shape, tf.as_dtype(value.dtype), name=name)
 

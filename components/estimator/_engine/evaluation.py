@@ -53,7 +53,15 @@ class Evaluator:
                  global_step: tf.Variable | None = None) -> None:
         self._store = store
         self._model_fn = model_fn
-        self._global_step = global_step  # tf.compat.v1.train.get_global_step() in the model_fn
+        self._global_step = global_step
+        # TF 1 idioms: what tf.compat.v1.train.get_global_step() returns in the model_fn, a
+        # copy of the step set before each batch (a train_op built in every mode, say
+        # `step.assign_add(1)`, must not move the Estimator's step). Not checkpointed.
+        self._step_view = None
+        if global_step is not None:
+            with tf.init_scope():
+                self._step_view = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                              name="global_step")
         # distribution: RunConfig.eval_distribute (none: one device).
         self._distribution = distribution or Distribution()
         self._metrics: dict[str, Any] = {}
@@ -70,7 +78,7 @@ class Evaluator:
         return self._distribution
 
     def _call(self, features, labels) -> tf.Tensor:
-        with self._store.scope(ModeKeys.EVAL, global_step=self._global_step):
+        with self._store.scope(ModeKeys.EVAL, global_step=self._step_view):
             spec = self._model_fn(features, labels, ModeKeys.EVAL)
         # A trace-time side effect: the metric objects of the latest trace (every trace's
         # objects read the same store variables).
@@ -117,6 +125,8 @@ class Evaluator:
             element = iterator.get_next_as_optional()
 
             def step():
+                if self._step_view is not None:
+                    self._step_view.assign(self._global_step)
                 self._loss_sum.assign_add(self._batch_loss(element.get_value()))
                 self._batches.assign_add(1)
                 return tf.constant(True)

@@ -388,15 +388,16 @@ class _Trace:
         if _is_metric(kwargs):
             return self._local(next_creator, kwargs, f"metric:{self.mode}", self.metric,
                                "metric"), True
-        if self.establish:
+        optimizer = _in_optimizer()
+        if self.establish and not (optimizer and self.mode != _TRAIN):
             var = self.store._new(next_creator, kwargs)
             self.created.add(id(var))
-            if outer and self.mode == _TRAIN or _in_optimizer():  # optimizer state
+            if (outer or optimizer) and self.mode == _TRAIN:  # optimizer state
                 self.store._untracked.train.append(var)
             else:
                 self._place(var)
             return var, False
-        var = None if _in_optimizer() else self._match(next_creator, kwargs)
+        var = None if optimizer else self._match(next_creator, kwargs)
         if var is not None:
             return var, False
         if self.mode == _TRAIN:

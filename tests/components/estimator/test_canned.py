@@ -323,6 +323,35 @@ def test_tf1_train_optimizers_are_taken_as_tf_estimators_tf1_classes_took_them(t
         estimator.DNNClassifier([4], DNN_COLUMNS, optimizer=0.1)
 
 
+@pytest.mark.parametrize("build", [
+    lambda head, d, c: estimator.LinearEstimator(head, LINEAR_COLUMNS, d, config=c,
+                                                 progress=_quiet),
+    lambda head, d, c: estimator.DNNEstimator(head, [8], DNN_COLUMNS, d,
+                                              optimizer=keras.optimizers.Adagrad(0.3),
+                                              config=c, progress=_quiet),
+    lambda head, d, c: estimator.DNNLinearCombinedEstimator(
+        head, d, linear_feature_columns=[COLOR], dnn_feature_columns=NUMERIC,
+        dnn_hidden_units=[8], dnn_optimizer=lambda: keras.optimizers.Adagrad(0.3), config=c,
+        progress=_quiet),
+], ids=["linear", "dnn", "wide_deep"])
+def test_head_based_estimators_take_tf_estimators_arguments_and_learn(tmp_path, build):
+    """tf.estimator's LinearEstimator / DNNEstimator / DNNLinearCombinedEstimator: the head
+    is given (here binary; a regression head on the same data too)."""
+    for head, kind, metric in ((estimator.BinaryClassHead(), "binary", "accuracy"),
+                               (estimator.RegressionHead(), "regression", "average_loss")):
+        est = build(head, None, _config(tmp_path / kind))
+        labels = LABELS[kind]
+        est.train(_train_fn(labels), steps=1)
+        before = est.evaluate(_eval_fn(labels))
+        est.train(_train_fn(labels), steps=79)
+        metrics = est.evaluate(_eval_fn(labels))
+        assert metric in metrics and metrics["loss"] < before["loss"]
+        first = next(est.predict(_predict_fn()))
+        assert ("logistic" in first) == (kind == "binary")
+    with pytest.raises(TypeError, match="`head`"):
+        build("binary", None, None)
+
+
 def test_indicator_of_dense_and_sparse_inputs_agree():
     """The DNN input's dense fast path (one-hot of looked-up ids) equals the sparse path
     (what parsed tf.Examples take); "" is missing, unknown values get no id."""

@@ -327,3 +327,29 @@ def test_premade_dnn_with_batch_norm_under_mirrored():
     assert metrics["accuracy"] > 0.75  # a single device reaches ~0.84 here
     moving = [n for n in est.get_variable_names() if n.endswith("moving_mean")]
     assert moving and np.abs(est.get_variable_value(moving[0])).sum() > 0  # updated, saved
+
+
+@_fresh_process_unless_two_cpus
+def test_input_fn_gets_an_input_context_under_a_strategy():
+    """tf.estimator passed ``input_context`` under a strategy: here one pipeline (the global
+    batch, which the engine splits), so ``dataset.shard(ctx.num_input_pipelines,
+    ctx.input_pipeline_id)`` keeps all of it."""
+    contexts = []
+
+    def input_fn(mode, input_context=None):
+        contexts.append((mode, input_context))
+        dataset = whole_batch_input_fn()
+        if input_context:
+            dataset = dataset.shard(input_context.num_input_pipelines,
+                                    input_context.input_pipeline_id)
+        return dataset
+
+    single = _estimator(model_fn)
+    single.train(whole_batch_input_fn, max_steps=5)
+    mirrored = _estimator(model_fn, train_distribute="mirrored")
+    mirrored.train(input_fn, max_steps=5)
+    (mode, context), = contexts
+    assert mode == ModeKeys.TRAIN
+    assert (context.num_input_pipelines, context.input_pipeline_id,
+            context.num_replicas_in_sync) == (1, 0, 2)
+    _assert_same_checkpoints(single, mirrored)

@@ -653,6 +653,10 @@ def test_object_checkpoint_scaffold_saves_its_objects(tmp_path):
 
     est = tf_estimator.Estimator(model_fn, str(tmp_path), progress=_quiet)
     est.train(toy_dataset, steps=10)
+    trained = {k: v.numpy().copy() for k, v in est.variables().items()}
+    assert est.evaluate(toy_dataset, steps=3)["global_step"] == 10
+    for name, value in est.variables().items():  # the Keras train_op did not run in EVAL
+        np.testing.assert_array_equal(value.numpy(), trained[name], err_msg=name)
     net, opt = Net(), tf.keras.optimizers.Adam(0.1)
     net(tf.zeros([1, 1]))
     ckpt = tf.train.Checkpoint(step=tf.Variable(1, dtype=tf.int64), optimizer=opt, net=net)
