@@ -57,6 +57,7 @@ from estflow.components._serve.http import HttpServer
 from estflow.components._serve.http import Limits
 from estflow.components._serve.http import listen
 from estflow.dsl.contracts import SERVE_OPTIONS
+from estflow.dsl.contracts import add_options
 
 if TYPE_CHECKING:  # they import TensorFlow: loaded by _start, once the port is bound
     from estflow.components._serve.models import ModelRegistry
@@ -249,34 +250,12 @@ def _start_up_noise_filtered(out: TextIO) -> Iterator[None]:
                 out.flush()
 
 
-def _in_range(convert, low: int, high: int):
-    """An argparse type: ``convert``, then checked to be in ``low..high`` (argparse's
-    ``choices`` would list every allowed value in its error)."""
-    def checked(text: str):
-        value = convert(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected {low}..{high}, got {text}")
-        return value
-
-    checked.__name__ = convert.__name__  # argparse names the type in its error messages
-    return checked
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="estflow.components.serve",
                                      description="Serve pushed models over TF Serving's REST API.")
     parser.add_argument("base_path", metavar="BASE_PATH",
                         help="push base path: BASE_PATH/<model_name>/<integer version>/")
-    types = {"str": str, "int": int, "float": float}
-    for option in SERVE_OPTIONS:
-        convert = types[option.type]
-        extra: dict = {}
-        if option.choices is not None:
-            convert = _in_range(convert, *option.choices)
-            extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
-        parser.add_argument(f"--{option.flag}", type=convert, default=option.default,
-                            required=option.required,
-                            help=f"{option.help} (default: {option.default})", **extra)
+    add_options(parser, SERVE_OPTIONS)
     return parser
 
 

@@ -9,9 +9,10 @@ two sides cannot disagree about a flag. Neither side imports the other; both imp
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
-__all__ = ["Option", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
+__all__ = ["Option", "add_options", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE"]
 
@@ -30,6 +31,37 @@ class Option:
     default: str | int | float | None = None
     required: bool = False
     choices: tuple[int, int] | None = None
+
+
+_TYPES = {"str": str, "int": int, "float": float}
+
+
+def _in_range(convert, low: int, high: int):
+    """An argparse type: ``convert``, then checked to be in ``low..high`` (argparse's
+    ``choices`` would list every allowed value in its error)."""
+    def checked(text: str):
+        value = convert(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low}..{high}, got {text}")
+        return value
+
+    checked.__name__ = convert.__name__  # argparse names the type in its error messages
+    return checked
+
+
+def add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) -> None:
+    """Add ``--<flag>`` arguments for ``options`` to ``parser``: the one place a contract
+    option becomes a command-line argument (the steps' entry points and the CLI both call it).
+    """
+    for option in options:
+        convert = _TYPES[option.type]
+        extra: dict = {}
+        if option.choices is not None:
+            convert = _in_range(convert, *option.choices)
+            extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
+        shown = "" if option.default is None else f" (default: {option.default})"
+        parser.add_argument(f"--{option.flag}", type=convert, default=option.default,
+                            required=option.required, help=option.help + shown, **extra)
 
 
 @dataclasses.dataclass(frozen=True)

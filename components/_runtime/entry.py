@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from estflow.dsl.contracts import Step
+from estflow.dsl.contracts import add_options
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.refs import CallableRef
 
 __all__ = ["step_parser", "load_pipeline", "resolve", "resolve_source_root", "Progress"]
-
-
-_TYPES = {"str": str, "int": int, "float": float}
 
 
 class _StepParser(argparse.ArgumentParser):
@@ -61,13 +59,7 @@ def step_parser(step: Step, description: str | None = None) -> argparse.Argument
     for artifact in step.outputs:
         parser.add_argument(f"--{artifact}", required=True, metavar="DIR",
                             help=f"output artifact: {artifact}")
-    for option in step.options:
-        extra: dict = {}
-        if option.choices is not None:
-            extra["choices"] = range(option.choices[0], option.choices[1] + 1)
-            extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
-        parser.add_argument(f"--{option.flag}", type=_TYPES[option.type], default=option.default,
-                            required=option.required, help=option.help, **extra)
+    add_options(parser, step.options)
     return parser
 
 

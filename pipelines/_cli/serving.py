@@ -10,25 +10,10 @@ import sys
 
 from estflow.dsl.contracts import SERVE_MODULE
 from estflow.dsl.contracts import SERVE_OPTIONS
+from estflow.dsl.contracts import add_options
 from estflow.pipelines._cli.usage import UsageError
 
 __all__ = ["add_commands"]
-
-_TYPES = {"str": str, "int": int, "float": float}
-
-
-def _in_range(convert, low: int, high: int):
-    """An argparse type: ``convert``, then checked to be in ``low..high`` (argparse's
-    ``choices`` would list every allowed value in its error)."""
-    def checked(text: str):
-        value = convert(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected {low}..{high}, got {text}")
-        return value
-
-    checked.__name__ = convert.__name__  # argparse names the type in its error messages
-    return checked
-
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register ``serve``."""
@@ -39,15 +24,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "pushed.", add_help=True)
     cmd.add_argument("base_path", metavar="BASE_PATH",
                      help="push base path: BASE_PATH/<model_name>/<integer version>/")
-    for option in SERVE_OPTIONS:
-        convert = _TYPES[option.type]
-        extra: dict = {}
-        if option.choices is not None:
-            convert = _in_range(convert, *option.choices)
-            extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
-        cmd.add_argument(f"--{option.flag}", type=convert, default=option.default,
-                         required=option.required,
-                         help=f"{option.help} (default: {option.default})", **extra)
+    add_options(cmd, SERVE_OPTIONS)
     cmd.set_defaults(handler=_serve)
 
 
