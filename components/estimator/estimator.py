@@ -185,7 +185,7 @@ class Estimator:
 
     def get_variable_names(self) -> list[str]:
         """Names of the variables in the latest checkpoint: ``store/model/NNN_<name>`` (the
-        model, in creation order), ``store/train/NNN`` (TRAIN-only variables),
+        model, in creation order), ``store/train/NNN`` (optimizer state of the model_fn),
         ``optimizers/...`` (the engine's optimizer state), ``global_step``; see
         :mod:`.warm_starting`."""
         return sorted(name[:-len(_VALUE_SUFFIX)]

@@ -3,11 +3,13 @@
 
 Variable names are the checkpoint names ``Estimator.get_variable_names()`` lists:
 
-- ``store/model/NNN_<name>``: the model (what the model_fn creates in PREDICT mode), ``NNN``
-  being the creation order and ``<name>`` the variable's own name (``000_kernel``,
+- ``store/model/NNN_<name>``: the model (what the model_fn's first trace creates), ``NNN``
+  being its position and ``<name>`` the variable's own name (``000_kernel``,
   ``001_bias``, ``002_embeddings``, ...). The order is the model_fn's, so it is the same in
   every run of the same model_fn.
-- ``store/train/NNN``: variables only TRAIN creates (e.g. an optimizer built in the model_fn).
+- ``store/train/NNN``: optimizer state created in the model_fn (a ``tf.compat.v1.train`` or
+  Keras optimizer's slots, iteration, learning rate) and variables only a later TRAIN trace
+  creates.
 - ``optimizers/...``: the engine's optimizer state (slots such as Adagrad accumulators, and
   the iteration count). Warm-started only when ``vars_to_warm_start`` is a *list* with a regex
   matching ``"optimizers/"`` (``[".*"]`` does): then all of it, from an estflow checkpoint of

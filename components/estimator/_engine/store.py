@@ -16,7 +16,8 @@ stable across modes and processes:
   whatever mode the Estimator is first used: TRAIN when it trains first (tf.estimator never
   called a model_fn in PREDICT mode to train, and TF 1 model_fns that compute their loss from
   the labels unconditionally need not support it), EVAL when it evaluates first, PREDICT for
-  ``predict`` or an export. Every later trace matches its requests against this list in
+  ``predict`` or an export (and for ``evaluate`` under an ``eval_distribute`` strategy that
+  training does not use: the model's variables are training's). Every later trace matches its requests against this list in
   order, by ``(name, dtype, trainable)``, skipping list entries and requests that do not match
   (a PREDICT trace skips what only TRAIN created).
 - ``train``: optimizer state created inside the model_fn: what a Keras or
@@ -470,10 +471,22 @@ def _in_optimizer() -> bool:
         if frame is None:
             return False
         owner = frame.f_locals.get("self")
-        if owner is not None and isinstance(owner, _OPTIMIZERS):
+        if owner is not None and isinstance(owner, _optimizer_classes()):
             return True
         frame = frame.f_back
     return False
+
+
+def _optimizer_classes() -> tuple:
+    """Keras 3 and ``tf.compat.v1.train`` optimizers, and tf_keras' (Keras 2: what
+    ``tf.keras`` is once a library such as tensorflow_transform imported it) when loaded."""
+    tf_keras = sys.modules.get("tf_keras")
+    if tf_keras is None:
+        return _OPTIMIZERS
+    legacy = getattr(getattr(tf_keras, "optimizers", None), "legacy", None)
+    extra = tuple(cls for cls in (getattr(tf_keras.optimizers, "Optimizer", None),
+                                  getattr(legacy, "Optimizer", None)) if isinstance(cls, type))
+    return _OPTIMIZERS + extra
 
 
 def _same_shape(slot: _Slot, var: tf.Variable) -> bool:

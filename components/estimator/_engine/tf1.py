@@ -103,7 +103,7 @@ class ModelFnGraph:
         self._root.__exit__(*exc)
         graph, self._graph = self._graph, None
         with _OPEN_LOCK:
-            for key, ref in self._saved.items():
+            for ref in self._saved.values():
                 stack = _OPEN[id(ref)]
                 i = next(j for j, entry in enumerate(stack) if entry[0] is self)
                 if i == len(stack) - 1:

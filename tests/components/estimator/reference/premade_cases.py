@@ -61,7 +61,7 @@ def initial_dnn_weights(units: int, seed: int = 1) -> dict[str, np.ndarray]:
     r = np.random.RandomState(seed + units)
     widths = (dnn_input_width(),) + HIDDEN + (units,)
     weights = {}
-    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
+    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         name = f"dnn/hiddenlayer_{i}" if i < len(HIDDEN) else "dnn/logits"
         limit = np.sqrt(6.0 / (fan_in + fan_out))
         weights[f"{name}/kernel"] = r.uniform(-limit, limit, (fan_in, fan_out)).astype("float32")
