@@ -76,6 +76,9 @@ def run_on_estflow(program: Path, tmp_path: Path, seed: int = 0) -> dict:
     out = tmp_path / "result.json"
     env = dict(os.environ, PYTHONHASHSEED=str(seed), TF_CPP_MIN_LOG_LEVEL="2",
                CUDA_VISIBLE_DEVICES="")
+    # tf.Transform sets TF_USE_LEGACY_KERAS=1 in this process when any test imports it; the
+    # program must see the Keras a user's process gets (Keras 3), not the test runner's.
+    env.pop("TF_USE_LEGACY_KERAS", None)
     proc = subprocess.run(
         [sys.executable, str(HERE / "harness.py"), str(migrated), "--framework", "estflow",
          "--seed", str(seed), "--out", str(out)],
