@@ -51,15 +51,12 @@ from estflow.components._ingest import sources
 from estflow.components._ingest import typed_sources
 from estflow.components._ingest.chunks import SourceError
 from estflow.components._ingest.chunks import empty_chunk_stats
-from estflow.components._ingest.chunks import make_chunk
 from estflow.components._ingest.chunks import merge_chunk_stats
 from estflow.components._ingest.csv_blocks import DEFAULT_BLOCK_BYTES
-from estflow.components._ingest.csv_parse import parse_block
 from estflow.components._ingest.csv_source import ReadCsv
 from estflow.components._ingest.report import IngestError
 from estflow.components._ingest.report import check_summary
 from estflow.components._ingest.report import summarize
-from estflow.components._ingest.rows import validate
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._predict.formats import FormatError
@@ -119,18 +116,8 @@ class _ScoringCsv(ReadCsv):
     every row's text is 40% of reading it); chunks are otherwise ingest's, line accounting
     included (tests/components/test_predict.py compares the two)."""
 
-    def _chunk(self, block, layout, unseen, header):
-        rows = parse_block(block, layout)
-        validated = validate(self._pipeline, rows.columns, len(rows.records), na=self._na)
-        validated.rejected = [(int(rows.records[i]), kind, message)
-                              for i, kind, message in validated.rejected]
-        kept = rows.records[validated.rows]
-        head, blank = (header.lines, header.blank_lines) if header else (0, 0)
-        return make_chunk(validated, block.path, lines=lambda i: rows.lines[i],
-                          texts=rows.text, early=rows.rejected, read=rows.count,
-                          blank_lines=rows.blank_lines + blank, unseen=unseen, kept=kept,
-                          spans=rows.spans, physical_lines=rows.physical_lines + head + blank,
-                          header_lines=head)
+    def __init__(self, pipeline, block_bytes: int) -> None:
+        super().__init__(pipeline, block_bytes, row_hashes=False)
 
 
 class _Read(beam.PTransform):

@@ -34,6 +34,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from estflow.components._io.jsonfile import write_json
+from estflow.components._io.tfrecords import concatenate
 from estflow.dsl.contracts import Files
 
 __all__ = ["OutputError", "OutputDir", "WriteBundleFiles", "PREDICTIONS", "REJECTED",
@@ -44,7 +45,6 @@ STALE_SECONDS = 3600.0
 """Hidden staging directories older than this are leftovers of killed jobs."""
 _RAW = CompressionTypes.UNCOMPRESSED
 _OURS = (f"{Files.PREDICTIONS_PREFIX}-*", Files.REJECTED, Files.PREDICT_RESULT, ".tmp-predict-*")
-_READ = 16 << 20
 
 
 class OutputError(ValueError):
@@ -213,7 +213,7 @@ class OutputDir:
             self._clear_remote()
         if predictions:
             FileSystems.rename(predictions, [FileSystems.join(root, n) for n in names])
-        _concatenate(rejected, FileSystems.join(root, Files.REJECTED))
+        concatenate(rejected, FileSystems.join(root, Files.REJECTED))  # empty if none
         if not self.remote:
             shutil.rmtree(self.temp, ignore_errors=True)
         if summary is not None:
@@ -268,18 +268,6 @@ class OutputDir:
         if os.path.exists(summary):
             shutil.move(summary, os.path.join(self.dest, Files.PREDICT_RESULT))
         shutil.rmtree(self.staging, ignore_errors=True)
-
-
-def _concatenate(paths: list[str], target: str) -> None:
-    """One file of the rejected rows of every bundle (an empty file when none)."""
-    if len(paths) == 1:
-        FileSystems.rename(paths, [target])
-        return
-    with FileSystems.create(target, compression_type=_RAW) as out:
-        for path in paths:
-            with FileSystems.open(path, compression_type=_RAW) as source:
-                while chunk := source.read(_READ):
-                    out.write(chunk)
 
 
 def _remove_stale_remote(dest: str) -> list[str]:

@@ -7,9 +7,12 @@ optimizer's ``minimize(global_step=...)``), ``tf.compat.v1.train.*Optimizer``,
 TF 2.21 fail at the first trace naming the call and its replacement."""
 
 import glob
+import json
 import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -417,6 +420,53 @@ def _failing_model_fn(features, labels, mode, params):
     return tf_estimator.EstimatorSpec(mode, loss=loss, optimizer=optimizer)
 
 
+# The idioms whose failure depends on tf.keras being Keras 3, as in a user's process. Once
+# tensorflow_transform is imported (other test modules do), it sets TF_USE_LEGACY_KERAS=1 and
+# tf.keras and tf.compat.v1.layers are tf_keras' (Keras 2), where they still work: these are
+# checked in a fresh interpreter without TF_USE_LEGACY_KERAS (as tests/compat/test_corpus.py
+# runs its programs), whatever this process imported.
+KERAS3_IDIOMS = ("v1_dense", "v1_batch_norm", "dense_features", "legacy_optimizer")
+
+
+def _first_train(what: str, model_dir: str) -> dict:
+    """What the first ``train`` of ``_failing_model_fn`` raises (``None``: nothing), and whether
+    it left a checkpoint."""
+    est = tf_estimator.Estimator(_failing_model_fn, model_dir=model_dir,
+                                 params={"what": what}, progress=_quiet)
+    raised = None
+    try:
+        est.train(_fixed_input_fn, steps=5)
+    except Exception as e:  # noqa: BLE001  (reported to the test, which checks type and text)
+        raised = {"types": [c.__name__ for c in type(e).__mro__], "message": str(e)}
+    return {"raised": raised, "checkpoint": est.latest_checkpoint()}
+
+
+def _child_main(out: str, directory: str) -> None:
+    """The fresh interpreter's side: each Keras 3 idiom's first train, written to ``out``."""
+    results = {what: _first_train(what, os.path.join(directory, what)) for what in KERAS3_IDIOMS}
+    results["tf.keras"] = tf.keras.__name__  # Keras 3's: keras._tf_keras.keras
+    Path(out).write_text(json.dumps(results))
+
+
+@pytest.fixture(scope="module")
+def keras3_first_trains(tmp_path_factory) -> dict:
+    directory = tmp_path_factory.mktemp("keras3_idioms")
+    out = directory / "results.json"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    code = ("import sys; from tests.components.estimator.test_tf1_idioms import _child_main; "
+            "_child_main(sys.argv[1], sys.argv[2])")
+    proc = subprocess.run([sys.executable, "-c", code, str(out), str(directory)], env=env,
+                          cwd=Path(__file__).resolve().parents[3], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0 or not out.exists():
+        raise AssertionError(f"the Keras 3 process failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    results = json.loads(out.read_text())
+    assert results.pop("tf.keras").startswith("keras."), "tf.keras is not Keras 3 there"
+    return results
+
+
 @pytest.mark.parametrize("what, error, message", [
     ("v1_dense", AttributeError, r"tf\.compat\.v1\.layers\.dense .*keras\.layers\.Dense"),
     ("v1_batch_norm", AttributeError,
@@ -428,16 +478,17 @@ def _failing_model_fn(features, labels, mode, params):
     ("iterations", AttributeError,
      r"Adagrad\.iterations cannot be set .*Remove the assignment"),
 ])
-def test_an_idiom_that_cannot_work_fails_at_the_first_trace(tmp_path, what, error, message):
-    if what != "iterations" and "tf_keras" in sys.modules:
-        # tensorflow_transform (imported by other test modules) loads tf_keras, and then
-        # tf.keras and tf.compat.v1.layers are Keras 2's, where these idioms still work
-        pytest.skip("tf.keras is tf_keras in this process (tensorflow_transform imported)")
-    est = tf_estimator.Estimator(_failing_model_fn, model_dir=str(tmp_path),
-                                 params={"what": what}, progress=_quiet)
-    with pytest.raises(error, match=message):
-        est.train(_fixed_input_fn, steps=5)
-    assert est.latest_checkpoint() is None
+def test_an_idiom_that_cannot_work_fails_at_the_first_trace(request, tmp_path, what, error,
+                                                            message):
+    if what in KERAS3_IDIOMS:
+        result = request.getfixturevalue("keras3_first_trains")[what]
+    else:  # fails the same under either Keras: checked in this process
+        result = _first_train(what, str(tmp_path))
+    raised = result["raised"]
+    assert raised is not None, f"{what}: the first train raised nothing"
+    assert error.__name__ in raised["types"], f"{what}: {raised}"
+    assert re.search(message, raised["message"]), f"{what}: {raised['message']!r}"
+    assert result["checkpoint"] is None
 
 
 def test_tf_feature_column_tables_cannot_be_exported_and_the_error_says_why(tmp_path):
