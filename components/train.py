@@ -15,13 +15,32 @@ Input (the transform step's output, names from :class:`estflow.dsl.contracts.Fil
     IN_DIR/train/*.tfrecord.gz    GZIP TFRecords of transformed tf.Examples
     IN_DIR/transform.json         "cardinalities": {categorical feature: number of ids}
 
+    IN_DIR/eval/*.tfrecord.gz     the eval split, evaluated while training
+
 Output::
 
     OUT_DIR/checkpoints/          model_dir: checkpoints + TensorBoard events (training resumes
                                   from here when it holds checkpoints)
+    OUT_DIR/checkpoints/eval/     the evaluations' TensorBoard events (``eval_<name>/`` for an
+                                  ``EvalSpec.name`` other than ``eval``): TensorBoard on
+                                  ``checkpoints/`` draws train and eval curves together
     OUT_DIR/export/               the serving SavedModel (written under a temporary name,
                                   then renamed)
-    OUT_DIR/train.json            global step, final loss, examples/s, elapsed, paths
+    OUT_DIR/train.json            global step, first and final loss, examples/s, elapsed,
+                                  paths, the evaluations ({step, metrics}), the warm start
+
+Evaluation while training (tf.estimator's ``train_and_evaluate`` with the declared
+``EvalSpec``): after a checkpoint is saved, the model is evaluated on the eval split once
+``start_delay_secs`` of training have passed, then at most every ``throttle_secs``; the final
+checkpoint is always evaluated. Each evaluation is a progress line (step, loss, the key
+metric), so an overfitting run shows while it runs. With an evaluator task in the cluster, that
+task evaluates instead (:func:`evaluate_checkpoints`).
+
+Warm start (``TrainSpec.warm_start``): a model_dir without a checkpoint starts from the
+training checkpoint of the version served at the push target, which the export carries for
+that purpose (``export/assets.extra/estflow_checkpoint/``, pushed with it; TF Serving ignores
+``assets.extra``). No served version, or one without a checkpoint: training starts from
+scratch (a progress line says so).
 
 SavedModel signatures (raw features are run through the tf.Transform graph in the model, so
 serving cannot skew from training):
@@ -61,10 +80,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
 from estflow.components._io import leftovers
+from estflow.components._io import model_repo
 from estflow.components._io import raw_features
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
@@ -77,7 +98,10 @@ from estflow.components.estimator import TrainHook
 from estflow.components.estimator import distribute
 from estflow.components.estimator import export as export_lib
 from estflow.components.estimator import model_fn_for
+from estflow.components.estimator import training
+from estflow.components.estimator.exporters import Exporter
 from estflow.components.estimator.run_config import RunConfig
+from estflow.components.estimator.warm_starting import WarmStartSettings
 from estflow.dsl import models as m
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
@@ -130,14 +154,20 @@ def make_input_fn(pattern: str, feature_spec: dict, label: str, batch_size: int,
 
 
 class _LastLoss(TrainHook):
+    """The loss after the first and the last training loop (a warm start shows in the first:
+    near the served model's loss rather than an untrained model's)."""
+
     def __init__(self) -> None:
         self.loss: float | None = None
+        self.first_loss: float | None = None
         self.start: int | None = None
 
     def begin(self, global_step, variables) -> None:
         self.start = global_step
 
     def after_loop(self, global_step, loss) -> None:
+        if self.first_loss is None:
+            self.first_loss = loss
         self.loss = loss
 
 
@@ -166,7 +196,9 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
     # distribution: the engine config carries the strategy object and the cluster.
     changes = {"cluster": cluster, **({"train_distribute": strategy} if strategy else {})}
     config = RunConfig.from_dsl(pipeline.run_config, **changes)
-    estimator = Estimator(model_fn, out / Files.CHECKPOINTS, config, params, progress=progress)
+    warm = _warm_start(pipeline, out / Files.CHECKPOINTS, progress)
+    estimator = Estimator(model_fn, out / Files.CHECKPOINTS, config, params,
+                          warm_start_from=warm.settings, progress=progress)
     if not config.is_chief:  # distribution: every worker exports; a non-chief's is discarded
         scratch = Path(tempfile.mkdtemp(prefix="estflow-train-"))
         try:
@@ -174,21 +206,31 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
                                      progress, chief=False)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    return _train_and_export(pipeline, estimator, transformed, tft_output, out, progress)
+    return _train_and_export(pipeline, estimator, transformed, tft_output, out, progress,
+                             warm=warm)
 
 
 def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Path, tft_output,
-                      out: Path, progress: Callable[[str], None], chief: bool = True) -> dict:
-    """Train, export to ``out/export``, summarise (in ``out/train.json`` on the chief)."""
+                      out: Path, progress: Callable[[str], None], chief: bool = True,
+                      warm: _WarmStart | None = None) -> dict:
+    """Train (evaluating on the eval split meanwhile), export to ``out/export``, summarise
+    (in ``out/train.json`` on the chief)."""
     spec = pipeline.train
     input_fn = make_input_fn(str(transformed / Files.TRANSFORMED_TRAIN / "*.tfrecord.gz"),
                              tft_output.transformed_feature_spec(), pipeline.label.name,
                              spec.batch_size, shuffle_buffer=spec.shuffle_buffer,
                              seed=pipeline.run_config.tf_random_seed)
     hook = _LastLoss()
+    evaluations = _EvalRecorder(progress)
+    eval_spec = _eval_spec(pipeline, transformed, tft_output, evaluations, progress)
     start = time.monotonic()
-    estimator.train(input_fn, max_steps=spec.max_steps, hooks=[hook])
-    train_seconds = time.monotonic() - start
+    if eval_spec is None:
+        estimator.train(input_fn, max_steps=spec.max_steps, hooks=[hook])
+    else:
+        training.train_and_evaluate(
+            estimator, training.TrainSpec(input_fn, max_steps=spec.max_steps, hooks=(hook,)),
+            eval_spec)
+    train_seconds = time.monotonic() - start - evaluations.seconds
     step = estimator.global_step
     export_dir = export_serving_model(estimator, tft_output, pipeline, out / Files.EXPORT)
     if not chief:
@@ -196,16 +238,150 @@ def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Pat
         return {"global_step": step, "final_loss": hook.loss}
     progress(f"exported the serving model to {export_dir}")
     examples = (step - hook.start) * spec.batch_size if hook.start is not None else 0
-    result = {"global_step": step, "final_loss": hook.loss, "examples": examples,
+    result = {"global_step": step, "final_loss": hook.loss, "first_loss": hook.first_loss,
+              "examples": examples,
               "examples_per_sec": round(examples / train_seconds, 1) if examples else None,
               "train_seconds": round(train_seconds, 3),
+              "eval_seconds": round(evaluations.seconds, 3),
               "elapsed_seconds": round(time.monotonic() - start, 3),
               "checkpoint": estimator.latest_checkpoint(),
               "checkpoint_dir": str(out / Files.CHECKPOINTS),
               "tensorboard_dir": str(out / Files.CHECKPOINTS),
+              "eval_dir": estimator.eval_dir(_eval_name(pipeline)) if eval_spec else None,
+              "evaluations": evaluations.rows,
+              "warm_start": warm.record if warm else None,
               "export_dir": str(export_dir), "model": type(pipeline.model).__name__}
     write_json(out / Files.TRAIN_RESULT, result)
     return result
+
+
+# -- evaluation while training ---------------------------------------------------------------
+_KEY_METRICS = ("auc", "accuracy", "rmse", "average_loss")  # the first one present is shown
+
+
+def _eval_name(pipeline: Pipeline) -> str | None:
+    """The engine's evaluation name: None for the default ``eval`` (``checkpoints/eval``, as
+    tf.estimator's unnamed evaluations), else the declared one (``checkpoints/eval_<name>``)."""
+    return None if pipeline.eval.name == "eval" else pipeline.eval.name
+
+
+def _eval_input_fn(pipeline: Pipeline, transformed: Path, tft_output) -> Callable:
+    return make_input_fn(str(transformed / Files.TRANSFORMED_EVAL / "*.tfrecord.gz"),
+                         tft_output.transformed_feature_spec(), pipeline.label.name,
+                         pipeline.eval.batch_size, repeat=False)
+
+
+class _EvalRecorder(Exporter):
+    """Runs after each evaluation during training (an exporter that exports nothing): a
+    progress line (step, loss, the key metric), a ``train.json`` row (step, metrics) and the
+    evaluation's time (so examples/s counts training only)."""
+
+    name = "estflow_evaluations"
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        self._progress = progress
+        self.rows: list[dict] = []
+        self.seconds = 0.0  # the evaluations' wall time, input and tracing included
+        self._began: float | None = None
+
+    def timed(self, input_fn: Callable) -> Callable:
+        """``input_fn``, noting when an evaluation starts (it calls the input_fn first)."""
+
+        def eval_input_fn():
+            self._began = time.monotonic()
+            return input_fn()
+
+        return eval_input_fn
+
+    def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
+        metrics = {k: float(v) for k, v in eval_result.items()
+                   if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                   and k != "global_step"}
+        if self._began is not None:
+            self.seconds += time.monotonic() - self._began
+            self._began = None
+        step = int(eval_result["global_step"])
+        self.rows.append({"step": step, "metrics": metrics})
+        key = next((k for k in _KEY_METRICS if k in metrics), None)
+        shown = [f"loss={metrics['loss']:.4g}"] if "loss" in metrics else []
+        shown += [f"{key}={metrics[key]:.4g}"] if key else []
+        self._progress(f"evaluation at step {step}: {', '.join(shown)}"
+                       + (" (final)" if is_the_final_export else ""))
+        return None
+
+
+def _eval_spec(pipeline: Pipeline, transformed: Path, tft_output, recorder: _EvalRecorder,
+               progress: Callable[[str], None]) -> training.EvalSpec | None:
+    """The engine's EvalSpec for the declared one (None, with a progress line, when the
+    transform output has no eval split)."""
+    if not tf.io.gfile.glob(str(transformed / Files.TRANSFORMED_EVAL / "*.tfrecord.gz")):
+        progress(f"no eval split in {transformed}: training without evaluations")
+        return None
+    declared = pipeline.eval
+    return training.EvalSpec(recorder.timed(_eval_input_fn(pipeline, transformed, tft_output)),
+                             steps=declared.steps, name=_eval_name(pipeline),
+                             exporters=(recorder,),
+                             start_delay_secs=declared.start_delay_secs,
+                             throttle_secs=declared.throttle_secs)
+
+
+# -- warm start ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _WarmStart:
+    """What ``TrainSpec.warm_start`` resolved to: the engine's settings (None: from scratch)
+    and what ``train.json`` records (``{"version", "path", "checkpoint"}`` or a reason)."""
+
+    settings: WarmStartSettings | None
+    record: dict | None
+
+
+def _warm_start(pipeline: Pipeline, model_dir: Path,
+                progress: Callable[[str], None]) -> _WarmStart:
+    """Resolve ``TrainSpec.warm_start`` against the version served at the push target."""
+    declared = pipeline.train.warm_start
+    if declared is None:
+        return _WarmStart(None, None)
+    if pipeline.push is None:
+        raise TrainStepError("train.warm_start: expected a push target (Pipeline.push) to "
+                             "find the served version; received None")
+    destination = model_repo.destination_for(pipeline.push.base_path, pipeline.push.model_name)
+    version = model_repo.latest_servable(destination)
+    if version is None:
+        progress(f"warm start: no version is served at {destination.model_base} yet; "
+                 "training from scratch")
+        return _WarmStart(None, {"version": None, "reason": "no served version"})
+    found = tf.train.latest_checkpoint(model_repo.served_checkpoint_dir(destination, version))
+    path = f"{destination.model_base}/{version}"
+    if found is None:
+        progress(f"warm start: served version {version} at {path} carries no training "
+                 f"checkpoint ({model_repo.SERVED_CHECKPOINT}/); training from scratch")
+        return _WarmStart(None, {"version": version, "path": path,
+                                 "reason": "no checkpoint in the served version"})
+    record = {"version": version, "path": path, "checkpoint": found}
+    if tf.train.latest_checkpoint(str(model_dir)):
+        progress(f"warm start: {model_dir} has a checkpoint of its own: resuming from it "
+                 f"(served version {version} is not read)")
+        return _WarmStart(None, {**record, "reason": "resumed from the model_dir"})
+    progress(f"warm start: from served version {version} ({found})")
+    settings = WarmStartSettings(found, vars_to_warm_start=declared.settings_vars(),
+                                 var_name_to_prev_var_name=declared.var_name_to_prev_var_name)
+    return _WarmStart(settings, record)
+
+
+def _copy_checkpoint(estimator: Estimator, export_dir: Path) -> None:
+    """Copy the latest training checkpoint into ``export_dir``'s ``assets.extra`` (a warm
+    start's source once the export is pushed): its data and index files and a ``checkpoint``
+    state file naming it relatively, so the copy is found wherever it lands."""
+    latest = estimator.latest_checkpoint()
+    if latest is None:
+        return
+    target = export_dir / model_repo.SERVED_CHECKPOINT
+    target.mkdir(parents=True, exist_ok=True)
+    prefix = Path(latest)
+    for source in prefix.parent.glob(prefix.name + ".*"):
+        shutil.copyfile(source, target / source.name)
+    (target / "checkpoint").write_text(f'model_checkpoint_path: "{prefix.name}"\n'
+                                       f'all_model_checkpoint_paths: "{prefix.name}"\n')
 
 
 def _read_transform(transformed: Path):
@@ -284,6 +460,8 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
     def write(tmp: Path) -> Path:
         path = export_lib.save(module, estimator, tmp, signatures, method_names)
         raw_features.write_types(Path(path), serving_spec)
+        if pipeline.train.warm_start is not None:  # what the next run warm-starts from
+            _copy_checkpoint(estimator, Path(path))
         return path
 
     return _replace_dir(export_dir, write)
@@ -435,7 +613,8 @@ def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
                          timeout_secs: float = 3600) -> dict[str, Any]:
     """The evaluator task of a distributed run: evaluate each new checkpoint in
     ``OUT_DIR/checkpoints`` on the eval split (at most every ``eval.throttle_secs``; scalars
-    for TensorBoard under ``checkpoints/eval``) until one reaches ``train.max_steps``.
+    for TensorBoard under ``checkpoints/eval``, or ``eval_<name>``, as when the chief
+    evaluates) until one reaches ``train.max_steps``.
 
     Raises:
         TrainStepError: no new checkpoint came for ``timeout_secs``.
@@ -447,12 +626,11 @@ def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
     config = dataclasses.replace(pipeline.run_config, train_distribute=None, cluster=None)
     checkpoints = str(Path(model_dir) / Files.CHECKPOINTS)
     estimator = Estimator(model_fn, checkpoints, config, params, progress=progress)
-    input_fn = make_input_fn(str(transformed / Files.TRANSFORMED_EVAL / "*.tfrecord.gz"),
-                             tft_output.transformed_feature_spec(), pipeline.label.name,
-                             pipeline.eval.batch_size, repeat=False)
+    input_fn = _eval_input_fn(pipeline, transformed, tft_output)
     for path in tf.train.checkpoints_iterator(checkpoints, timeout=timeout_secs,
                                               min_interval_secs=pipeline.eval.throttle_secs):
-        metrics = estimator.evaluate(input_fn, steps=pipeline.eval.steps, checkpoint_path=path)
+        metrics = estimator.evaluate(input_fn, steps=pipeline.eval.steps, checkpoint_path=path,
+                                     name=_eval_name(pipeline))
         progress(f"evaluated {path}: " + ", ".join(
             f"{k}={v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
         if metrics["global_step"] >= pipeline.train.max_steps:

@@ -54,6 +54,7 @@ from estflow.dsl.specs import RunConfig
 from estflow.dsl.specs import Split
 from estflow.dsl.specs import Threshold
 from estflow.dsl.specs import TrainSpec
+from estflow.dsl.specs import WarmStart
 
 __all__ = [
     "Accelerator",
@@ -103,4 +104,5 @@ __all__ = [
     "Threshold",
     "Toleration",
     "TrainSpec",
+    "WarmStart",
 ]

@@ -68,7 +68,8 @@ TOPICS: tuple[Topic, ...] = (
     Topic("The model_fn contract", ("ModeKeys", "EstimatorSpec"),
           "For a `CustomModel`'s `model_fn`; what its predictions must hold is the "
           "[head output contract](#head-output-contract).", "model_fn"),
-    Topic("Split, training and evaluation", ("Split", "TrainSpec", "EvalSpec", "Threshold"),
+    Topic("Split, training and evaluation", ("Split", "TrainSpec", "WarmStart", "EvalSpec",
+                                             "Threshold"),
           "`Pipeline.split`, `Pipeline.train` and `Pipeline.eval`: how the data is split, how "
           "long the model trains, how it is evaluated, and the thresholds a model must meet "
           "to be blessed and pushed."),

@@ -125,7 +125,7 @@ def _remote(*artifacts: str) -> tuple[Option, ...]:
 # Step.reads adds the rest, step by step.
 _SCHEMA = ("name", "features", "label", "columns", "derive.outputs")
 _TRAIN_READS = (*_SCHEMA, "model", "train", "run_config", "eval.batch_size", "eval.steps",
-                "eval.throttle_secs", "resources.train")
+                "eval.name", "eval.start_delay_secs", "eval.throttle_secs", "resources.train")
 
 # The push step's run-time inputs (the local runner and the KFP task fill them in).
 MODEL_FINGERPRINT = "model-fingerprint"

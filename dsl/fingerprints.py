@@ -8,8 +8,11 @@ A step's cache key is a SHA-256 over what the step's result depends on:
 * the fingerprints of its input artifacts (each the key of the step that wrote it);
 * what it reads outside its artifacts: the source data (ingest: content hashes of local
   files, generation/etag/size of bucket objects), the user functions its spec names (their
-  source), and for a step that reads the push target (evaluate: its baseline) the served
-  version's model fingerprint.
+  source), and for a step that reads the push target the served version (number and model
+  fingerprint): evaluate's baseline, and a train step that declares ``TrainSpec.warm_start``
+  (it starts from that version's checkpoint, so a model trained from another start is never
+  reused; such a step reads ``push.base_path`` and ``push.model_name``, see
+  :func:`step_reads`).
 
 Same key, same work: a runner may reuse the step's earlier outputs instead of running it
 (``estflow run`` locally, KFP's cache on Kubeflow, where the keys are task inputs). A step with
@@ -42,7 +45,7 @@ from estflow.dsl.specs import Split
 from estflow.dsl.specs import TrainSpec
 
 __all__ = ["PlanStep", "Facts", "StepKey", "project", "digest", "artifact_fingerprint",
-           "callable_refs", "reads_field", "step_keys", "UNREAD"]
+           "callable_refs", "reads_field", "step_reads", "step_keys", "UNREAD"]
 
 UNREAD = "unread"
 """The value standing for a part of the spec a step does not read (e.g. a source path)."""
@@ -138,14 +141,31 @@ def reads_field(reads: tuple[str, ...] | None, field: str) -> bool:
     return reads is None or any(r == field or r.startswith(field + ".") for r in reads)
 
 
+_WARM_START_READS = ("push.base_path", "push.model_name")
+
+
+def step_reads(pipeline: Pipeline, reads: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``reads`` plus what the declarations make a step read: a step reading ``train`` whose
+    ``TrainSpec.warm_start`` is declared also reads where the served version is (the push
+    target's ``base_path`` and ``model_name``). Without warm start it does not, so a change
+    of push target (or a new push) does not retrain a model that never looks there."""
+    if reads is None or not pipeline.trains or "train" not in reads:
+        return reads
+    if pipeline.train.warm_start is None or pipeline.push is None:
+        return reads
+    return (*reads, *(r for r in _WARM_START_READS if r not in reads))
+
+
 def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
     """``pipeline`` with every part that ``reads`` does not name replaced by a neutral
     stand-in (None, a default, :data:`UNREAD`), still a valid Pipeline.
 
     ``reads`` entries: ``"field"`` keeps the field; ``"field.attr"`` keeps one attribute of
     it on a stand-in; ``"resources.step"`` keeps one entry of the resources. None keeps all.
-    A pipeline that only predicts is kept whole.
+    A pipeline that only predicts is kept whole. The reads are completed by
+    :func:`step_reads` first.
     """
+    reads = step_reads(pipeline, reads)
     if reads is None or not pipeline.trains:
         return pipeline
     changes: dict[str, Any] = {}
@@ -232,15 +252,16 @@ def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
     keys: dict[str, StepKey] = {}
     served = dict(facts.served) if facts.served else None
     for step in steps:
-        spec = project(pipeline, step.reads)
+        reads = step_reads(pipeline, step.reads)
+        spec = project(pipeline, reads)
         inputs = {artifact: fingerprints[artifact] for artifact, _ in step.inputs}
         context: dict[str, Any] = {}
-        if reads_field(step.reads, "source"):
+        if reads_field(reads, "source"):
             context["source"] = facts.source.get("digest")
         refs = sorted({str(r) for r in callable_refs(spec)})
         if refs:
             context["code"] = {r: facts.code.get(r) for r in refs}
-        if reads_field(step.reads, "push") and spec.push is not None:
+        if reads_field(reads, "push") and spec.push is not None:
             # A model is never its own baseline: comparing a candidate with the served copy of
             # itself blesses it exactly as having no baseline does, so both key alike.
             same = served is not None and served.get("fingerprint") in inputs.values()

@@ -382,6 +382,10 @@ def _cross_check(p: Pipeline) -> list[DslError]:
     errors += _check_model_columns(p, by_name)
     errors += _check_label(p)
     errors += _check_thresholds(p)
+    if p.push is None and p.train.warm_start is not None:
+        errors.append(DslError("train.warm_start", "None in a pipeline without a push target "
+                               "(it starts from the version served at Pipeline.push)",
+                               p.train.warm_start))
     if p.push is None and "push" in p.resources:
         errors.append(DslError("resources['push']", "no push resources in a pipeline without "
                                "a push target", p.resources["push"]))

@@ -16,7 +16,8 @@ from estflow.dsl.refs import as_ref
 from estflow.dsl.resources import Resources
 from estflow.dsl.serialization import serializable
 
-__all__ = ["Split", "Derive", "TrainSpec", "Threshold", "EvalSpec", "RunConfig", "Cluster",
+__all__ = ["Split", "Derive", "WarmStart", "TrainSpec", "Threshold", "EvalSpec", "RunConfig",
+           "Cluster",
            "DISTRIBUTE_STRATEGIES", "PushTarget", "DEFAULT_TF_SERVING_VERSION",
            "TRAINING_TENSORFLOW"]
 
@@ -141,6 +142,96 @@ class Derive:
 
 @serializable
 @dataclasses.dataclass(frozen=True)
+class WarmStart:
+    """Start training from the served model (tf.estimator's ``WarmStartSettings``, with the
+    checkpoint of the version served at the pipeline's push target as
+    ``ckpt_to_initialize_from``).
+
+    Every pushed version carries the training checkpoint of its model
+    (``<version>/assets.extra/estflow_checkpoint/``; TF Serving ignores ``assets.extra``), so
+    a retraining run initialises its model_dir from exactly what is served, with the
+    Estimator's variable names. Warm starting happens once, when the model_dir has no
+    checkpoint of its own; the global step starts at 0 (``TrainSpec.max_steps`` more steps).
+    No served version yet (the first run), or one pushed without a checkpoint: training starts
+    from scratch, and the train step says so. The evaluate step still compares the new model
+    with the served version on the same eval rows (the blessing's baseline).
+
+    Args:
+        source: where to start from: ``"served"``, the version served at ``Pipeline.push``
+            (the highest complete version; the run's cache key covers which one).
+        vars_to_warm_start: as ``WarmStartSettings``: a regex (matched from the start of the
+            checkpoint name, e.g. ``"store/model/.*"``) selecting *trainable* variables
+            (default ``".*"``: all of them); a tuple of regexes selecting any model variable
+            (non-trainable ones too); None: none.
+        var_name_to_prev_var_name: ``{variable name: its name in the served checkpoint}`` for
+            variables that were renamed (names as ``Estimator.get_variable_names()`` lists).
+        optimizer_state: also carry the optimizer state (Adagrad accumulators, Adam moments,
+            iteration counts) over, so the step sizes continue where the served model's
+            training left them; needs the same model and optimizer as the served model's.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> warm = ef.WarmStart(vars_to_warm_start="store/model/.*", optimizer_state=True)
+        >>> train = ef.TrainSpec(max_steps=500, warm_start=warm)
+        >>> warm.source, warm.settings_vars()
+        ('served', ('store/model/.*', 'optimizers/'))
+    """
+
+    source: str = "served"
+    vars_to_warm_start: str | tuple[str, ...] | None = ".*"
+    var_name_to_prev_var_name: Mapping[str, str] | None = None
+    optimizer_state: bool = False
+
+    SOURCES: ClassVar[tuple[str, ...]] = ("served",)
+
+    def __post_init__(self) -> None:
+        _checks.one_of(self.source, self.SOURCES, "source")
+        wanted = self.vars_to_warm_start
+        if isinstance(wanted, list):
+            wanted = tuple(wanted)
+        if isinstance(wanted, str):
+            _check_regex(wanted, "vars_to_warm_start")
+        elif isinstance(wanted, tuple):
+            for i, regex in enumerate(wanted):
+                if not isinstance(regex, str):
+                    raise DslError(f"vars_to_warm_start[{i}]", "a regex string", regex)
+                _check_regex(regex, f"vars_to_warm_start[{i}]")
+        elif wanted is not None:
+            raise DslError("vars_to_warm_start", "a regex, a tuple of regexes or None", wanted)
+        _checks.freeze(self, "vars_to_warm_start", wanted)
+        renames = self.var_name_to_prev_var_name
+        if renames is not None:
+            if not isinstance(renames, Mapping) or not all(
+                    isinstance(k, str) and k and isinstance(v, str) and v
+                    for k, v in renames.items()):
+                raise DslError("var_name_to_prev_var_name", "a mapping of variable name to "
+                               "its name in the served checkpoint (non-empty strings), or None",
+                               renames)
+            _checks.freeze(self, "var_name_to_prev_var_name", dict(sorted(renames.items())))
+        if not isinstance(self.optimizer_state, bool):
+            raise DslError("optimizer_state", "True or False", self.optimizer_state)
+        if self.optimizer_state and wanted is None:
+            raise DslError("optimizer_state", "False when vars_to_warm_start is None (nothing "
+                           "is warm-started)", self.optimizer_state)
+
+    def settings_vars(self) -> str | tuple[str, ...] | None:
+        """``WarmStartSettings.vars_to_warm_start``: the declared selection, plus
+        ``"optimizers/"`` (the engine's optimizer state) with ``optimizer_state``."""
+        wanted = self.vars_to_warm_start
+        if not self.optimizer_state:
+            return wanted
+        return (*((wanted,) if isinstance(wanted, str) else wanted), "optimizers/")
+
+
+def _check_regex(value: str, field: str) -> None:
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise DslError(field, f"a valid regex ({err})", value) from None
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
 class TrainSpec:
     """How long and on what batches to train (tf.estimator.TrainSpec + input options).
 
@@ -149,21 +240,26 @@ class TrainSpec:
         batch_size: examples per training step; under a distribution strategy the global batch,
             split over the replicas.
         shuffle_buffer: examples held in the shuffle buffer of the training input.
+        warm_start: start the model from the served version's checkpoint
+            (:class:`WarmStart`; needs ``Pipeline.push``); None: from scratch.
 
     Example:
         >>> import estflow.dsl as ef
         >>> ef.TrainSpec(max_steps=2000, batch_size=512)
-        TrainSpec(max_steps=2000, batch_size=512, shuffle_buffer=10000)
+        TrainSpec(max_steps=2000, batch_size=512, shuffle_buffer=10000, warm_start=None)
     """
 
     max_steps: int
     batch_size: int = 256
     shuffle_buffer: int = 10_000
+    warm_start: WarmStart | None = None
 
     def __post_init__(self) -> None:
         _checks.positive_int(self.max_steps, "max_steps")
         _checks.positive_int(self.batch_size, "batch_size")
         _checks.positive_int(self.shuffle_buffer, "shuffle_buffer")
+        if self.warm_start is not None and not isinstance(self.warm_start, WarmStart):
+            raise DslError("warm_start", "a WarmStart declaration or None", self.warm_start)
 
 
 @serializable
@@ -215,12 +311,21 @@ class EvalSpec:
 
     Args:
         steps: eval batches per evaluation (None: the whole eval split).
-        name: the evaluation's name, recorded with its metrics.
+        name: the evaluation's name, recorded with its metrics. The train step evaluates
+            while it trains (tf.estimator's ``train_and_evaluate``) and writes the scalars
+            for TensorBoard beside training's, to ``checkpoints/eval`` (another name:
+            ``checkpoints/eval_<name>``), so TensorBoard on ``checkpoints/`` shows train and
+            eval curves.
         batch_size: examples per eval batch.
-        start_delay_secs: as tf.estimator.EvalSpec's (no evaluation during training before this
-            many seconds); the pipeline's steps do not read it.
-        throttle_secs: the evaluator task of a distributed run (``Cluster(evaluator=True)``)
-            evaluates a new checkpoint at most this often.
+        start_delay_secs: the train step evaluates the model on the eval split after a
+            checkpoint is saved (``RunConfig.save_checkpoints_steps``) once this many seconds
+            of training have passed (the final checkpoint is always evaluated, so a short run
+            evaluates only at its end); each evaluation is a progress line and a row of
+            ``train.json``'s ``evaluations``. The evaluator task of a distributed run
+            (``Cluster(evaluator=True)``) waits this long before its first evaluation.
+        throttle_secs: at most one evaluation during training per this many seconds (the
+            final one excepted); the evaluator task evaluates a new checkpoint at most this
+            often. ``start_delay_secs=0, throttle_secs=0`` evaluates every checkpoint.
         thresholds: conditions for the blessing; a model that fails one is not pushed.
         slices: raw column names; metrics are also computed per value of each.
 

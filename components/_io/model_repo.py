@@ -40,11 +40,17 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = ["PushDestination", "LocalDestination", "GFileDestination", "destination_for",
-           "latest_servable", "version_dirs", "STAGING_PREFIX", "STALE_STAGING_SECONDS"]
+           "latest_servable", "version_dirs", "served_checkpoint_dir", "STAGING_PREFIX",
+           "STALE_STAGING_SECONDS", "SERVED_CHECKPOINT"]
 
 STAGING_PREFIX = ".tmp-"
 STALE_STAGING_SECONDS = 3600.0
 _SAVED_MODEL = "saved_model.pb"
+SERVED_CHECKPOINT = "assets.extra/estflow_checkpoint"
+"""Where a version (and the export it was pushed from) carries the training checkpoint of its
+model, when the pipeline declares ``TrainSpec.warm_start``: the next run's warm-start source,
+with the Estimator's own variable names and optimizer state. TF Serving reads nothing under
+``assets.extra`` but its warmup file, so servers ignore it."""
 _MAX_CLAIMS = 1000  # versions tried after a taken one, with take_next
 
 
@@ -103,6 +109,11 @@ def latest_servable(destination: PushDestination) -> int | None:
         if destination.is_complete(version):
             return version
     return None
+
+
+def served_checkpoint_dir(destination: PushDestination, version: int) -> str:
+    """The directory of ``version``'s training checkpoint (:data:`SERVED_CHECKPOINT`)."""
+    return f"{destination.model_base}/{version}/{SERVED_CHECKPOINT}"
 
 
 def _staging_name(version: int) -> str:

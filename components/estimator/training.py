@@ -5,8 +5,9 @@ call runs the whole schedule. Evaluation hangs on checkpoints (a saving listener
 tf.estimator): after a checkpoint is saved, the model is evaluated on ``EvalSpec.input_fn`` if
 ``start_delay_secs`` have passed since training started (first evaluation) or
 ``throttle_secs`` since the previous evaluation started; the final checkpoint is always
-evaluated. Every evaluation is followed by the exporters (``model_dir/export/<name>/``), given
-the evaluation's result. The checkpoint cadence comes from the RunConfig
+evaluated. Every evaluation writes its scalars for TensorBoard beside training's events
+(``model_dir/eval``, or ``model_dir/eval_<name>``: TensorBoard on ``model_dir`` draws both) and
+is followed by the exporters (``model_dir/export/<name>/``), given the evaluation's result. The checkpoint cadence comes from the RunConfig
 (``save_checkpoints_steps`` or ``save_checkpoints_secs``): no checkpoint, no evaluation. Under
 a multi-worker strategy only the chief evaluates and exports; other workers just train.
 
@@ -192,6 +193,8 @@ class _Evaluations(CheckpointSaverListener):
             return
         self.eval_result = estimator.evaluate(spec.input_fn, steps=spec.steps, hooks=spec.hooks,
                                               checkpoint_path=checkpoint, name=spec.name)
+        _log.info("Saving dict for global step %d: %s", self.eval_result["global_step"],
+                  ", ".join(f"{k} = {v}" for k, v in sorted(self.eval_result.items())))
         final = self._max_steps is not None and self.eval_result["global_step"] >= \
             self._max_steps
         base = os.path.join(estimator.model_dir, "export")

@@ -9,6 +9,8 @@ PUBLIC = {
     "DslError", "DslErrors", "Embedding", "EstimatorSpec", "EvalSpec", "Indicator", "Label",
     "LinearClassifier", "LinearRegressor", "ModeKeys", "Numeric", "Pipeline", "PushTarget",
     "RunConfig", "Split", "Threshold", "TrainSpec",
+    # warm start from the served version (dsl/specs.py: TrainSpec.warm_start)
+    "WarmStart",
     # premade baselines (dsl/models.py)
     "BaselineClassifier", "BaselineRegressor",
     # gradient boosted trees (dsl/models.py)
