@@ -80,44 +80,41 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
-import tensorflow_transform as tft
+# A user's model_fn sees the Keras it sees in its own process (Keras 3 on TF 2.21): importing
+# tensorflow_transform (the export's transform layer) would otherwise set TF_USE_LEGACY_KERAS=1
+# and make tf.keras Keras 2 here only, so a model_fn's tf.keras layers, optimizers and their
+# checkpoints would differ between the user's process and the step. tf.Transform's own layer
+# uses the tf_keras package either way. An explicit setting in the environment is kept.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
+
+import tensorflow as tf  # noqa: E402
 
 from estflow.components._io import leftovers
-from estflow.components._io import model_repo
-from estflow.components._io import raw_features
-from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
-from estflow.components._io.raw_features import raw_feature_spec
 from estflow.components._runtime import accelerators
 from estflow.components._runtime import entry
+from estflow.components._train import evaluation
+from estflow.components._train import warm_start
+from estflow.components._train.export import RAW_SIGNATURE
+from estflow.components._train.export import export_serving_model
+from estflow.components._train.inputs import TrainStepError
+from estflow.components._train.inputs import eval_input_fn
+from estflow.components._train.inputs import make_input_fn
+from estflow.components._train.inputs import read_transform
 from estflow.components.estimator import Estimator
 from estflow.components.estimator import NanLossError
 from estflow.components.estimator import TrainHook
 from estflow.components.estimator import distribute
-from estflow.components.estimator import export as export_lib
 from estflow.components.estimator import model_fn_for
 from estflow.components.estimator import training
-from estflow.components.estimator.exporters import Exporter
 from estflow.components.estimator.run_config import RunConfig
-from estflow.components.estimator.warm_starting import WarmStartSettings
 from estflow.dsl import models as m
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model",
-           "evaluate_checkpoints", "TrainStepError"]
-
-_EXAMPLES = "examples"
-_STRINGS = tf.TensorSpec([None], tf.string)
-RAW_SIGNATURE = "predict_raw"
-
-
-class TrainStepError(RuntimeError):
-    """The train step cannot run on its inputs (missing transform outputs)."""
-
+           "evaluate_checkpoints", "TrainStepError", "RAW_SIGNATURE"]
 
 def model_fn_of(model, cardinalities: dict[str, int]) -> tuple[Callable, dict]:
     """(model_fn, params): a premade declaration's model_fn, or a CustomModel's resolved one."""
@@ -126,31 +123,6 @@ def model_fn_of(model, cardinalities: dict[str, int]) -> tuple[Callable, dict]:
     return model_fn_for(model, cardinalities), {}
 
 
-def make_input_fn(pattern: str, feature_spec: dict, label: str, batch_size: int, *,
-                  shuffle_buffer: int | None = None, seed: int | None = None,
-                  repeat: bool = True) -> Callable[[], tf.data.Dataset]:
-    """An input_fn over GZIP TFRecords of transformed examples: shuffle (seeded), repeat,
-    batch (``drop_remainder`` when repeating), parse, pop the label, prefetch."""
-
-    def input_fn() -> tf.data.Dataset:
-        files = sorted(tf.io.gfile.glob(pattern))
-        if not files:
-            raise TrainStepError(f"no transformed examples match {pattern}")
-        dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
-        if shuffle_buffer:
-            dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-        if repeat:
-            dataset = dataset.repeat()
-        dataset = dataset.batch(batch_size, drop_remainder=repeat)
-
-        def parse(serialized):
-            features = tf.io.parse_example(serialized, feature_spec)
-            return features, features.pop(label)
-
-        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
-
-    return input_fn
 
 
 class _LastLoss(TrainHook):
@@ -191,12 +163,12 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
     transformed, out = Path(transformed_dir), Path(model_dir)
     for leftover in leftovers.clean_temporary_exports(out):  # a killed run's, when resumed
         progress(f"removed {leftover.name}, a temporary export a stopped run left")
-    tft_output, cardinalities = _read_transform(transformed)
+    tft_output, cardinalities = read_transform(transformed)
     model_fn, params = model_fn_of(pipeline.model, cardinalities)
     # distribution: the engine config carries the strategy object and the cluster.
     changes = {"cluster": cluster, **({"train_distribute": strategy} if strategy else {})}
     config = RunConfig.from_dsl(pipeline.run_config, **changes)
-    warm = _warm_start(pipeline, out / Files.CHECKPOINTS, progress)
+    warm = warm_start.resolve(pipeline, out / Files.CHECKPOINTS, progress)
     estimator = Estimator(model_fn, out / Files.CHECKPOINTS, config, params,
                           warm_start_from=warm.settings, progress=progress)
     if not config.is_chief:  # distribution: every worker exports; a non-chief's is discarded
@@ -212,7 +184,7 @@ def run(pipeline: Pipeline, transformed_dir: str | os.PathLike, model_dir: str |
 
 def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Path, tft_output,
                       out: Path, progress: Callable[[str], None], chief: bool = True,
-                      warm: _WarmStart | None = None) -> dict:
+                      warm: warm_start.WarmStart | None = None) -> dict:
     """Train (evaluating on the eval split meanwhile), export to ``out/export``, summarise
     (in ``out/train.json`` on the chief)."""
     spec = pipeline.train
@@ -221,8 +193,8 @@ def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Pat
                              spec.batch_size, shuffle_buffer=spec.shuffle_buffer,
                              seed=pipeline.run_config.tf_random_seed)
     hook = _LastLoss()
-    evaluations = _EvalRecorder(progress)
-    eval_spec = _eval_spec(pipeline, transformed, tft_output, evaluations, progress)
+    evaluations = evaluation.EvalRecorder(progress)
+    eval_spec = evaluation.eval_spec(pipeline, transformed, tft_output, evaluations, progress)
     start = time.monotonic()
     if eval_spec is None:
         estimator.train(input_fn, max_steps=spec.max_steps, hooks=[hook])
@@ -247,326 +219,12 @@ def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Pat
               "checkpoint": estimator.latest_checkpoint(),
               "checkpoint_dir": str(out / Files.CHECKPOINTS),
               "tensorboard_dir": str(out / Files.CHECKPOINTS),
-              "eval_dir": estimator.eval_dir(_eval_name(pipeline)) if eval_spec else None,
+              "eval_dir": estimator.eval_dir(evaluation.eval_name(pipeline)) if eval_spec else None,
               "evaluations": evaluations.rows,
               "warm_start": warm.record if warm else None,
               "export_dir": str(export_dir), "model": type(pipeline.model).__name__}
     write_json(out / Files.TRAIN_RESULT, result)
     return result
-
-
-# -- evaluation while training ---------------------------------------------------------------
-_KEY_METRICS = ("auc", "accuracy", "rmse", "average_loss")  # the first one present is shown
-
-
-def _eval_name(pipeline: Pipeline) -> str | None:
-    """The engine's evaluation name: None for the default ``eval`` (``checkpoints/eval``, as
-    tf.estimator's unnamed evaluations), else the declared one (``checkpoints/eval_<name>``)."""
-    return None if pipeline.eval.name == "eval" else pipeline.eval.name
-
-
-def _eval_input_fn(pipeline: Pipeline, transformed: Path, tft_output) -> Callable:
-    return make_input_fn(str(transformed / Files.TRANSFORMED_EVAL / "*.tfrecord.gz"),
-                         tft_output.transformed_feature_spec(), pipeline.label.name,
-                         pipeline.eval.batch_size, repeat=False)
-
-
-class _EvalRecorder(Exporter):
-    """Runs after each evaluation during training (an exporter that exports nothing): a
-    progress line (step, loss, the key metric), a ``train.json`` row (step, metrics) and the
-    evaluation's time (so examples/s counts training only)."""
-
-    name = "estflow_evaluations"
-
-    def __init__(self, progress: Callable[[str], None]) -> None:
-        self._progress = progress
-        self.rows: list[dict] = []
-        self.seconds = 0.0  # the evaluations' wall time, input and tracing included
-        self._began: float | None = None
-
-    def timed(self, input_fn: Callable) -> Callable:
-        """``input_fn``, noting when an evaluation starts (it calls the input_fn first)."""
-
-        def eval_input_fn():
-            self._began = time.monotonic()
-            return input_fn()
-
-        return eval_input_fn
-
-    def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
-        metrics = {k: float(v) for k, v in eval_result.items()
-                   if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
-                   and k != "global_step"}
-        if self._began is not None:
-            self.seconds += time.monotonic() - self._began
-            self._began = None
-        step = int(eval_result["global_step"])
-        self.rows.append({"step": step, "metrics": metrics})
-        key = next((k for k in _KEY_METRICS if k in metrics), None)
-        shown = [f"loss={metrics['loss']:.4g}"] if "loss" in metrics else []
-        shown += [f"{key}={metrics[key]:.4g}"] if key else []
-        self._progress(f"evaluation at step {step}: {', '.join(shown)}"
-                       + (" (final)" if is_the_final_export else ""))
-        return None
-
-
-def _eval_spec(pipeline: Pipeline, transformed: Path, tft_output, recorder: _EvalRecorder,
-               progress: Callable[[str], None]) -> training.EvalSpec | None:
-    """The engine's EvalSpec for the declared one (None, with a progress line, when the
-    transform output has no eval split)."""
-    if not tf.io.gfile.glob(str(transformed / Files.TRANSFORMED_EVAL / "*.tfrecord.gz")):
-        progress(f"no eval split in {transformed}: training without evaluations")
-        return None
-    declared = pipeline.eval
-    return training.EvalSpec(recorder.timed(_eval_input_fn(pipeline, transformed, tft_output)),
-                             steps=declared.steps, name=_eval_name(pipeline),
-                             exporters=(recorder,),
-                             start_delay_secs=declared.start_delay_secs,
-                             throttle_secs=declared.throttle_secs)
-
-
-# -- warm start ------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _WarmStart:
-    """What ``TrainSpec.warm_start`` resolved to: the engine's settings (None: from scratch)
-    and what ``train.json`` records (``{"version", "path", "checkpoint"}`` or a reason)."""
-
-    settings: WarmStartSettings | None
-    record: dict | None
-
-
-def _warm_start(pipeline: Pipeline, model_dir: Path,
-                progress: Callable[[str], None]) -> _WarmStart:
-    """Resolve ``TrainSpec.warm_start`` against the version served at the push target."""
-    declared = pipeline.train.warm_start
-    if declared is None:
-        return _WarmStart(None, None)
-    if pipeline.push is None:
-        raise TrainStepError("train.warm_start: expected a push target (Pipeline.push) to "
-                             "find the served version; received None")
-    destination = model_repo.destination_for(pipeline.push.base_path, pipeline.push.model_name)
-    version = model_repo.latest_servable(destination)
-    if version is None:
-        progress(f"warm start: no version is served at {destination.model_base} yet; "
-                 "training from scratch")
-        return _WarmStart(None, {"version": None, "reason": "no served version"})
-    found = tf.train.latest_checkpoint(model_repo.served_checkpoint_dir(destination, version))
-    path = f"{destination.model_base}/{version}"
-    if found is None:
-        progress(f"warm start: served version {version} at {path} carries no training "
-                 f"checkpoint ({model_repo.SERVED_CHECKPOINT}/); training from scratch")
-        return _WarmStart(None, {"version": version, "path": path,
-                                 "reason": "no checkpoint in the served version"})
-    record = {"version": version, "path": path, "checkpoint": found}
-    if tf.train.latest_checkpoint(str(model_dir)):
-        progress(f"warm start: {model_dir} has a checkpoint of its own: resuming from it "
-                 f"(served version {version} is not read)")
-        return _WarmStart(None, {**record, "reason": "resumed from the model_dir"})
-    progress(f"warm start: from served version {version} ({found})")
-    settings = WarmStartSettings(found, vars_to_warm_start=declared.settings_vars(),
-                                 var_name_to_prev_var_name=declared.var_name_to_prev_var_name)
-    return _WarmStart(settings, record)
-
-
-def _copy_checkpoint(estimator: Estimator, export_dir: Path) -> None:
-    """Copy the latest training checkpoint into ``export_dir``'s ``assets.extra`` (a warm
-    start's source once the export is pushed): its data and index files and a ``checkpoint``
-    state file naming it relatively, so the copy is found wherever it lands."""
-    latest = estimator.latest_checkpoint()
-    if latest is None:
-        return
-    target = export_dir / model_repo.SERVED_CHECKPOINT
-    target.mkdir(parents=True, exist_ok=True)
-    prefix = Path(latest)
-    for source in prefix.parent.glob(prefix.name + ".*"):
-        shutil.copyfile(source, target / source.name)
-    (target / "checkpoint").write_text(f'model_checkpoint_path: "{prefix.name}"\n'
-                                       f'all_model_checkpoint_paths: "{prefix.name}"\n')
-
-
-def _read_transform(transformed: Path):
-    stats_path = transformed / Files.TRANSFORM_STATS
-    if not stats_path.exists() or not (transformed / Files.TRANSFORM_FN).is_dir():
-        raise TrainStepError(f"{transformed} is not a transform output: it needs "
-                             f"{Files.TRANSFORM_FN}/ and {Files.TRANSFORM_STATS}")
-    cardinalities = read_json(stats_path).get("cardinalities", {})
-    return tft.TFTransformOutput(str(transformed / Files.TRANSFORM_FN)), cardinalities
-
-
-# -- export --------------------------------------------------------------------------------
-def _raw_spec(tft_output, pipeline: Pipeline) -> dict:
-    """The raw parsing spec: the transform output's raw schema, or (when the transform step did
-    not write one) the same spec rebuilt from the declarations."""
-    try:
-        return dict(tft_output.raw_feature_spec())
-    except OSError:
-        return dict(raw_feature_spec(pipeline))
-
-
-def _training_only(pipeline: Pipeline) -> set[str]:
-    """Raw columns a serving request does not send: the label's (when it is raw) and the
-    weight column's when no feature reads it."""
-    read = {getattr(f, "column", None) for f in pipeline.features}
-    dropped = {pipeline.label.column} - set(pipeline.derived_names())
-    weight = getattr(pipeline.model, "weight_column", None)
-    if weight is not None and weight not in read:
-        dropped.add(weight)
-    return dropped
-
-
-def _dense(value):
-    if isinstance(value, tf.SparseTensor):
-        return tf.sparse.to_dense(value)
-    if isinstance(value, tf.RaggedTensor):
-        return value.to_tensor()
-    return value
-
-
-def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
-                         export_dir: str | os.PathLike) -> Path:
-    """Write the serving SavedModel (signatures in the module docstring) and the raw feature
-    types to ``export_dir``, replacing an older export only once the new one is complete."""
-    raw_spec = _raw_spec(tft_output, pipeline)
-    serving_spec = {k: v for k, v in raw_spec.items() if k not in _training_only(pipeline)}
-    layer = tft_output.transform_features_layer()
-    not_features = {pipeline.label.name, getattr(pipeline.model, "weight_column", None)}
-
-    def transform(examples, spec):
-        return layer(tf.io.parse_example(examples, spec))
-
-    def predict_parsed(parsed):
-        transformed = layer(parsed)
-        features = {k: v for k, v in transformed.items() if k not in not_features}
-        return export_lib.as_outputs(estimator.predictions(features))
-
-    def predict(inputs):
-        return predict_parsed(tf.io.parse_example(inputs[_EXAMPLES], serving_spec))
-
-    signatures = {
-        "serving_default": export_lib.signature_function(predict, {_EXAMPLES: _STRINGS}),
-        "transform_features": export_lib.signature_function(
-            lambda inputs: {k: _dense(v) for k, v in
-                            transform(inputs[_EXAMPLES], raw_spec).items()},
-            {_EXAMPLES: _STRINGS}),
-    }
-    raw_inputs = _raw_input_specs({k: v for k, v in serving_spec.items()
-                                   if k in _read_by_features(pipeline, serving_spec)})
-    if raw_inputs:
-        signatures[RAW_SIGNATURE] = export_lib.signature_function(
-            lambda inputs: predict_parsed(_as_parsed(inputs, serving_spec)), raw_inputs)
-    method_names = _add_serving_api_signatures(signatures, predict, pipeline)
-    module = export_lib.export_module(estimator, {"transform_layer": layer})
-
-    def write(tmp: Path) -> Path:
-        path = export_lib.save(module, estimator, tmp, signatures, method_names)
-        raw_features.write_types(Path(path), serving_spec)
-        if pipeline.train.warm_start is not None:  # what the next run warm-starts from
-            _copy_checkpoint(estimator, Path(path))
-        return path
-
-    return _replace_dir(export_dir, write)
-
-
-def _read_by_features(pipeline: Pipeline, serving_spec: dict) -> set[str]:
-    """The raw columns a ``predict_raw`` request sends: those the features read (every serving
-    column when a feature reads a derived column: ``derive`` may read any)."""
-    read = {f.column for f in pipeline.features if hasattr(f, "column")}
-    if read & set(pipeline.derived_names()):
-        return set(serving_spec)
-    return read & set(serving_spec)
-
-
-def _raw_input_specs(serving_spec: dict) -> dict[str, tf.TensorSpec] | None:
-    """The inputs of ``predict_raw``: one tensor per raw feature, a value per example (a
-    fixed-length feature of shape ``[k]``: ``[None, k]``); None when a feature's kind has no
-    such tensor (the signature is then left out)."""
-    specs = {}
-    for name, feature in sorted(serving_spec.items()):
-        if isinstance(feature, tf.io.FixedLenFeature):
-            specs[name] = tf.TensorSpec([None, *feature.shape], feature.dtype, name=name)
-        elif isinstance(feature, tf.io.VarLenFeature):
-            specs[name] = tf.TensorSpec([None], feature.dtype, name=name)
-        else:
-            return None
-    return specs
-
-
-def _as_parsed(inputs: dict, serving_spec: dict) -> dict:
-    """Raw feature tensors as ``tf.io.parse_example`` gives them for ``serving_spec``: a
-    variable-length feature is a SparseTensor ``[N, 1]`` holding each example's one value; a
-    column no feature reads (not an input) is absent (empty), or zeros when it is required."""
-    batch = tf.shape(next(iter(inputs.values())), out_type=tf.int64)[0]
-    parsed = {}
-    for name, feature in serving_spec.items():
-        value = inputs.get(name)
-        if isinstance(feature, tf.io.VarLenFeature):
-            if value is None:
-                value = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], feature.dtype),
-                                        tf.stack([batch, tf.constant(0, tf.int64)]))
-            else:
-                rows = tf.range(batch, dtype=tf.int64)
-                value = tf.SparseTensor(tf.stack([rows, tf.zeros_like(rows)], axis=1), value,
-                                        tf.stack([batch, tf.constant(1, tf.int64)]))
-        elif value is None:
-            value = tf.zeros(tf.concat([[batch], tf.constant(feature.shape, tf.int64)], 0),
-                             feature.dtype)
-        parsed[name] = value
-    return parsed
-
-
-def _classes(pipeline: Pipeline, n_classes: int) -> tf.Tensor:
-    names = pipeline.label.vocabulary or tuple(str(i) for i in range(n_classes))
-    return tf.constant(list(names)[:n_classes])
-
-
-def _add_serving_api_signatures(signatures: dict, predict, pipeline: Pipeline) -> dict:
-    """Add ``classify`` or ``regress`` when the predictions allow it; their method names."""
-    outputs = signatures["serving_default"].structured_outputs
-    head = _head_kind(pipeline.model)
-    probabilities = outputs.get("probabilities")
-    if head in ("binary", "multi_class") and probabilities is not None \
-            and probabilities.shape[-1] is not None:
-        classes = _classes(pipeline, int(probabilities.shape[-1]))
-
-        def classify(inputs):
-            scores = predict({_EXAMPLES: inputs["inputs"]})["probabilities"]
-            tiled = tf.tile(classes[tf.newaxis], [tf.shape(scores)[0], 1])
-            return {"classes": tiled, "scores": scores}
-
-        signatures["classify"] = export_lib.signature_function(classify, {"inputs": _STRINGS})
-        return {"classify": tf.saved_model.CLASSIFY_METHOD_NAME}
-    values = outputs.get("predictions")
-    if head == "regression" and values is not None and values.shape[-1] in (1, None):
-        signatures["regress"] = export_lib.signature_function(
-            lambda inputs: {"outputs": tf.reshape(
-                predict({_EXAMPLES: inputs["inputs"]})["predictions"], [-1])},
-            {"inputs": _STRINGS})
-        return {"regress": tf.saved_model.REGRESS_METHOD_NAME}
-    return {}
-
-
-def _head_kind(model) -> str:
-    if isinstance(model, m.CustomModel):
-        return model.head
-    if hasattr(model, "n_classes"):
-        return "binary" if model.n_classes == 2 else "multi_class"
-    return "regression"
-
-
-def _replace_dir(target: str | os.PathLike, write: Callable[[Path], Path]) -> Path:
-    """``write`` a complete new directory next to ``target``, then swap it in: readers see the
-    old export or the new one, and a failed export leaves the old one in place."""
-    target = Path(target)
-    staged = target.with_name(f".{target.name}-new-{os.getpid()}")
-    retired = target.with_name(f".{target.name}-old-{os.getpid()}")
-    for leftover in (staged, retired):
-        shutil.rmtree(leftover, ignore_errors=True)
-    write(staged)
-    if target.exists():
-        os.replace(target, retired)
-    os.replace(staged, target)
-    shutil.rmtree(retired, ignore_errors=True)
-    return target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -621,16 +279,16 @@ def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
     """
     progress = progress or entry.Progress("train evaluator")
     transformed = Path(transformed_dir)
-    tft_output, cardinalities = _read_transform(transformed)
+    tft_output, cardinalities = read_transform(transformed)
     model_fn, params = model_fn_of(pipeline.model, cardinalities)
     config = dataclasses.replace(pipeline.run_config, train_distribute=None, cluster=None)
     checkpoints = str(Path(model_dir) / Files.CHECKPOINTS)
     estimator = Estimator(model_fn, checkpoints, config, params, progress=progress)
-    input_fn = _eval_input_fn(pipeline, transformed, tft_output)
+    input_fn = eval_input_fn(pipeline, transformed, tft_output)
     for path in tf.train.checkpoints_iterator(checkpoints, timeout=timeout_secs,
                                               min_interval_secs=pipeline.eval.throttle_secs):
         metrics = estimator.evaluate(input_fn, steps=pipeline.eval.steps, checkpoint_path=path,
-                                     name=_eval_name(pipeline))
+                                     name=evaluation.eval_name(pipeline))
         progress(f"evaluated {path}: " + ", ".join(
             f"{k}={v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
         if metrics["global_step"] >= pipeline.train.max_steps:

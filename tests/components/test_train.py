@@ -32,8 +32,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
-                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    """The step's environment as a user's shell gives it: without the TF_USE_LEGACY_KERAS=1
+    that tensorflow_transform sets in this test process when imported."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    return env
 
 
 def _example(row: dict, with_label: bool) -> bytes:

@@ -13,6 +13,8 @@ import estflow.dsl as ef
 from estflow.components import push
 from estflow.components import train
 from estflow.components._io import model_repo
+from estflow.components._train import warm_start
+from estflow.components._train.inputs import read_transform
 from estflow.components.estimator import Estimator
 from estflow.components.estimator.run_config import RunConfig
 from estflow.dsl.contracts import Files
@@ -73,9 +75,9 @@ def test_second_run_starts_from_the_served_checkpoint(served, transformed_dir, t
 def _initial_values(pipeline, transformed_dir, model_dir, lines):
     """The model's variables right after warm start (before any step), as train.run builds
     the Estimator."""
-    _, cardinalities = train._read_transform(transformed_dir)
+    _, cardinalities = read_transform(transformed_dir)
     model_fn, params = train.model_fn_of(pipeline.model, cardinalities)
-    settings = train._warm_start(pipeline, model_dir, lines.append).settings
+    settings = warm_start.resolve(pipeline, model_dir, lines.append).settings
     est = Estimator(model_fn, model_dir, RunConfig.from_dsl(pipeline.run_config), params,
                     warm_start_from=settings, progress=lines.append)
     seen = {}
@@ -84,7 +86,7 @@ def _initial_values(pipeline, transformed_dir, model_dir, lines):
         def after_create_session(self, session, coord):
             seen.update({n: v.numpy().copy() for n, v in session.variables().items()})
 
-    tft_output, _ = train._read_transform(transformed_dir)
+    tft_output, _ = read_transform(transformed_dir)
     est.train(train.make_input_fn(str(transformed_dir / Files.TRANSFORMED_TRAIN / "*.gz"),
                                   tft_output.transformed_feature_spec(), "label", 16),
               hooks=[Snapshot()], steps=1)
