@@ -24,6 +24,7 @@ Either way the global step moves once per step, here. The model_fn's TF 1 global
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
@@ -100,6 +101,70 @@ def _unlifted(next_creator, **kwargs):
     return next_creator(**kwargs)
 
 
+# distribution: a sparse gradient (tf.IndexedSlices, e.g. of an embedding) of a variable this
+# small joins the packed all-reduce as a dense tensor; a larger one is all-gathered (TF's way:
+# two or three collectives per gradient and step).
+_DENSE_SPARSE_LIMIT = 1 << 18
+
+
+def _all_reduce(grads: list, variables: list, outputs: tuple[tf.Tensor, tf.Tensor],
+                replicas: int) -> tuple[list, tuple[tf.Tensor, tf.Tensor]]:
+    """In replica context: the gradients summed over all replicas (the loss was scaled by
+    ``1 / replicas``: their mean), and ``outputs`` (loss, examples) as (mean, total), with one
+    collective per dtype (one for a float32 model) instead of one per step and output plus
+    two or three per sparse gradient. Sparse gradients of small variables go dense (a row
+    repeated in the batch is then summed before the update, as ``tf.compat.v1.train``
+    optimizers do; see :mod:`..distribute`); larger ones stay sparse."""
+    context = tf.distribute.get_replica_context()
+    loss, examples = outputs
+    out = list(grads)
+    dense: dict[tf.DType, list[tuple[int, tf.Tensor]]] = {}
+    sparse: list[tuple[int, tf.IndexedSlices]] = []
+    for i, (grad, var) in enumerate(zip(grads, variables, strict=True)):
+        if grad is None:
+            continue
+        if isinstance(grad, tf.IndexedSlices):
+            size = var.shape.num_elements()
+            if size is None or size > _DENSE_SPARSE_LIMIT:
+                sparse.append((i, grad))
+                continue
+            grad = tf.convert_to_tensor(grad)
+        dense.setdefault(grad.dtype, []).append((i, grad))
+    carrier = next(iter(dense), tf.float32)  # loss and examples ride with the first dtype
+    extra = tf.stack([tf.cast(loss, carrier) / replicas, tf.cast(examples, carrier)])
+    dense.setdefault(carrier, [])
+    totals = None
+    for dtype, items in dense.items():
+        tensors = [g for _, g in items] + ([extra] if dtype == carrier else [])
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, tensors)
+        for (i, _), value in zip(items, reduced, strict=False):
+            out[i] = value
+        if dtype == carrier:
+            totals = (tf.cast(reduced[-1][0], loss.dtype),
+                      tf.cast(tf.round(reduced[-1][1]), examples.dtype))
+    if sparse:
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [g for _, g in sparse])
+        for (i, _), value in zip(sparse, reduced, strict=True):
+            out[i] = value
+    return out, totals
+
+
+def _gradients_as_given(grads_and_vars):
+    return list(grads_and_vars)
+
+
+@contextlib.contextmanager
+def _aggregated(optimizer):
+    """The Keras optimizer applies the gradients as given (already all-reduced): its
+    per-replica all-reduce (``_all_reduce_sum_gradients``, TF backend) is skipped while it
+    traces ``apply_gradients``."""
+    optimizer._all_reduce_sum_gradients = _gradients_as_given  # noqa: SLF001
+    try:
+        yield
+    finally:
+        del optimizer._all_reduce_sum_gradients  # noqa: SLF001
+
+
 def examples_in(features) -> tf.Tensor:
     """The batch size of ``features``: the first dimension of its first tensor (int64)."""
     return batch_size(tf.nest.flatten(features)[0])
@@ -137,6 +202,7 @@ class Trainer:
         self.scaffold = None  # the TRAIN spec's scaffold at the latest trace
         self._fetch_names: tuple[str, ...] = ()
         self._fetched: dict[str, tf.Tensor] = {}
+        self._reduced = False  # at trace time: the replica step's outputs are global already
 
     @property
     def step_view(self) -> tf.Variable:
@@ -172,11 +238,13 @@ class Trainer:
         strategy = self._distribution.strategy
         if strategy is None:
             return self._distribution.run(self._replica_step, element)
+        self._reduced = False  # set by a replica step that all-reduced its outputs
+        reduced = lambda: self._reduced  # noqa: E731
         # tf.estimator's switch for v1 optimizers' loss scaling (no public equivalent)
         with strategy._scale_loss_for_estimator_enabled(), \
                 self._store.cross_replica_scope():  # noqa: SLF001
             try:
-                return self._distribution.run(self._replica_step, element)
+                return self._distribution.run(self._replica_step, element, reduced=reduced)
             except ValueError as err:  # tf.function refusing a variable on its second trace
                 if isinstance(strategy, _THREADED) and "singleton tf.Variables" in str(err):
                     raise ValueError(_CROSS_REPLICA) from err
@@ -248,16 +316,29 @@ class Trainer:
                     with tape.stop_recording():
                         _minimize_v1(v1, spec.loss, self._store)
         keras_pairs = [(opt, v) for opt, v in pairs if not tf1.is_v1_optimizer(opt)]
+        examples = examples_in(features)
         if keras_pairs:
-            self._apply(keras_pairs, scaled, tape)
-        return tf.identity(loss), examples_in(features)
+            totals = self._apply(keras_pairs, scaled, tape, (loss, examples))
+            if totals is not None:  # distribution: already over all replicas (one all-reduce)
+                self._reduced = True
+                return totals
+        return tf.identity(loss), examples
 
-    def _apply(self, pairs: list[tuple], loss: tf.Tensor, tape: tf.GradientTape) -> None:
+    def _apply(self, pairs: list[tuple], loss: tf.Tensor, tape: tf.GradientTape,
+               outputs: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor] | None:
+        """Apply the gradients of ``loss``. Across workers (:meth:`.Distribution.packs`), they
+        are all-reduced here with ``outputs`` (this replica's loss and examples) in one
+        collective and the optimizers apply them as they are; returns the mean loss and the
+        total examples then, else None."""
         optimizers = self._optimizers.adopt([opt for opt, _ in pairs])
         watched = [v for v in tape.watched_variables() if v.trainable]
         var_lists = [self._store.ordered(v if v is not None else watched) for _, v in pairs]
         flat = [v for variables in var_lists for v in variables]
         grads = tape.gradient(loss, flat)
+        totals = None
+        packed = self._distribution.packs(optimizers)
+        if packed:
+            grads, totals = _all_reduce(grads, flat, outputs, self._distribution.num_replicas)
         at = 0
         for opt, variables in zip(optimizers, var_lists, strict=True):
             part = grads[at:at + len(variables)]
@@ -268,7 +349,12 @@ class Trainer:
                 # loop's tf.function need not retrace for them).
                 with tf.init_scope(), tf.variable_creator_scope(_unlifted):
                     opt.build(variables)
-            opt.apply_gradients(pairs_gv)
+            if packed:
+                with _aggregated(opt):
+                    opt.apply_gradients(pairs_gv)
+            else:
+                opt.apply_gradients(pairs_gv)
+        return totals
 
     # -- hooks: tensors of the model_fn, taken at a loop's last step ---------------------------
     def _observe(self, spec: EstimatorSpec, scope: str) -> None:

@@ -41,13 +41,55 @@ def whole_batch_input_fn():
     return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(len(X)).repeat()
 
 
-def _estimator(model_dir, **config):
+IDS = R.randint(0, 10, size=(256, 1)).astype("int64")  # repeats: duplicate sparse rows
+
+
+def ids_input_fn():
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(({"x": X, "id": IDS}, Y)).batch(len(X)).repeat()
+
+
+def embedding_model_fn(features, labels, mode, params):
+    """Dense ``w``/``b`` plus a 10-row embedding (a sparse gradient, rows repeated in a batch);
+    plain SGD, whose sparse and dense updates are the same."""
+    import keras
+    import tensorflow as tf
+
+    from estflow.components.estimator import EstimatorSpec
+    from estflow.components.estimator import ModeKeys
+
+    w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
+    b = tf.Variable(lambda: tf.zeros([1]), name="b")
+    table = tf.Variable(lambda: tf.fill([10, 1], 0.1), name="table")
+    logits = tf.matmul(features["x"], w) + b + tf.gather(table, features["id"][:, 0])
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+    clip = {"clipnorm": 100.0} if os.environ.get("MW_CLIP") else {}  # clips nothing here
+    return EstimatorSpec(mode, loss=loss, optimizer=keras.optimizers.SGD(0.5, **clip)
+                         if mode == ModeKeys.TRAIN else None)
+
+
+def _estimator(model_dir, fn=model_fn, steps_per_loop=5, **config):
     from estflow.components.estimator import Estimator
     from estflow.components.estimator.run_config import RunConfig
 
-    return Estimator(model_fn, model_dir, RunConfig(
+    return Estimator(fn, model_dir, RunConfig(
         save_checkpoints_steps=10, save_summary_steps=10, log_step_count_steps=10,
-        steps_per_loop=5, **config), progress=lambda m: print(m, flush=True))
+        steps_per_loop=steps_per_loop, **config), progress=lambda m: print(m, flush=True))
+
+
+def _collectives(est) -> dict[str, int]:
+    """Collective ops by type in the training loop's traced function (and its branches)."""
+    counts: dict[str, int] = {}
+    for function in est._trainer.loop._list_all_concrete_functions():  # noqa: SLF001
+        graph = function.graph.as_graph_def()
+        nodes = [n for f in graph.library.function for n in f.node_def] + list(graph.node)
+        for node in nodes:
+            if node.op.startswith("Collective"):
+                counts[node.op] = counts.get(node.op, 0) + 1
+    return counts
 
 
 def _process_main(model_dir: str, out_json: str) -> None:
@@ -60,8 +102,11 @@ def _process_main(model_dir: str, out_json: str) -> None:
         distribute.serve(cluster)  # until the test stops it
         return
     strategy = distribute.strategy_for(None, cluster)  # before any TF op
-    est = _estimator(model_dir, train_distribute=strategy, cluster=cluster)
-    est.train(whole_batch_input_fn, max_steps=MAX_STEPS)
+    embedding = os.environ.get("MW_MODEL") == "embedding"
+    est = _estimator(model_dir, embedding_model_fn if embedding else model_fn,
+                     int(os.environ.get("MW_STEPS_PER_LOOP", "5")),
+                     train_distribute=strategy, cluster=cluster)
+    est.train(ids_input_fn if embedding else whole_batch_input_fn, max_steps=MAX_STEPS)
     values = {name: np.asarray(v.numpy()).tolist() for name, v in est.variables().items()}
     export = None
     if isinstance(strategy, tf.distribute.ParameterServerStrategy):  # variables on the ps
@@ -75,7 +120,8 @@ def _process_main(model_dir: str, out_json: str) -> None:
         "global_step": est.global_step, "chief": cluster.is_chief,
         "strategy": [name for name, cls in STRATEGY_CLASSES.items()
                      if isinstance(strategy, getattr(tf.distribute, cls))],
-        "variables": values}))
+        "variables": values,
+        "collectives": _collectives(est) if embedding else None}))
 
 
 # -- the tests ---------------------------------------------------------------------------------
@@ -89,8 +135,9 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-def _start(cluster: dict, task: tuple[str, int], model_dir: Path, out: Path, tmp: Path):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp),
+def _start(cluster: dict, task: tuple[str, int], model_dir: Path, out: Path, tmp: Path,
+           **extra: str):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp), **extra,
            "TF_CONFIG": json.dumps({"cluster": cluster,
                                     "task": {"type": task[0], "index": task[1]}}),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -152,6 +199,45 @@ def test_two_workers_train_in_sync_and_only_the_chief_writes(tmp_path):
     for name in ("store/model/000_w", "store/model/001_b"):
         np.testing.assert_allclose(single.get_variable_value(name), np.asarray(other[name]),
                                    atol=1e-5, err_msg=name)
+
+
+def test_two_workers_all_reduce_once_per_step_with_sparse_gradients(tmp_path):
+    """Across workers the engine all-reduces the gradients (an embedding's sparse one as
+    dense), the loss and the example count in one collective a step, none per sparse gradient;
+    training equals one process on the same global batches, with 1 or 5 steps per loop."""
+    runs = {}
+    for label, steps_per_loop, clip in (("spl1", 1, ""), ("spl5", 5, ""), ("clip", 5, "1")):
+        cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+        run = tmp_path / label
+        scratch = run / "tmp"
+        scratch.mkdir(parents=True)
+        outs = [run / f"worker{i}.json" for i in range(2)]
+        procs = [_start(cluster, ("worker", i), run / "model", outs[i], scratch,
+                        MW_MODEL="embedding", MW_STEPS_PER_LOOP=str(steps_per_loop),
+                        MW_CLIP=clip)
+                 for i in range(2)]
+        assert _wait(procs, timeout=120) == [0, 0], _logs(run)
+        results = [json.loads(o.read_text()) for o in outs]
+        assert [r["global_step"] for r in results] == [MAX_STEPS, MAX_STEPS]
+        for name, value in results[0]["variables"].items():  # the workers are in sync
+            np.testing.assert_allclose(value, results[1]["variables"][name], err_msg=name)
+        collectives = results[0]["collectives"]
+        if clip:  # Keras clips per replica, before its all-reduce: TF's path (all-gathers)
+            assert collectives.get("CollectiveGatherV2", 0) > 0, collectives
+        else:
+            assert collectives == {"CollectiveReduceV2": 1}, collectives
+        runs[label] = results[0]["variables"]
+
+    single = _estimator(str(tmp_path / "single"), embedding_model_fn)
+    single.train(ids_input_fn, max_steps=MAX_STEPS)
+    for name in ("store/model/000_w", "store/model/001_b", "store/model/002_table"):
+        np.testing.assert_allclose(runs["spl1"][name], runs["spl5"][name], atol=1e-6,
+                                   err_msg=name)
+        for label in ("spl5", "clip"):
+            np.testing.assert_allclose(single.get_variable_value(name),
+                                       np.asarray(runs[label][name]), atol=1e-5,
+                                       err_msg=f"{label} {name}")
+    assert np.ptp(np.asarray(runs["spl5"]["store/model/002_table"])) > 0  # it trained
 
 
 @pytest.fixture(scope="module")
