@@ -60,10 +60,13 @@ class RunConfig:
             summaries and logs happen at loop boundaries.
         cluster: this process's cluster (``distribute.ClusterSpec`` from TF_CONFIG); None is
             a single local task.
-        optimize_input: estflow: read an input_fn's in-memory
-            ``from_tensor_slices(...).batch(...)`` pipeline batch-first (the same batches in
-            the same order, without slicing rows; see ``_input_fusion.py``). False keeps
-            every dataset exactly as the input_fn built it.
+        optimize_input: estflow: read an input_fn's dataset batch-first where that gives
+            the same batches in the same order: an in-memory
+            ``from_tensor_slices(...).batch(...)`` pipeline without slicing rows, and a
+            per-record parse (``map(parse_single_example-like fn)`` before ``shuffle``,
+            ``repeat``, ``batch``) moved after ``batch`` as one vectorised parse per batch
+            (see ``_engine/input_fusion.py``). False keeps every dataset exactly as the
+            input_fn built it.
 
     Example:
         >>> RunConfig(save_checkpoints_steps=100).save_checkpoints_secs is None

@@ -73,7 +73,8 @@ def test_options_are_kept():
 @pytest.mark.parametrize("make", [
     lambda: slices((X, Y)).shuffle(4, seed=1).batch(4),                 # order is random
     lambda: slices((X, Y)).batch(4).map(lambda x, y: (x, y + 1)),       # work after batch
-    lambda: slices((X, Y)).map(lambda x, y: (x, y)).batch(4),           # work before batch
+    lambda: slices((X, Y)).map(                                         # random work
+        lambda x, y: (x, y + tf.random.uniform([], 0, 2, tf.int64))).batch(4),
     lambda: slices((X, Y)).take(5).batch(2),
     lambda: slices({"s": tf.sparse.from_dense([[1, 0], [0, 2]])}).batch(2),  # sparse rows
     lambda: tf.data.Dataset.range(10).batch(3),                         # not in memory
