@@ -80,14 +80,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# A user's model_fn sees the Keras it sees in its own process (Keras 3 on TF 2.21): importing
-# tensorflow_transform (the export's transform layer) would otherwise set TF_USE_LEGACY_KERAS=1
-# and make tf.keras Keras 2 here only, so a model_fn's tf.keras layers, optimizers and their
-# checkpoints would differ between the user's process and the step. tf.Transform's own layer
-# uses the tf_keras package either way. An explicit setting in the environment is kept.
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
-
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 from estflow.components._io import leftovers
 from estflow.components._io.jsonfile import write_json

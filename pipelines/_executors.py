@@ -16,6 +16,15 @@ reach the runner alone (a CI job cancelled, ``kill -INT``). Either way the execu
 step's process cleanly (it waits for it to exit, then sends SIGINT, then SIGTERM, then
 SIGKILL, each after a grace period), keeps its last output in the log, and raises
 :class:`StepInterrupted`.
+
+Prestarted processes (:class:`Prestarter`): most of a step's start is importing TensorFlow,
+Beam and tf.Transform. The runner names the steps it expects to run; a background thread
+starts their processes ahead, in order, the first two at once and then one importing at a time
+(:mod:`estflow.components._runtime.prestart`: it imports what the step's module imports, then
+waits for its arguments). :class:`ProcessExecutor` hands a step its prestarted process when
+there is one for the same module and environment, and otherwise starts it plainly; either way
+the step's process runs ``python -m <module> ARGS`` with the same output, log, exit status and
+Ctrl-C handling. :meth:`Prestarter.close` kills the ones never used.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +46,7 @@ from typing import Protocol
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["StepFailed", "StepInterrupted", "StepRun", "Executor", "ProcessExecutor",
-           "ClusterExecutor", "Topology", "topology_for"]
+           "ClusterExecutor", "Topology", "topology_for", "Prestarter", "PRESTART_MODULE"]
 
 # How many of a failed step's last output lines its error quotes (the log has them all).
 _TAIL_LINES = 30
@@ -88,12 +98,168 @@ class Executor(Protocol):
         """
 
 
+@dataclasses.dataclass(frozen=True)
 class ProcessExecutor:
     """The step as one subprocess; output in ``<directory>/log.txt``, its own progress lines
-    (``[<step> ...``) echoed."""
+    (``[<step> ...``) echoed. With a ``prestarter``, the step's prestarted process when it has
+    one that fits (same command module and environment), else a plain start."""
+
+    prestarter: Prestarter | None = None
 
     def execute(self, run: StepRun) -> None:
-        _run_process(run, run.directory / "log.txt", run.env)
+        _run_process(run, run.directory / "log.txt", run.env, prestarter=self.prestarter)
+
+
+# -- processes started ahead of their step --------------------------------------------------
+
+PRESTART_MODULE = "estflow.components._runtime.prestart"
+
+
+def _full_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a step's process: the runner's, quieted, plus the step's."""
+    return {**os.environ, **_QUIET_ENV, **env}
+
+
+@dataclasses.dataclass
+class _Prestart:
+    name: str
+    module: str
+    proc: subprocess.Popen | None = None
+    ready: int | None = None  # read end of the pipe the process closes once it has imported
+    state: str = "wanted"  # -> "started" -> "taken" | "dropped"
+
+
+class Prestarter:
+    """Starts the processes of the steps a run expects to run ahead of their turn (see the
+    module docstring), in the order given: the first two at once (the first one's import is
+    the next step's start; the second one's overlaps it), then one importing at a time (its
+    import overlaps the running step's work).
+
+    Args:
+        steps: (step name, entry-point module) of the steps expected to run, in order.
+        env: the steps' environment beyond the runner's (what :class:`StepRun` gives them).
+        limit: at most this many started and not yet taken at once.
+    """
+
+    def __init__(self, steps: list[tuple[str, str]], env: Mapping[str, str],
+                 limit: int = 2) -> None:
+        self._env = _full_env(env)
+        self._limit = limit
+        self._items = [_Prestart(name, module) for name, module in steps]
+        self._lock = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._start_all, name="estflow-prestart",
+                                         daemon=True)
+        if self._items:
+            self._thread.start()
+
+    def _start_all(self) -> None:
+        for index, item in enumerate(self._items):
+            with self._lock:
+                while not self._closed and sum(
+                        1 for i in self._items if i.state == "started") >= self._limit:
+                    self._lock.wait()
+                if self._closed:
+                    return
+                if item.state != "wanted":  # taken plainly or dropped before its turn
+                    continue
+                read, write = os.pipe()
+                try:
+                    item.proc = subprocess.Popen(
+                        (sys.executable, "-m", PRESTART_MODULE, "--ready-fd", str(write),
+                         item.module),
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True, env=self._env, pass_fds=(write,))
+                except OSError:
+                    os.close(read)
+                    item.state = "dropped"
+                    continue
+                finally:
+                    os.close(write)
+                item.ready, item.state = read, "started"
+            if index == 0:
+                continue
+            try:  # wait until it has imported (or exited): one importing at a time
+                os.read(read, 1)
+            except OSError:
+                pass
+
+    def take(self, name: str, command: tuple[str, ...],
+             env: Mapping[str, str]) -> subprocess.Popen | None:
+        """The prestarted process of step ``name``, given ``command``'s arguments, when it
+        can run ``command`` (``python -m <its module> ARGS``) with ``env``; else None (the step
+        starts plainly; a prestart of it not begun yet is dropped)."""
+        with self._lock:
+            item = next((i for i in self._items if i.name == name
+                         and i.state in ("wanted", "started")), None)
+            if item is None:
+                return None
+            if item.state == "wanted":
+                item.state = "dropped"
+                self._lock.notify_all()
+                return None
+            item.state = "taken"
+            self._lock.notify_all()
+        proc = item.proc
+        fits = (tuple(command[:3]) == (sys.executable, "-m", item.module)
+                and _full_env(env) == self._env)
+        if fits and proc.poll() is None:
+            try:
+                proc.stdin.write(json.dumps(list(command[3:])) + "\n")
+                proc.stdin.close()
+                return proc
+            except OSError:  # it died meanwhile
+                pass
+        _kill(proc)
+        return None
+
+    def drop(self, name: str) -> None:
+        """Step ``name`` will not run after all (reused): its process, if started, is killed."""
+        with self._lock:
+            items = [i for i in self._items if i.name == name
+                     and i.state in ("wanted", "started")]
+            for item in items:
+                item.state = "dropped"
+            self._lock.notify_all()
+        for item in items:
+            if item.proc is not None:
+                _kill(item.proc)
+
+    def close(self) -> None:
+        """Kill every prestarted process not taken (and start no more)."""
+        with self._lock:
+            self._closed = True
+            left = [i for i in self._items if i.state in ("wanted", "started")]
+            for item in left:
+                item.state = "dropped"
+            self._lock.notify_all()
+        for item in left:
+            if item.proc is not None:
+                _kill(item.proc)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        for item in self._items:
+            if item.ready is not None:
+                os.close(item.ready)
+                item.ready = None
+
+    def __enter__(self) -> Prestarter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
 
 
 # -- the train step as several processes (multi-worker) ---------------------------------------
@@ -158,7 +324,7 @@ class ClusterExecutor:
         configs, kinds = self.topology.tf_configs(), self.topology.tasks()
         run.echo(f"    {run.name}: {len(kinds)} processes on localhost ("
                  + ", ".join(f"{k} {i}" for k, i in kinds) + f"); chief = {kinds[0][0]} 0")
-        base = {**os.environ, **_QUIET_ENV, **run.env}
+        base = _full_env(run.env)
         others: list[_Task] = []
         failed: list[_Task] = []
         try:
@@ -187,13 +353,15 @@ class ClusterExecutor:
 
 
 def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
-                 on_start: Callable[[subprocess.Popen], None] | None = None) -> None:
-    """Run ``run.command`` with ``env``, writing its output to ``log_path`` and echoing its
+                 on_start: Callable[[subprocess.Popen], None] | None = None,
+                 prestarter: Prestarter | None = None) -> None:
+    """Run ``run.command`` with ``env`` (in ``run.name``'s prestarted process when
+    ``prestarter`` has one that fits), writing its output to ``log_path`` and echoing its
     progress lines; raise :class:`StepFailed` with its last lines when it exits non-zero."""
-    full_env = {**os.environ, **_QUIET_ENV, **env}
-    with open(log_path, "w") as log, subprocess.Popen(
+    proc = prestarter.take(run.name, run.command, env) if prestarter is not None else None
+    with open(log_path, "w") as log, proc or subprocess.Popen(
             run.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=full_env) as proc:
+            env=_full_env(env)) as proc:
         tail: list[str] = []
         try:
             if on_start is not None:

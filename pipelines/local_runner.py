@@ -31,6 +31,15 @@ Before any step, :func:`run_local` checks a local CSV source's header against th
 the stopped step continues in its partial cache directory (training from its last checkpoint).
 A relative ``PushTarget.base_path`` is resolved against the directory ``estflow run`` starts
 in, once, and the run's spec records the absolute path.
+
+Prestarted processes. Once the step keys are known, the runner knows which steps will run (those
+without a completed cache entry; push always). Their processes are started ahead, one
+importing at a time (:class:`~estflow.pipelines._executors.Prestarter`), so TensorFlow's and
+Beam's imports overlap the work of the steps before them: each step still runs as its own
+``python -m <module> ARGS`` process, handed its arguments when its turn comes and its inputs
+exist. A prestarted process never used (its step reused after all, a failure, Ctrl-C) is
+killed before :func:`run_plan` returns. ``ESTFLOW_PRESTART=N``: at most N waiting at once
+(default :data:`PRESTART_AHEAD`); 0 turns prestarting off.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ from estflow.pipelines import data_check
 from estflow.pipelines import runs
 from estflow.pipelines._executors import ClusterExecutor
 from estflow.pipelines._executors import Executor
+from estflow.pipelines._executors import Prestarter
 from estflow.pipelines._executors import ProcessExecutor
 from estflow.pipelines._executors import StepFailed
 from estflow.pipelines._executors import StepRun
@@ -146,12 +156,27 @@ def pin_push_target(pipeline: Pipeline, cwd: Path | None = None) -> Pipeline:
     return dataclasses.replace(pipeline, push=dataclasses.replace(push, base_path=base))
 
 
-def executor_for(step: PlannedStep, topology: Topology) -> Executor:
+def executor_for(step: PlannedStep, topology: Topology,
+                 prestarter: Prestarter | None = None) -> Executor:
     """How ``step`` runs: the train step (the one a TFJob runs on Kubeflow) as the processes
-    of a distributed ``topology``; every other step, and train in one process, as one."""
+    of a distributed ``topology``; every other step, and train in one process, as one (its
+    prestarted process when ``prestarter`` has one)."""
     if step.name == TFJOB.name and topology.distributed:
         return ClusterExecutor(topology)
-    return ProcessExecutor()
+    return ProcessExecutor(prestarter)
+
+
+PRESTART_AHEAD = 2
+"""At most this many steps' processes wait prestarted at once (``$ESTFLOW_PRESTART`` overrides
+it; 0: none, every step starts plainly)."""
+
+
+def _prestart_ahead(env: dict[str, str]) -> int:
+    text = env.get("ESTFLOW_PRESTART", os.environ.get("ESTFLOW_PRESTART", ""))
+    try:
+        return max(0, int(text)) if text else PRESTART_AHEAD
+    except ValueError:
+        return PRESTART_AHEAD
 
 
 def steps_after(plan: Plan, names: Collection[str]) -> set[str]:
@@ -214,6 +239,7 @@ class _Run:
     fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     reused: list[str] = dataclasses.field(default_factory=list)
+    prestarter: Prestarter | None = None
 
     @property
     def run_id(self) -> str | None:
@@ -241,6 +267,26 @@ class _Run:
                 source=found.get("source"), served_before=found.get("served"),
                 code=found.get("code"), estflow_code=found.get("estflow"),
                 fingerprint_seconds=round(time.monotonic() - start, 3))
+
+    def expected(self) -> list[tuple[str, str]]:
+        """(name, module) of the steps expected to run in one process, in order: those
+        without a completed cache entry (or forced, or not cacheable)."""
+        found = []
+        for step in self.plan.steps:
+            if not isinstance(executor_for(step, self.topology), ProcessExecutor):
+                continue
+            info = self.keys.get(step.name)
+            if (self.cache is not None and info is not None and info["cacheable"]
+                    and step.name not in self.forced
+                    and self.cache.lookup(step.name, info["key"]) is not None):
+                continue
+            found.append((step.name, step.module))
+        return found
+
+    def prestart(self) -> None:
+        ahead = _prestart_ahead(self.env)
+        if ahead:
+            self.prestarter = Prestarter(self.expected(), self.env, limit=ahead)
 
     def step(self, index: int, step: PlannedStep, spec: Path) -> None:
         info = self.keys.get(step.name)
@@ -278,6 +324,8 @@ class _Run:
                     self._io(step, rec)
                     self.save()
                     return
+        if self.prestarter is not None:
+            self.prestarter.drop(step.name)
         self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
         self.reused.append(step.name)
         made = entry.info.get("run") or "an earlier run"
@@ -318,7 +366,7 @@ class _Run:
                    *step.argv(spec_arg, self.paths, late=late))
         start = time.monotonic()
         try:
-            executor_for(step, self.topology).execute(
+            executor_for(step, self.topology, self.prestarter).execute(
                 StepRun(step.name, command, folder, self.echo, self.env))
         except StepFailed as err:
             rec.update(status="failed", seconds=round(time.monotonic() - start, 3),
@@ -360,6 +408,7 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
     try:
         if plan.fingerprint is not None:
             run.fingerprint(spec)
+        run.prestart()
         for index, step in enumerate(plan.steps, start=1):
             run.step(index, step, spec)
     except KeyboardInterrupt:
@@ -370,6 +419,9 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
         run.save()
         err.run_id, err.workdir = run.run_id, workdir
         raise
+    finally:
+        if run.prestarter is not None:
+            run.prestarter.close()
     return RunResult(workdir, {k: Path(v) for k, v in run.paths.items()}, run.seconds,
                      tuple(run.reused), record)
 

@@ -3,7 +3,14 @@ an identical rerun (every step reused, nothing pushed), and a run where only the
 (ingest and transform reused; train, evaluate and push run). Each is a fresh ``estflow run``
 process, as a user runs it, in a scratch directory (its own ESTFLOW_HOME and push target).
 
-Usage: ``python tests/benchmarks/bench_pipeline.py [--rounds 1] [--keep DIR]``
+The anchor: TFX 1.16's taxi pipeline (native Keras, LocalDagRunner) on the same 15,002 rows,
+run by ``anchors/tfx/run_taxi16.py`` (its ``PIPELINE_WALL_SECONDS`` and its process wall) in
+each round right after estflow's cold run, when a TFX 1.16 Python is found:
+``$ESTFLOW_TFX_PYTHON``, else ``~/tfxvenv/bin/python`` (``anchors/tfx/README.md`` says how to
+make it); skipped with a note otherwise (or with ``--no-tfx``). Printed: medians of the rounds
+and the ratios cold / TFX, model-only / cold, identical rerun / cold.
+
+Usage: ``python tests/benchmarks/bench_pipeline.py [--rounds 1] [--keep DIR] [--no-tfx]``
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,6 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TAXI = REPO / "pipelines" / "examples" / "taxi.py"
 ESTFLOW = Path(sys.executable).parent / "estflow"
+TFX_ANCHOR = Path(__file__).resolve().parent / "anchors" / "tfx" / "run_taxi16.py"
+TFX_PYTHON = Path(os.environ.get("ESTFLOW_TFX_PYTHON",
+                                 Path.home() / "tfxvenv" / "bin" / "python"))
+TFX_LOCATE = ("import os, tfx, tfx.examples.chicago_taxi_pipeline as p; "
+              "print(tfx.__version__); print(os.path.dirname(p.__file__))")
 
 # The model-only change: the same pipeline with a wider DNN part (same steps, same data). Its
 # file sits in the scratch directory next to a link to the example's data, so its data path
@@ -63,21 +77,64 @@ def _pushed(record: dict) -> str:
     return f"pushed version {push.get('version')}" if push.get("pushed") else "not pushed"
 
 
-def one_round(folder: Path) -> dict[str, float]:
+def tfx_package() -> Path | None:
+    """The directory of TFX's taxi example in the TFX Python (None, with a note: no TFX)."""
+    if not TFX_PYTHON.exists():
+        print(f"note: no TFX Python at {TFX_PYTHON} (set ESTFLOW_TFX_PYTHON; "
+              f"{TFX_ANCHOR.parent / 'README.md'} says how to make one): TFX is skipped")
+        return None
+    found = subprocess.run([str(TFX_PYTHON), "-c", TFX_LOCATE], capture_output=True,
+                           text=True, timeout=600)
+    if found.returncode != 0:
+        print(f"note: {TFX_PYTHON} cannot import tfx: TFX is skipped\n"
+              f"{found.stderr[-1000:]}")
+        return None
+    version, package = found.stdout.split()[-2:]
+    if not version.startswith("1.16"):
+        print(f"note: {TFX_PYTHON} has TFX {version}; the anchor is TFX 1.16")
+    return Path(package)
+
+
+def run_tfx(package: Path, folder: Path) -> tuple[float, float]:
+    """TFX's taxi pipeline once, in ``folder``: (process wall, its PIPELINE_WALL_SECONDS)."""
+    work = folder / "scratch" / "taxi_run16"
+    work.mkdir(parents=True)
+    shutil.copy(package / "taxi_utils_native_keras.py", work)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    start = time.perf_counter()
+    done = subprocess.run([str(TFX_PYTHON), str(TFX_ANCHOR)], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - start
+    found = re.search(r"PIPELINE_WALL_SECONDS ([\d.]+)", done.stdout)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"TFX's taxi pipeline failed ({done.returncode}):\n"
+                           f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return wall, float(found.group(1))
+
+
+def one_round(folder: Path, tfx: Path | None = None) -> dict[str, float]:
     (folder / "data").symlink_to(TAXI.parent / "data", target_is_directory=True)
     changed = folder / "taxi_model_changed.py"
     changed.write_text(MODEL_CHANGED)
     walls, records = {}, {}
     for name, target in (("cold", TAXI), ("identical rerun", TAXI), ("model-only", changed)):
         walls[name], records[name] = _run(target, folder)
+        metrics = records[name].get("metrics") or {}
+        shown = ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "auc") if k in metrics)
         print(f"  {name:<16} {walls[name]:6.2f}s  {_statuses(records[name])}; "
-              f"{_pushed(records[name])}", flush=True)
+              f"{_pushed(records[name])}; {shown}", flush=True)
+        if name == "cold" and tfx is not None:  # interleaved: right after estflow's cold run
+            walls["tfx 1.16"], inner = run_tfx(tfx, folder / "tfx")
+            print(f"  {'tfx 1.16':<16} {walls['tfx 1.16']:6.2f}s  (its pipeline "
+                  f"{inner:.1f}s, PIPELINE_WALL_SECONDS)", flush=True)
     before, after = (records[n].get("estflow_code", {}).get("code")
                      for n in ("cold", "identical rerun"))
     if before != after:
         changed_steps = sorted(k for k in before if before[k] != after.get(k))
         print(f"  note: estflow's code of {', '.join(changed_steps)} changed between the runs "
-              "(an edit in this checkout): those steps ran again; rerun the bench", flush=True)
+              "(an edit in this checkout): those steps ran again; this round's identical "
+              "rerun is left out of the medians", flush=True)
+        del walls["identical rerun"]
     return walls
 
 
@@ -86,25 +143,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None,
                         help="run in this (new) directory and keep it")
+    parser.add_argument("--no-tfx", action="store_true", help="skip TFX's taxi pipeline")
     args = parser.parse_args(argv)
+    tfx = None if args.no_tfx else tfx_package()
     results: dict[str, list[float]] = {}
     for r in range(args.rounds):
-        print(f"pipeline round {r + 1}: estflow run {TAXI.relative_to(REPO)}", flush=True)
+        print(f"pipeline round {r + 1}: estflow run {TAXI.relative_to(REPO)}"
+              + (" and TFX 1.16's taxi pipeline" if tfx else ""), flush=True)
         if args.keep:
             folder = args.keep / f"round-{r + 1}"
             folder.mkdir(parents=True)
-            walls = one_round(folder)
+            walls = one_round(folder, tfx)
         else:
             with tempfile.TemporaryDirectory(prefix="estflow-bench-") as tmp:
-                walls = one_round(Path(tmp))
+                walls = one_round(Path(tmp), tfx)
         for name, wall in walls.items():
             results.setdefault(name, []).append(wall)
     med = {name: statistics.median(v) for name, v in results.items()}
     cold = med["cold"]
-    print(f"\npipeline (taxi example, wall of `estflow run`, medians of {args.rounds} "
-          f"round(s))")
+    print(f"\npipeline (taxi example, 15,002 rows; process walls, medians of {args.rounds} "
+          f"interleaved round(s))")
     for name, wall in med.items():
         print(f"{name:<18}{wall:8.2f}s  {wall / cold:5.2f}x of cold")
+    rerun = med.get("identical rerun")
+    print(f"model-only / cold: {med['model-only'] / cold:.2f}x (target < 0.5); identical "
+          f"rerun {'n/a' if rerun is None else f'{rerun:.2f}s'} (target < 2 s)")
+    if "tfx 1.16" in med:
+        print(f"cold / TFX 1.16: {cold / med['tfx 1.16']:.2f}x (target <= 0.2)")
     return 0
 
 

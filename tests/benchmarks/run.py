@@ -7,7 +7,8 @@ rounds measured in this same run, never an absolute figure.
   input read batch-first and as built; and a pipeline's DSL declaration) vs the original
   tf.estimator.DNNClassifier (TF 2.15, in its own venv: ``~/venv-tf215`` or
   ``$ESTFLOW_TF215_PYTHON``; skipped with a note when missing) and Keras 3 ``model.fit``
-  (TF 2.21), the anchors in ``../shared/anchors``; plus the anchors' input pipeline alone.
+  (TF 2.21), the anchors in ``tests/benchmarks/anchors``; plus the anchors' input pipeline
+  alone.
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
 * serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
@@ -15,13 +16,20 @@ rounds measured in this same run, never an absolute figure.
 * compile: ``tests/benchmarks/bench_compile.py`` (``estflow compile`` vs ``kfp dsl compile`` of
   an equivalent hand-written pipeline).
 * pipeline: ``tests/benchmarks/bench_pipeline.py`` (``estflow run`` on the taxi example: cold,
-  an identical rerun from the step cache, a run where only the model changed; walls and ratios).
+  an identical rerun from the step cache, a run where only the model changed; walls and ratios;
+  interleaved with TFX 1.16's taxi pipeline when a TFX venv is found: ``$ESTFLOW_TFX_PYTHON``
+  or ``~/tfxvenv/bin/python``).
 
-The anchors are optional: from a fresh clone without ``../shared/anchors`` (or
-``$ESTFLOW_ANCHORS``), the parts that need them are skipped with a note and the rest runs.
+The anchor programs live in the repository (``tests/benchmarks/anchors``, copied from the
+project's shared anchors; ``$ESTFLOW_ANCHORS`` points elsewhere), so ``make bench`` runs from a
+fresh clone; what needs another venv (TF 2.15, TFX 1.16) is skipped with a note when it is
+missing. The benchmark scripts get ``$ESTFLOW_ANCHORS`` set to the folder used.
 
-Usage: ``python tests/benchmarks/run.py [--only train,preprocess,serve,predict,compile,pipeline]
-[--rounds 3]``
+A part is one entry of :data:`PARTS` (name -> function of the number of rounds); a new bench
+script is one more ``"name": script("bench_x.py", ...)`` line.
+
+Usage: ``python tests/benchmarks/run.py [--only train,preprocess,...] [--rounds 3]``
+(``--only`` takes the names of :data:`PARTS`; default: all of them)
 """
 
 from __future__ import annotations
@@ -32,18 +40,19 @@ import re
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-ANCHORS = Path(os.environ.get("ESTFLOW_ANCHORS", REPO.parent / "shared" / "anchors"))
+ANCHORS = Path(os.environ.get("ESTFLOW_ANCHORS", HERE / "anchors"))
 TF215 = Path(os.environ.get("ESTFLOW_TF215_PYTHON", Path.home() / "venv-tf215/bin/python"))
 _TOTAL = re.compile(r"total ([\d.]+)s")
 _STEADY = re.compile(r"steady-state (\d+) ex/s")
 
 
 def _run(cmd: list[str], cwd: Path) -> str:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "ESTFLOW_ANCHORS": str(ANCHORS)}
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
@@ -120,28 +129,46 @@ def bench_script(name: str, args: list[str]) -> None:
         print(f"note: {script.name} failed; skipped:\n{err}")
 
 
+def script(name: str, *args: str, rounds: bool = False) -> Callable[[int], None]:
+    """A part that runs ``tests/benchmarks/<name> ARGS`` (plus ``--rounds N`` if ``rounds``)."""
+    return lambda n: bench_script(name, [*args, *(["--rounds", str(n)] if rounds else [])])
+
+
+def bench_preprocess(rounds: int) -> None:
+    # bench_preprocess.py reads the tf.Transform anchor at ../shared/anchors (its own path).
+    theirs = REPO.parent / "shared" / "anchors" / "tft_anchor.py"
+    skip = [] if _have_anchors("tft_anchor.py") and theirs.is_file() else ["--skip-anchors"]
+    if skip:
+        print(f"note: {theirs} is missing: preprocess runs without the tf.Transform anchors")
+    bench_script("bench_preprocess.py", skip)
+
+
+PARTS: dict[str, Callable[[int], None]] = {
+    "train": bench_train,
+    "preprocess": bench_preprocess,
+    "serve": script("bench_serve.py"),
+    "predict": script("bench_predict.py"),
+    "compile": script("bench_compile.py"),
+    # Cold, identical rerun, model-only (and TFX 1.16's taxi): a few minutes per round.
+    "pipeline": script("bench_pipeline.py", rounds=True),
+}
+"""The parts, in the order they run: name -> function of the number of rounds."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="train,preprocess,serve,predict,compile,pipeline")
+    parser.add_argument("--only", default=",".join(PARTS),
+                        help=f"comma-separated parts of: {', '.join(PARTS)}")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     parts = args.only.split(",")
-    if "train" in parts:
-        bench_train(args.rounds)
-    if "preprocess" in parts:
-        skip = [] if _have_anchors("tft_anchor.py") else ["--skip-anchors"]
-        if skip:
-            print(f"note: {ANCHORS / 'tft_anchor.py'} is missing: preprocess runs without the "
-                  "tf.Transform anchors")
-        bench_script("bench_preprocess.py", skip)
-    if "serve" in parts:
-        bench_script("bench_serve.py", [])
-    if "predict" in parts:
-        bench_script("bench_predict.py", [])
-    if "compile" in parts:
-        bench_script("bench_compile.py", [])
-    if "pipeline" in parts:
-        bench_script("bench_pipeline.py", [])
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; expected some of "
+                     f"{', '.join(PARTS)}")
+    for name, part in PARTS.items():
+        if name in parts:
+            part(args.rounds)
     return 0
 
 

@@ -334,3 +334,17 @@ def test_a_custom_model_without_the_heads_output_is_refused_by_name():
     assert "logits" in str(err.value)
     spec = model_fn({"x": tf.constant([1.0])}, tf.constant([1.0]), ef.ModeKeys.EVAL, {})
     assert spec.predictions["logits"].shape == (1,)
+
+
+@pytest.mark.parametrize("start", ["plain", "prestarted"])
+def test_the_train_step_keeps_the_users_keras(start):
+    """tensorflow_transform, which the step imports, would make tf.keras Keras 2 in the step
+    only; the step keeps Keras 3 (what a user's process has), also when a prestarted process
+    ran only the module's imports (components/_runtime/prestart.py)."""
+    load = ("from estflow.components._runtime.prestart import preimport; "
+            "preimport('estflow.components.train')" if start == "prestarted"
+            else "import estflow.components.train")
+    code = f"{load}; import tensorflow as tf; print(tf.keras.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
+                         text=True, timeout=300, check=True)
+    assert out.stdout.strip().splitlines()[-1].startswith("keras."), out.stdout
