@@ -1,5 +1,5 @@
 """Preprocessing throughput: estflow from a CSV file on disk to written TFRecords, side by side
-with the tf.Transform anchors (``/work/shared/anchors/tft_anchor.py``), in one run.
+with the tf.Transform anchors (``tests/benchmarks/anchors/tft_anchor.py``), in one run.
 
 The same features as the anchors: ``x`` (float, z-score) and ``s`` (500 string values,
 vocabulary with top_k=1000 and one OOV bucket), plus an int label (a Pipeline needs one). The
@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-ANCHOR = Path("..") / "shared" / "anchors" / "tft_anchor.py"  # relative to the repo root
+ANCHOR = Path(os.environ.get("ESTFLOW_ANCHORS", Path(__file__).resolve().parent / "anchors")) \
+    / "tft_anchor.py"  # the repo's copy unless $ESTFLOW_ANCHORS names another folder
 BAD_EVERY = 1000  # one broken row per thousand: the rejected-row path is exercised
 
 

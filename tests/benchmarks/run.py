@@ -9,6 +9,11 @@ rounds measured in this same run, never an absolute figure.
   ``$ESTFLOW_TF215_PYTHON``; skipped with a note when missing) and Keras 3 ``model.fit``
   (TF 2.21), the anchors in ``tests/benchmarks/anchors``; plus the anchors' input pipeline
   alone.
+* tfrecord: ``tests/benchmarks/bench_tfrecord_compare.py`` (the anchor program with an input_fn
+  reading gzipped TFRecords of tf.Examples, parsed per record before ``batch`` and batch-wise
+  after it, vs tf.estimator 2.15 on the same files).
+* workers: ``tests/benchmarks/bench_workers.py`` (the taxi train step in one process vs 2 local
+  workers under MultiWorkerMirroredStrategy, examples/s).
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
 * serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
@@ -135,16 +140,20 @@ def script(name: str, *args: str, rounds: bool = False) -> Callable[[int], None]
 
 
 def bench_preprocess(rounds: int) -> None:
-    # bench_preprocess.py reads the tf.Transform anchor at ../shared/anchors (its own path).
-    theirs = REPO.parent / "shared" / "anchors" / "tft_anchor.py"
-    skip = [] if _have_anchors("tft_anchor.py") and theirs.is_file() else ["--skip-anchors"]
+    skip = [] if _have_anchors("tft_anchor.py") else ["--skip-anchors"]
     if skip:
-        print(f"note: {theirs} is missing: preprocess runs without the tf.Transform anchors")
+        print(f"note: {ANCHORS / 'tft_anchor.py'} is missing: preprocess runs without the "
+              "tf.Transform anchors")
     bench_script("bench_preprocess.py", skip)
 
 
 PARTS: dict[str, Callable[[int], None]] = {
     "train": bench_train,
+    # The anchor program reading gzipped TFRecords of tf.Examples (per-record parse before
+    # batch, and batch-wise parse) vs tf.estimator 2.15: a minute or two per round.
+    "tfrecord": script("bench_tfrecord_compare.py", rounds=True),
+    # The taxi train step, 1 process vs 2 local workers (MultiWorkerMirrored): ~1 min a round.
+    "workers": script("bench_workers.py", rounds=True),
     "preprocess": bench_preprocess,
     "serve": script("bench_serve.py"),
     "predict": script("bench_predict.py"),
