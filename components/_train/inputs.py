@@ -20,24 +20,51 @@ class TrainStepError(RuntimeError):
     """The train step cannot run on its inputs (missing transform outputs)."""
 
 
+# Record-sharded input up to this size on disk is cached in memory: GZIP TFRecords of
+# tf.Examples grow ~5-15x unpacked, and each of n pipelines keeps 1/n of them.
+_CACHE_BYTES = 64 * 2**20
 
 
 def make_input_fn(pattern: str, feature_spec: dict, label: str, batch_size: int, *,
                   shuffle_buffer: int | None = None, seed: int | None = None,
-                  repeat: bool = True) -> Callable[[], tf.data.Dataset]:
+                  repeat: bool = True) -> Callable[..., tf.data.Dataset]:
     """An input_fn over GZIP TFRecords of transformed examples: shuffle (seeded), repeat,
-    batch (``drop_remainder`` when repeating), parse, pop the label, prefetch."""
+    batch (``drop_remainder`` when repeating), parse, pop the label, prefetch.
 
-    def input_fn() -> tf.data.Dataset:
+    ``batch_size`` is the global batch. Given an ``input_context`` of several input pipelines
+    (the engine's, one per worker under a MultiWorkerMirroredStrategy across processes), the
+    input_fn reads only its pipeline's records, before anything else (whole files when the
+    files split evenly over the pipelines, else every ``num_input_pipelines``-th record from
+    ``input_pipeline_id``: each record of an epoch goes to exactly one pipeline), and
+    batches ``batch_size / num_input_pipelines`` of them (the pipeline's share of the global
+    batch; ``ctx.get_per_replica_batch_size`` with one replica a worker). Sharding by record,
+    every pipeline still reads and decompresses all the files to keep its share; when they
+    are small (``_CACHE_BYTES`` on disk in all) the share is cached in memory after its first
+    pass, so later epochs read nothing (the same records in the same order: the batches are
+    unchanged)."""
+
+    def input_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         files = sorted(tf.io.gfile.glob(pattern))
         if not files:
             raise TrainStepError(f"no transformed examples match {pattern}")
+        pipelines, index = (input_context.num_input_pipelines,
+                            input_context.input_pipeline_id) if input_context else (1, 0)
+        if batch_size % pipelines:
+            raise ValueError(f"the global batch size {batch_size} does not split evenly over "
+                             f"{pipelines} input pipelines (workers)")
+        by_file = pipelines > 1 and len(files) % pipelines == 0
+        if by_file:
+            files = files[index::pipelines]
         dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
+        if pipelines > 1 and not by_file:
+            dataset = dataset.shard(pipelines, index)
+            if repeat and sum(tf.io.gfile.stat(f).length for f in files) <= _CACHE_BYTES:
+                dataset = dataset.cache()
         if shuffle_buffer:
             dataset = dataset.shuffle(shuffle_buffer, seed=seed)
         if repeat:
             dataset = dataset.repeat()
-        dataset = dataset.batch(batch_size, drop_remainder=repeat)
+        dataset = dataset.batch(batch_size // pipelines, drop_remainder=repeat)
 
         def parse(serialized):
             features = tf.io.parse_example(serialized, feature_spec)

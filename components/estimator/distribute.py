@@ -48,6 +48,21 @@ A model_fn that applies its own gradients (Estimator style, ``train_op``) under 
 averages them itself, as in any TF 2 custom loop: divide the loss by
 ``tf.distribute.get_replica_context().num_replicas_in_sync`` before taking gradients.
 
+Input across worker processes (the same MultiWorkerMirroredStrategy, one replica per worker):
+an input_fn that names ``input_context`` shards itself, as under tf.estimator, whose
+``make_input_fn_iterator`` called it once per worker with that worker's context and used its
+dataset as it was. It gets ``InputContext(num_input_pipelines=workers, input_pipeline_id=this
+worker's index in the cluster, chief first)`` and returns this worker's part of the input:
+records no other worker reads (``dataset.shard(ctx.num_input_pipelines,
+ctx.input_pipeline_id)`` right after reading them, or whole files per worker) in batches of
+``ctx.get_per_replica_batch_size(global_batch)`` (one replica a worker: the global batch over
+the workers). The engine distributes it with ``strategy.distribute_datasets_from_function``:
+each worker reads and parses only its share. An input_fn that does not name ``input_context``
+returns the global batch on every worker, which the engine shards by element
+(``AutoShardPolicy.DATA``): every worker reads and parses all of the input and keeps its part.
+Everywhere else (one process, or several replicas in a worker) ``input_context`` describes one
+pipeline of the global batch, which the engine splits over the replicas.
+
 Evaluation (``RunConfig.eval_distribute``, see :func:`eval_strategy_for`) runs in this process:
 ``"mirrored"`` or a ``MirroredStrategy``/``OneDeviceStrategy`` instance; the other names are
 refused. When ``train_distribute`` is set too, evaluation must use that same strategy (the model's
@@ -70,6 +85,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
@@ -374,6 +390,28 @@ def serve(cluster: ClusterSpec) -> None:
     server.join()
 
 
+# Datasets an input_fn returned when given an input_context (see call_input_fn): the input_fn
+# chose what each input pipeline reads. Weak: an entry goes with its dataset.
+_SELF_SHARDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_input_context(dataset: tf.data.Dataset,
+                       input_context: tf.distribute.InputContext) -> None:
+    """Record that an input_fn given ``input_context`` returned ``dataset`` (what
+    :meth:`Distribution.iterator` distributes as one worker's part of the input when the
+    context is a per-worker one)."""
+    _SELF_SHARDED[dataset] = input_context
+
+
+def _worker_index(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(workers, this worker's index) of a MultiWorkerMirroredStrategy's cluster, numbered as
+    tf.distribute does (the chief first, then the workers)."""
+    resolver = strategy.cluster_resolver
+    jobs = resolver.cluster_spec().as_dict()
+    tasks = [(job, i) for job in _TRAINING_JOBS for i in range(len(jobs.get(job, ())))]
+    return len(tasks), tasks.index((resolver.task_type, int(resolver.task_id)))
+
+
 def _shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """Workers split the input by element, unless the input_fn chose a policy: TF's default
     (AUTO) shards by file and fails at the first step when a split has fewer files than there
@@ -438,14 +476,31 @@ class Distribution:
     def num_replicas(self) -> int:
         return 1 if self.strategy is None else int(self.strategy.num_replicas_in_sync)
 
+    @property
+    def across_workers(self) -> bool:
+        """Under a MultiWorkerMirroredStrategy across processes with one replica per worker
+        (``estflow run --workers N`` on CPUs): an input_fn naming ``input_context`` reads its
+        worker's part of the input, and the step sends one collective (:meth:`packs`)."""
+        strategy = self.strategy
+        return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+                and len(strategy.extended.worker_devices) == 1 and self.num_replicas > 1)
+
     def input_context(self) -> tf.distribute.InputContext | None:
         """What an input_fn naming ``input_context`` receives (tf.estimator passed one under a
-        strategy only): one input pipeline, this process's, of the global batch, which the
-        engine splits over the replicas (and over workers, see :meth:`iterator`); so an
+        strategy only). Across workers (:attr:`across_workers`) this worker's pipeline:
+        ``num_input_pipelines`` = workers, ``input_pipeline_id`` = this worker's index, and the
+        input_fn returns this worker's records in batches of
+        ``ctx.get_per_replica_batch_size(global_batch)``. Otherwise one input pipeline, this
+        process's, of the global batch, which the engine splits over the replicas; so an
         input_fn sharding by it (``dataset.shard(ctx.num_input_pipelines,
         ctx.input_pipeline_id)``) keeps all of it. None without a strategy."""
         if self.strategy is None:
             return None
+        if self.across_workers:
+            workers, index = _worker_index(self.strategy)
+            return tf.distribute.InputContext(num_input_pipelines=workers,
+                                              input_pipeline_id=index,
+                                              num_replicas_in_sync=self.num_replicas)
         return tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                           num_replicas_in_sync=self.num_replicas)
 
@@ -471,14 +526,33 @@ class Distribution:
     def iterator(self, dataset: tf.data.Dataset):
         """An iterator of the training input: distributed over replicas (each gets
         ``global batch / replicas``), or created on each worker under a coordinator (then every
-        worker reads all of it: leave its shuffle unseeded so workers see different orders)."""
+        worker reads all of it: leave its shuffle unseeded so workers see different orders).
+        Across workers, a dataset an input_fn built for this worker's ``input_context`` is
+        this worker's replica's input as it is (``distribute_datasets_from_function``); any
+        other is the global batch, sharded by element."""
         if self._coordinator is not None:
             return iter(self._coordinator.create_per_worker_dataset(dataset))
         if self.strategy is None:
             return iter(dataset)
+        context = _SELF_SHARDED.get(dataset)
+        if context is not None and self.across_workers:
+            return iter(self.strategy.distribute_datasets_from_function(
+                lambda given: self._worker_dataset(dataset, context, given)))
         if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
             dataset = _shard_by_data(dataset)
         return iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    @staticmethod
+    def _worker_dataset(dataset: tf.data.Dataset, built_for: tf.distribute.InputContext,
+                        given: tf.distribute.InputContext) -> tf.data.Dataset:
+        """``dataset`` (built for ``built_for``) as the strategy's input pipeline ``given``."""
+        if (built_for.num_input_pipelines, built_for.input_pipeline_id) != \
+                (given.num_input_pipelines, given.input_pipeline_id):
+            raise DistributeError(
+                f"the input_fn's input_context (pipeline {built_for.input_pipeline_id} of "
+                f"{built_for.num_input_pipelines}) is not this worker's input pipeline "
+                f"({given.input_pipeline_id} of {given.num_input_pipelines})")
+        return dataset
 
     def trace(self, loop: Callable, iterator) -> None:
         """Trace the training ``loop`` for ``iterator`` ahead of the first call (a coordinator
@@ -495,11 +569,7 @@ class Distribution:
         output, gradient dtype, and two or three per sparse gradient: ~40 a step for the taxi
         sample, 30x slower than one process on 2 cores). Not for optimizers that clip
         gradients or accumulate them (Keras does that per replica, before its all-reduce)."""
-        strategy = self.strategy
-        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            return False
-        local = len(strategy.extended.worker_devices)
-        if local != 1 or self.num_replicas <= local:
+        if not self.across_workers:
             return False
         return all(hasattr(type(opt), "_all_reduce_sum_gradients")
                    and not hasattr(opt, "inner_optimizer")  # a wrapper's inner one reduces

@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from estflow.components.estimator import distribute
 from estflow.components.estimator._engine import tf1
 from estflow.components.estimator._engine.input_fusion import batch_first
 from estflow.dsl.model_fn import EstimatorSpec
@@ -95,8 +96,10 @@ def call_input_fn(input_fn: Callable, params: dict | None, config: Any, mode: st
     ``params``, ``config`` and ``input_context`` (only when there is one: under a distribution
     strategy, as in tf.estimator; ``input_fn(mode, input_context=None)`` keeps its default
     otherwise) are passed to an input_fn naming them. It must return a ``tf.data.Dataset``.
-    An in-memory slice→batch pipeline is read batch-first unless ``config.optimize_input`` is
-    False (:mod:`._input_fusion`)."""
+    Unless ``config.optimize_input`` is False, an in-memory slice→batch pipeline is read
+    batch-first and a per-record ``map`` before ``batch`` runs vectorised once per batch, the
+    batches unchanged (:mod:`.input_fusion`). A dataset built for an ``input_context`` is recorded as
+    such (across workers it is that worker's part of the input: :mod:`..distribute`)."""
     names, _ = _keywords(input_fn)
     kwargs: dict[str, Any] = {}
     if "mode" in names and mode is not None:
@@ -113,6 +116,8 @@ def call_input_fn(input_fn: Callable, params: dict | None, config: Any, mode: st
                         f"(features, labels) or of features; returned {type(dataset).__name__}")
     if getattr(config, "optimize_input", False):
         dataset, _ = batch_first(dataset)
+    if "input_context" in kwargs:
+        distribute.note_input_context(dataset, input_context)
     return dataset
 
 

@@ -4,6 +4,9 @@
 - MultiWorkerMirroredStrategy: 2 workers train one model in sync; both finish at the right
   global step, the chief's checkpoint equals the other worker's in-memory variables (and a
   single-process run on the same global batches), only the chief wrote model_dir.
+- An input_fn naming ``input_context`` (the train step's ``make_input_fn``) reads only its
+  worker's records, in batches of global batch / workers: every record of an epoch goes to
+  exactly one worker.
 - ParameterServerStrategy: chief (coordinator) + 2 workers + 1 ps (slow: 4 processes).
 
 The worker processes run this file as a script (``python tests/components/estimator/test_multiworker.py
@@ -71,6 +74,59 @@ def embedding_model_fn(features, labels, mode, params):
                          if mode == ModeKeys.TRAIN else None)
 
 
+RECORDS, GLOBAL_BATCH = 64, 16
+SEEN: list[list[int]] = []  # in a worker process: the ids of each batch it trained on
+
+
+def _write_records(path: Path) -> None:
+    """GZIP TFRecords of ``RECORDS`` examples: ``id`` 0..RECORDS-1, ``x``, label ``y``."""
+    import tensorflow as tf
+
+    def feature(values, kind):
+        return tf.train.Feature(**{kind: (tf.train.Int64List if kind == "int64_list"
+                                          else tf.train.FloatList)(value=values)})
+
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for i in range(RECORDS):
+            x = R.randn(2).astype("float32")
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "id": feature([i], "int64_list"), "x": feature(x, "float_list"),
+                "y": feature([float(x[0] > 0)], "float_list")})).SerializeToString())
+
+
+def _records_input_fn(pattern: str):
+    """The train step's input_fn (it names ``input_context``) over ``_write_records``' file."""
+    import tensorflow as tf
+
+    from estflow.components._train.inputs import make_input_fn
+
+    spec = {"id": tf.io.FixedLenFeature([1], tf.int64), "x": tf.io.FixedLenFeature([2], tf.float32),
+            "y": tf.io.FixedLenFeature([1], tf.float32)}
+    return make_input_fn(pattern, spec, "y", GLOBAL_BATCH, shuffle_buffer=RECORDS, seed=3)
+
+
+def recording_model_fn(features, labels, mode):
+    """Logistic regression on ``x`` that appends each TRAIN batch's ids to ``SEEN``."""
+    import keras
+    import tensorflow as tf
+
+    from estflow.components.estimator import EstimatorSpec
+    from estflow.components.estimator import ModeKeys
+
+    w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
+    logits = tf.matmul(features["x"], w)
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+    if mode == ModeKeys.TRAIN:
+        seen = tf.py_function(lambda ids: SEEN.append(ids.numpy()[:, 0].tolist()) or 0,
+                              [features["id"]], tf.int32)
+        with tf.control_dependencies([seen]):
+            loss = tf.identity(loss)
+    return EstimatorSpec(mode, loss=loss, optimizer=keras.optimizers.SGD(0.5)
+                         if mode == ModeKeys.TRAIN else None)
+
+
 def _estimator(model_dir, fn=model_fn, steps_per_loop=5, **config):
     from estflow.components.estimator import Estimator
     from estflow.components.estimator.run_config import RunConfig
@@ -103,10 +159,12 @@ def _process_main(model_dir: str, out_json: str) -> None:
         return
     strategy = distribute.strategy_for(None, cluster)  # before any TF op
     embedding = os.environ.get("MW_MODEL") == "embedding"
-    est = _estimator(model_dir, embedding_model_fn if embedding else model_fn,
-                     int(os.environ.get("MW_STEPS_PER_LOOP", "5")),
+    records = os.environ.get("MW_RECORDS")  # a _write_records file: the train step's input_fn
+    fn = recording_model_fn if records else embedding_model_fn if embedding else model_fn
+    est = _estimator(model_dir, fn, int(os.environ.get("MW_STEPS_PER_LOOP", "5")),
                      train_distribute=strategy, cluster=cluster)
-    est.train(ids_input_fn if embedding else whole_batch_input_fn, max_steps=MAX_STEPS)
+    est.train(_records_input_fn(records) if records else
+              ids_input_fn if embedding else whole_batch_input_fn, max_steps=MAX_STEPS)
     values = {name: np.asarray(v.numpy()).tolist() for name, v in est.variables().items()}
     export = None
     if isinstance(strategy, tf.distribute.ParameterServerStrategy):  # variables on the ps
@@ -120,7 +178,7 @@ def _process_main(model_dir: str, out_json: str) -> None:
         "global_step": est.global_step, "chief": cluster.is_chief,
         "strategy": [name for name, cls in STRATEGY_CLASSES.items()
                      if isinstance(strategy, getattr(tf.distribute, cls))],
-        "variables": values,
+        "variables": values, "seen": SEEN,
         "collectives": _collectives(est) if embedding else None}))
 
 
@@ -238,6 +296,36 @@ def test_two_workers_all_reduce_once_per_step_with_sparse_gradients(tmp_path):
                                        np.asarray(runs[label][name]), atol=1e-5,
                                        err_msg=f"{label} {name}")
     assert np.ptp(np.asarray(runs["spl5"]["store/model/002_table"])) > 0  # it trained
+
+
+def test_two_workers_read_disjoint_halves_with_an_input_context(tmp_path):
+    """The train step's input_fn names ``input_context``: each worker gets its own pipeline,
+    reads every other record (before shuffling) and batches global batch / 2 of them; each
+    epoch's records are trained on by exactly one worker, and the workers stay in sync."""
+    records = tmp_path / "records.tfrecord.gz"
+    _write_records(records)
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    procs = [_start(cluster, ("worker", i), tmp_path / "model", outs[i], scratch,
+                    MW_RECORDS=str(records)) for i in range(2)]
+    assert _wait(procs, timeout=120) == [0, 0], _logs(tmp_path)
+    results = [json.loads(o.read_text()) for o in outs]
+    assert [r["global_step"] for r in results] == [MAX_STEPS, MAX_STEPS]
+    seen = [r["seen"] for r in results]
+    assert [len(s) for s in seen] == [MAX_STEPS, MAX_STEPS]  # one batch a step
+    assert {len(batch) for s in seen for batch in s} == {GLOBAL_BATCH // 2}  # per replica
+    per_epoch = RECORDS // GLOBAL_BATCH  # steps
+    for epoch in range(MAX_STEPS // per_epoch):
+        steps = slice(epoch * per_epoch, (epoch + 1) * per_epoch)
+        halves = [sorted(i for batch in s[steps] for i in batch) for s in seen]
+        for worker, half in enumerate(halves):  # its own records, each once
+            assert half == list(range(worker, RECORDS, 2)), (epoch, worker)
+    assert seen[0][:per_epoch] != seen[0][per_epoch:2 * per_epoch]  # reshuffled each epoch
+    w = "store/model/000_w"
+    np.testing.assert_allclose(results[0]["variables"][w], results[1]["variables"][w])
+    assert np.abs(np.asarray(results[0]["variables"][w])).sum() > 0  # it trained
 
 
 @pytest.fixture(scope="module")
