@@ -53,6 +53,9 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "--ready-fd":
         ready_fd, argv = int(argv[1]), argv[2:]
     (module,) = argv
+    # What a plain ``python -m`` has: Python's KeyboardInterrupt handler, or SIG_IGN when the
+    # process inherited an ignored SIGINT (e.g. a background job of a non-interactive shell).
+    given = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         preimport(module)
@@ -66,11 +69,12 @@ def main(argv: list[str]) -> int:
         os._exit(0)
     args = json.loads(line)
     if not imported:  # the step as a plain start would run it (SIGINT as a fresh process's)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if given is signal.SIG_IGN
+                      else signal.SIG_DFL)
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", module, *args])
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, given)
     sys.argv = [module, *args]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0

@@ -65,10 +65,17 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
     def transform(examples, spec):
         return layer(tf.io.parse_example(examples, spec))
 
-    def predict_parsed(parsed):
+    def predict_transformed(parsed):
         transformed = layer(parsed)
         features = {k: v for k, v in transformed.items() if k not in not_features}
         return export_lib.as_outputs(estimator.predictions(features))
+
+    # The signatures predicting (serving_default, predict_raw, classify/regress) share one
+    # trace of the tf.Transform layer and the model_fn's PREDICT graph: a function over the
+    # parsed raw features that each calls, rather than a trace of its own.
+    parsed_specs = _parsed_specs(serving_spec)
+    predict_parsed = predict_transformed if parsed_specs is None else tf.function(
+        predict_transformed, input_signature=[parsed_specs], autograph=False)
 
     def predict(inputs):
         return predict_parsed(tf.io.parse_example(inputs[_EXAMPLES], serving_spec))
@@ -86,7 +93,7 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
         signatures[RAW_SIGNATURE] = export_lib.signature_function(
             lambda inputs: predict_parsed(_as_parsed(inputs, serving_spec)), raw_inputs)
     method_names = _add_serving_api_signatures(signatures, predict, pipeline)
-    module = export_lib.export_module(estimator, {"transform_layer": layer})
+    module = export_lib.export_module(estimator, {"transform_layer": _transform_resources(layer)})
 
     def write(tmp: Path) -> Path:
         path = export_lib.save(module, estimator, tmp, signatures, method_names)
@@ -96,6 +103,30 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
         return path
 
     return _replace_dir(export_dir, write)
+
+
+def _parsed_specs(serving_spec: dict) -> dict | None:
+    """The structure ``tf.io.parse_example`` gives for ``serving_spec`` (what
+    :func:`_as_parsed` builds too), as specs; None for a feature kind with no fixed one."""
+    specs = {}
+    for name, feature in serving_spec.items():
+        if isinstance(feature, tf.io.FixedLenFeature):
+            specs[name] = tf.TensorSpec([None, *feature.shape], feature.dtype)
+        elif isinstance(feature, tf.io.VarLenFeature):
+            specs[name] = tf.SparseTensorSpec([None, None], feature.dtype)
+        else:
+            return None
+    return specs or None
+
+
+def _transform_resources(layer):
+    """What the SavedModel must carry for the signatures' tf.Transform calls: the layer's
+    loaded transform graph (its tables, assets and functions), which is all the layer tracks
+    itself. Not the layer: a Keras model, which ``tf.saved_model.save`` would serialize the
+    Keras way, tracing its call once more with autograph (seconds) for functions and metadata
+    no signature uses."""
+    resources = getattr(layer, "_saved_model_loader_tracked_dict", None)
+    return layer if resources is None else resources
 
 
 def _read_by_features(pipeline: Pipeline, serving_spec: dict) -> set[str]:

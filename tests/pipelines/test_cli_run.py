@@ -80,12 +80,19 @@ def test_the_exit_statuses_are_distinct_and_documented():
 
 # --- Ctrl-C --------------------------------------------------------------------------------------
 
+def ctrl_c_works() -> None:
+    """In the child: SIGINT as a terminal's foreground job has it, even when the test process
+    inherited an ignored SIGINT (a background job of a non-interactive shell, where a plain
+    ``python`` would ignore Ctrl-C too)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path: Path, steps: dict, *args: str, new_session: bool = False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.pipelines.fake_runs", json.dumps(steps), *args],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=new_session)
+        start_new_session=new_session, preexec_fn=ctrl_c_works)
 
 
 def _wait_for(path: Path, timeout: float = 60) -> int:

@@ -26,6 +26,7 @@ from estflow.pipelines.examples import taxi
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from tests.pipelines import fake_runs
+from tests.pipelines.test_cli_run import ctrl_c_works
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = "tests.pipelines.fake_prestart_step"
@@ -244,7 +245,7 @@ def test_ctrl_c_leaves_no_prestarted_process(tmp_path):
         [sys.executable, "-m", "tests.pipelines.fake_runs", json.dumps(steps), "run",
          "estflow.pipelines.examples.taxi", "--workdir", str(workdir)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=ctrl_c_works)
     try:
         deadline = time.monotonic() + 60
         while not (pid_file.is_file() and pid_file.read_text()):
