@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -383,4 +382,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _runtime.exit_after(main)

@@ -290,4 +290,4 @@ def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.exit_after(main)

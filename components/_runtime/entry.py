@@ -8,8 +8,11 @@ reading of the environment happens in ``main`` (the edge), never below it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import importlib.util
+import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +24,8 @@ from estflow.dsl.contracts import add_options
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.refs import CallableRef
 
-__all__ = ["step_parser", "load_pipeline", "resolve", "resolve_source_root", "Progress"]
+__all__ = ["step_parser", "load_pipeline", "resolve", "resolve_source_root", "Progress",
+           "exit_after"]
 
 
 class _StepParser(argparse.ArgumentParser):
@@ -123,3 +127,18 @@ class Progress:
         print(f"[{self.step} {self.elapsed:6.1f}s] {message}", flush=True)
 
 
+
+
+def exit_after(main: Callable[[], int]) -> None:
+    """Run a step's ``main`` and leave the process with its exit status, skipping the
+    interpreter's teardown: ~0.7 s for a process that imported TensorFlow (measured here:
+    freeing its modules, not work), once per step of every run. The atexit handlers still run
+    (temporary files, absl) and the output streams and logging are flushed; every file a step
+    writes is closed before ``main`` returns (the summary writers are flushed at the end of
+    training and evaluation). An exception (Ctrl-C included) leaves the usual way."""
+    code = main()
+    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs first
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 1)

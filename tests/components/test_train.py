@@ -78,8 +78,14 @@ def test_cli_writes_checkpoints_export_and_train_json(trained):
     assert result["export_dir"] == str(out / Files.EXPORT)
     assert result["checkpoint"].endswith("model.ckpt-60")
     assert (out / Files.EXPORT / "saved_model.pb").exists()
-    assert any(p.name.startswith("events.out.tfevents")
-               for p in (out / Files.CHECKPOINTS).iterdir())
+    # the process leaves without the interpreter's teardown (entry.exit_after): its TensorBoard
+    # events are complete all the same, training's and the final evaluation's
+    from estflow.components.estimator._engine.reporting import read_scalars
+    train_events = read_scalars([str(p) for p in (out / Files.CHECKPOINTS).glob("events*")])
+    eval_events = read_scalars([str(p) for p in
+                                (out / Files.CHECKPOINTS / "eval").glob("events*")])
+    assert max(train_events) == 60 and "loss" in train_events[60], sorted(train_events)
+    assert max(eval_events) == 60 and "loss" in eval_events[60], sorted(eval_events)
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging leftovers
     assert "[train" in stdout and "step 60, loss" in stdout and "examples/s" in stdout
 
