@@ -139,12 +139,17 @@ def _rebuild(chain: _Chain) -> tf.data.Dataset:
     return out
 
 
+def _without_options(dataset: tf.data.Dataset) -> tuple[tf.data.Options | None,
+                                                       tf.data.Dataset]:
+    """(the options of a ``with_options`` on top, or None; the dataset under it)."""
+    if _op(dataset) == "_OptionsDataset":
+        return dataset.options(), dataset._input_dataset  # noqa: SLF001
+    return None, dataset
+
+
 def _slices_batch_first(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, bool]:
     """Rewrite 1 (in-memory slice→batch), options included; ``(dataset, False)`` otherwise."""
-    options = None
-    node = dataset
-    if _op(node) == "_OptionsDataset":
-        options, node = dataset.options(), node._input_dataset
+    options, node = _without_options(dataset)
     chain = _parse(node)
     if chain is None:
         return dataset, False
@@ -244,10 +249,7 @@ def _exact_function(map_node: tf.data.Dataset):
 
 def _parse_after_batch(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, bool]:
     """Rewrite 2 (see the module docstring); ``(dataset, False)`` when it does not apply."""
-    options = None
-    node = dataset
-    if _op(node) == "_OptionsDataset":
-        options, node = dataset.options(), node._input_dataset
+    options, node = _without_options(dataset)
     above = []  # transformations after batch, top first
     while _op(node) in _AFTER_BATCH:
         above.append(node)

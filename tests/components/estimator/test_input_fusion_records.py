@@ -7,7 +7,6 @@ several passes), with the same element_spec; every pipeline where that is not ce
 as built. Real tf.data on both sides, compared element by element.
 """
 
-import itertools
 import os
 
 import keras
@@ -25,6 +24,8 @@ from estflow.components.estimator import ModeKeys
 from estflow.components.estimator._engine import calls
 from estflow.components.estimator._engine.input_fusion import batch_first
 from estflow.components.estimator.run_config import RunConfig
+from tests.components.estimator.test_input_fusion import _assert_same
+from tests.components.estimator.test_input_fusion import _elements
 
 ROWS, SHARDS = 37, 3
 SPEC = {"num": tf.io.FixedLenFeature([2], tf.float32),
@@ -81,17 +82,6 @@ def records(files):
     return tf.data.TFRecordDataset(files, compression_type="GZIP")
 
 
-def _elements(dataset, limit):
-    return list(itertools.islice(dataset.as_numpy_iterator(), limit))
-
-
-def _assert_same(original, rewritten, limit=30):
-    assert rewritten.element_spec == original.element_spec
-    a, b = _elements(original, limit), _elements(rewritten, limit)
-    assert len(a) == len(b)
-    for left, right in zip(a, b, strict=True):
-        tf.nest.map_structure(np.testing.assert_array_equal, left, right)
-    return len(a)
 
 
 def _rewrites(original):
@@ -120,7 +110,7 @@ def _rewrites(original):
 def test_rewritten_pipelines_yield_the_same_batches(files, make, count):
     # two builds: a shuffle that reshuffles each iteration gives each new iterator of one
     # dataset object a new order; an input_fn's dataset is iterated once, rewritten or not
-    assert _assert_same(make(files), _rewrites(make(files))) == count
+    assert _assert_same(make(files), _rewrites(make(files)), limit=30) == count
 
 
 def test_the_parse_runs_once_per_batch_after_batch(files):
@@ -176,7 +166,7 @@ def test_csv_lines_are_decoded_per_batch(tmp_path):
         return tf.data.TextLineDataset(str(path)).map(decode).shuffle(9, seed=4).repeat(
             2).batch(5)
 
-    assert _assert_same(make(), _rewrites(make())) == 10
+    assert _assert_same(make(), _rewrites(make()), limit=30) == 10
 
 
 def test_in_memory_records_are_read_batch_first_too():
