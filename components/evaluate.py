@@ -5,7 +5,10 @@ Raw eval examples go through the SavedModel's ``serving_default`` signature (the
 serving takes), and labels come from its ``transform_features`` signature (the same tf.Transform
 graph that made the training labels), so what is measured is what users will get. In the same
 pass over the examples it scores the *baseline*, the model served at the push target (its
-highest complete version), and reads the raw value of each ``EvalSpec.slices`` column.
+highest complete version), and reads the raw value of each ``EvalSpec.slices`` column. A
+baseline pushed by estflow carries its own outputs on the rows it was evaluated on; when this
+evaluation reads the same rows, those are used instead of loading and scoring it again
+(:mod:`estflow.components._evaluate.outputs`).
 
 Outputs, in the evaluation directory:
 
@@ -17,6 +20,8 @@ Outputs, in the evaluation directory:
 * ``report.html``: a self-contained report with inline SVG plots.
 * ``kfp_metrics.json`` and ``kfp_classification.json``, which :func:`log_to_kfp` logs to KFP
   ``Metrics`` / ``ClassificationMetrics`` artifacts.
+* ``eval_outputs.npz``: the model's output on each eval row and what identifies the rows;
+  the push step publishes it with the model.
 
 ``python -m estflow.components.evaluate --spec S --examples DIR --model DIR --evaluation DIR``
 """
@@ -33,6 +38,7 @@ import numpy as np
 
 from estflow.components._evaluate import blessing as _blessing
 from estflow.components._evaluate import metrics as metrics_lib
+from estflow.components._evaluate import outputs as _outputs
 from estflow.components._evaluate import report as _report
 from estflow.components._io import model_repo
 from estflow.components._io.jsonfile import write_json
@@ -62,6 +68,8 @@ class Scores:
             predictions (regression).
         slices: slice column -> the raw value of each example, as a string.
         baseline: the baseline's outputs, or None (no baseline, or ``baseline_error``).
+        digest: the digest of the serialized examples scored, in order
+            (:class:`~estflow.components._evaluate.outputs.RowDigest`).
     """
 
     labels: np.ndarray
@@ -69,6 +77,7 @@ class Scores:
     slices: dict[str, np.ndarray]
     baseline: np.ndarray | None = None
     baseline_error: str | None = None
+    digest: str | None = None
 
 
 def score_examples(export_dir: str, eval_files: list[str], *, label: str, head: str,
@@ -93,7 +102,9 @@ def score_examples(export_dir: str, eval_files: list[str], *, label: str, head: 
         data = data.take(max_batches)
     labels, outputs, base_out = [], [], []
     slices: dict[str, list] = {column: [] for column in slice_dtypes or {}}
+    digest = _outputs.RowDigest()
     for batch in data:
+        digest.update(batch.numpy())
         transformed = transform(examples=batch)
         if label not in transformed:
             raise ValueError(f"transform_features of {export_dir}: expected the label "
@@ -111,7 +122,27 @@ def score_examples(export_dir: str, eval_files: list[str], *, label: str, head: 
         raise ValueError(f"the eval split is empty: no examples in {eval_files}")
     base = np.concatenate(base_out) if baseline is not None and error is None else None
     return Scores(np.concatenate(labels), np.concatenate(outputs),
-                  {c: np.concatenate(v) for c, v in slices.items()}, base, error)
+                  {c: np.concatenate(v) for c, v in slices.items()}, base, error,
+                  digest.hexdigest())
+
+
+def score_baseline(baseline_dir: str, eval_files: list[str], *, head: str,
+                   batch_size: int = 512,
+                   max_batches: int | None = None) -> tuple[np.ndarray | None, str | None]:
+    """The baseline's outputs on ``eval_files`` in a pass of its own: (outputs, None), or
+    (None, why it cannot be scored)."""
+    tf = _tensorflow()
+    baseline, error = _load_baseline(baseline_dir)
+    if error is not None:
+        return None, error
+    data = tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(batch_size)
+    if max_batches is not None:
+        data = data.take(max_batches)
+    try:
+        return np.concatenate([_score(baseline(examples=batch), head, baseline_dir)
+                               for batch in data]), None
+    except Exception as e:  # noqa: BLE001 - any failure: the baseline is unusable
+        return None, f"{type(e).__name__}: {e}".splitlines()[0][:300]
 
 
 def _tensorflow():
@@ -260,8 +291,8 @@ def _find_baseline(pipeline: Pipeline) -> tuple[int, str] | None:
     return None if version is None else (version, f"{destination.model_base}/{version}")
 
 
-def _baseline(found: tuple[int, str] | None, scores: Scores,
-              head: str) -> _blessing.Baseline | None:
+def _baseline(found: tuple[int, str] | None, scores: Scores, head: str,
+              reused: bool = False) -> _blessing.Baseline | None:
     if found is None:
         return None
     version, path = found
@@ -269,7 +300,8 @@ def _baseline(found: tuple[int, str] | None, scores: Scores,
         return _blessing.Baseline(version, path, None, scores.baseline_error)
     with np.errstate(all="ignore"):
         metrics = metrics_lib.head_metrics(head, scores.labels, scores.baseline)
-    return _blessing.Baseline(version, path, _json_safe(metrics))
+    return _blessing.Baseline(version, path, _json_safe(metrics),
+                              outputs="stored" if reused else "scored")
 
 
 def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: str,
@@ -282,21 +314,43 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
     eval_files = sorted(str(p) for p in (Path(examples_dir) / Files.EVAL_EXAMPLES).glob("*"))
     export_dir = str(Path(model_dir) / Files.EXPORT)
     found = _find_baseline(pipeline)
+    batches = {"batch_size": pipeline.eval.batch_size, "max_batches": pipeline.eval.steps}
+    limit = None if pipeline.eval.steps is None else \
+        pipeline.eval.steps * pipeline.eval.batch_size
+    stored, why = _outputs.read_matching(found[1], head=head, eval_files=eval_files,
+                                         limit=limit) if found else (None, "")
     progress(f"scoring {len(eval_files)} eval file(s) through {export_dir} ({head} head); "
              + (f"baseline: version {found[0]} at {found[1]}" if found else "no baseline "
-                "(no model served at the push target)"))
+                "(no model served at the push target)")
+             + ("" if not found else " (its stored outputs are for eval files like these: "
+                "read, not scored, if the rows are the same)" if stored else f" ({why}: "
+                "scored in the same pass)"))
     dtypes = {c.name: c.dtype for c in pipeline.raw_columns()}
     scores = score_examples(export_dir, eval_files, label=pipeline.label.name, head=head,
                             slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},
-                            baseline_dir=found[1] if found else None,
-                            batch_size=pipeline.eval.batch_size, max_batches=pipeline.eval.steps)
+                            baseline_dir=found[1] if found and stored is None else None,
+                            **batches)
+    reused = False
+    if stored is not None:
+        if stored.same_rows(scores.digest, len(scores.labels)):
+            scores = dataclasses.replace(scores, baseline=stored.outputs)
+            reused = True
+            progress(f"baseline: version {found[0]}'s outputs on these {len(scores.labels)} "
+                     "rows were stored with it when it was evaluated: reused")
+        else:
+            progress(f"baseline: version {found[0]}'s stored outputs are for other rows "
+                     "(another digest): scoring it")
+            base, error = score_baseline(found[1], eval_files, head=head, **batches)
+            scores = dataclasses.replace(scores, baseline=base, baseline_error=error)
+    _outputs.write(evaluation_dir, scores.outputs, head=head, digest=scores.digest,
+                   eval_files=eval_files, limit=limit)
     with np.errstate(all="ignore"):
         metrics = _json_safe(metrics_lib.head_metrics(head, scores.labels, scores.outputs))
     result = {"head": head, "metrics": metrics, "model": export_dir, "name": pipeline.eval.name,
               "slices": _json_safe(slice_metrics(head, scores.labels, scores.outputs,
                                                  scores.slices))}
     blessing = _blessing.bless(pipeline.eval.thresholds, metrics,
-                               _baseline(found, scores, head))
+                               _baseline(found, scores, head, reused))
     categories = _categories(pipeline, head, scores.outputs)
     plots = _json_safe(curves(head, scores.labels, scores.outputs, categories))
     if scores.baseline is not None:  # drawn next to the candidate's curves in the report

@@ -15,7 +15,9 @@ Push only what is new: given the model's fingerprint (``--model-fingerprint``, t
 step's cache key), a model whose fingerprint the served version already carries is not pushed
 again (``push.json``: ``{"pushed": false, "already_served": true, "version": N, ...}``). Every
 pushed version carries its lineage, ``assets.extra/estflow_lineage.json``: the fingerprint and
-the run that made it (``--run``; :mod:`estflow.components._io.lineage`).
+the run that made it (``--run``; :mod:`estflow.components._io.lineage`), and its outputs on the
+eval rows (``assets.extra/estflow_eval_outputs.npz``, from the evaluation), which a later
+evaluation on the same rows reads instead of scoring this version as its baseline again.
 
 ``python -m estflow.components.push --spec S --model DIR --evaluation DIR --pushed DIR
 [--model-fingerprint FP] [--run RUN]``
@@ -222,7 +224,11 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     record = lineage.lineage_record(fingerprint=fingerprint, run=run_ref,
                                     pipeline=pipeline.name, model_name=target.model_name,
                                     metrics=metrics)
-    with lineage.staged_with_lineage(Path(model_dir) / Files.EXPORT, record) as export:
+    # the model's outputs on the eval rows go with it: the next evaluation on the same rows
+    # reads them instead of scoring this version again as its baseline
+    outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS}
+    with lineage.staged_with_lineage(Path(model_dir) / Files.EXPORT, record,
+                                     outputs) as export:
         published = push_to(destination, export, keep_versions=target.keep_versions)
     result = {"pushed": True, "model_name": target.model_name, "version": published.version,
               "path": published.path, "model_base": destination.model_base,

@@ -27,7 +27,9 @@ Output::
     OUT_DIR/export/               the serving SavedModel (written under a temporary name,
                                   then renamed)
     OUT_DIR/train.json            global step, first and final loss, examples/s, elapsed,
-                                  paths, the evaluations ({step, metrics}), the warm start
+                                  the evaluations ({step, metrics}), the warm start, and the
+                                  paths of the latest checkpoint, the TensorBoard and eval
+                                  events and the export, relative to OUT_DIR
 
 Evaluation while training (tf.estimator's ``train_and_evaluate`` with the declared
 ``EvalSpec``): after a checkpoint is saved, the model is evaluated on the eval split once
@@ -216,8 +218,22 @@ def _train_and_export(pipeline: Pipeline, estimator: Estimator, transformed: Pat
               "evaluations": evaluations.rows,
               "warm_start": warm.record if warm else None,
               "export_dir": str(export_dir), "model": type(pipeline.model).__name__}
-    write_json(out / Files.TRAIN_RESULT, result)
+    write_json(out / Files.TRAIN_RESULT, _relative_paths(result, out))
     return result
+
+
+_PATH_KEYS = ("checkpoint", "checkpoint_dir", "tensorboard_dir", "eval_dir", "export_dir")
+
+
+def _relative_paths(result: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``result`` as ``train.json`` keeps it: its paths relative to ``out`` (the model
+    artifact), so that they still hold once the artifact has moved (the local step cache writes
+    it under a temporary name; a pipeline reads it from a bucket)."""
+    kept = dict(result)
+    for key in _PATH_KEYS:
+        if kept.get(key):
+            kept[key] = os.path.relpath(kept[key], out)
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:

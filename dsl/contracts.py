@@ -272,6 +272,7 @@ class Files:
     REPORT = "report.html"             # self-contained HTML report with inline SVG plots
     KFP_METRICS = "kfp_metrics.json"   # {metric: number}, for KFP Metrics.log_metric
     KFP_CLASSIFICATION = "kfp_classification.json"  # {"roc": ..., "confusion_matrix": ...}
+    EVAL_OUTPUTS = "eval_outputs.npz"  # the model's output per eval row (pushed with it)
     # push -> pushed/
     PUSH_RESULT = "push.json"          # {"pushed": bool, ...}; {"pushed": false, "reasons"}
     KSERVE_MANIFEST = "inferenceservice.yaml"  # when PushTarget.kserve_manifest
@@ -283,6 +284,7 @@ class Files:
     FINGERPRINTS = "fingerprints.json"  # {"steps": {step: {"key", "spec", ...}}, "source", ...}
     # a pushed version (<base>/<model_name>/<version>/): where it came from
     LINEAGE = "assets.extra/estflow_lineage.json"  # {"fingerprint", "run", ...}
+    SERVED_EVAL_OUTPUTS = "assets.extra/estflow_eval_outputs.npz"  # its EVAL_OUTPUTS
 
     SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
     RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)

@@ -5,7 +5,6 @@ and transform and pushes a new version whose lineage names its run."""
 import itertools
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -49,9 +48,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     assert lineage["fingerprint"] == first.data["steps"]["train"]["outputs"]["model"][
         "fingerprint"]
 
-    start = time.monotonic()
     assert cli.main(["run", str(base)]) == 0
-    wall = time.monotonic() - start
     out = capsys.readouterr().out
     second = runs.all_runs()[-1]
     if second.data["estflow_code"] != first.data["estflow_code"]:  # a shared checkout
@@ -62,7 +59,6 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
         "push": "ran"}
     assert "already serves this model" in out and second.data["push"]["already_served"]
     assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 1
-    assert wall < 10, wall  # no TensorFlow, no Beam: a second or two even on a busy machine
 
     assert cli.main(["run", str(_pipeline(tmp_path, "wider", (48, 24)))]) == 0
     third = runs.all_runs()[-1]
@@ -71,7 +67,15 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
         "push": "ran"}
     assert third.data["push"]["pushed"]
     assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 2
-    assert "baseline" in json.loads(
+    baseline = json.loads(
         (Path(third.data["steps"]["evaluate"]["outputs"]["evaluation"]["path"]) /
-         Files.BLESSING).read_text())
+         Files.BLESSING).read_text())["baseline"]
+    # the same eval rows: the served version's outputs, stored with it at its push, are read
+    assert baseline["version"] == int(versions[0].name) and baseline["outputs"] == "stored"
+    assert baseline["metrics"]["auc"] == first.data["metrics"]["auc"]
+    # train.json's paths hold in the cache entry the model artifact ended in
+    model = Path(third.data["steps"]["train"]["outputs"]["model"]["path"])
+    trained = json.loads((model / Files.TRAIN_RESULT).read_text())
+    assert (model / f"{trained['checkpoint']}.index").is_file()
+    assert (model / trained["export_dir"] / "saved_model.pb").is_file()
     assert os.path.isdir(third.run_dir / "train" / "model" / Files.CHECKPOINTS)

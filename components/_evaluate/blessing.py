@@ -33,15 +33,21 @@ class Baseline:
         path: its directory.
         metrics: its metrics, or None when it could not be evaluated (see ``error``).
         error: why it could not be evaluated (e.g. a different head or a broken SavedModel).
+        outputs: ``"scored"`` (it was run on the eval rows) or ``"stored"`` (its outputs on
+            the same rows, kept with it since its own evaluation, were read:
+            :mod:`estflow.components._evaluate.outputs`); None when it has no metrics.
     """
 
     version: int
     path: str
     metrics: Mapping[str, Any] | None = None
     error: str | None = None
+    outputs: str | None = None
 
     def to_json(self) -> dict:
         out = {"version": self.version, "path": self.path, "metrics": self.metrics}
+        if self.outputs is not None:
+            out["outputs"] = self.outputs
         if self.error is not None:
             out["error"] = self.error
         return out

@@ -47,9 +47,11 @@ def lineage_record(*, fingerprint: str | None, run: str | None, pipeline: str,
 
 
 @contextlib.contextmanager
-def staged_with_lineage(export_dir: str | os.PathLike, lineage: dict) -> Iterator[Path]:
-    """A copy of the export with the lineage file added (the export itself, a cached
-    artifact, is left as it is); removed on exit."""
+def staged_with_lineage(export_dir: str | os.PathLike, lineage: dict,
+                        extra: dict[str, Path] | None = None) -> Iterator[Path]:
+    """A copy of the export with the lineage file added, and each existing ``extra`` file
+    (its path in the copy -> the file); the export itself, a cached artifact, is left as it
+    is. Removed on exit."""
     staging = Path(tempfile.mkdtemp(prefix="estflow-push-"))
     try:
         copy = staging / "export"
@@ -57,6 +59,10 @@ def staged_with_lineage(export_dir: str | os.PathLike, lineage: dict) -> Iterato
         path = copy / Files.LINEAGE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(lineage, indent=2, sort_keys=True) + "\n")
+        for name, source in (extra or {}).items():
+            if Path(source).is_file():
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, copy / name)
         yield copy
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,16 +1,23 @@
 """The evaluate step on a tiny exported model and hand-made raw examples: head and slice
 metrics, the baseline served at the push target, blessing, the report and the KFP files."""
 
+import hashlib
+import itertools
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import estflow.dsl as ef
 from estflow.components import evaluate
 from estflow.components import push
 from estflow.components._evaluate import metrics
+from estflow.components._evaluate import outputs as _outputs
+from estflow.dsl.contracts import Files
 from tests.components import _eval_fixtures as fx
 
 ROWS = fx.make_rows(600, seed=0)
@@ -244,3 +251,116 @@ def test_step_entry_points_read_the_spec_and_gate_the_push(data, tmp_path):
     for name in ("metrics.json", "blessing.json", "report.html", "kfp_metrics.json",
                  "kfp_classification.json"):
         assert (evaluation / name).is_file(), name
+
+
+# -- a pushed version's stored eval outputs: read instead of scoring it again ---------------
+
+def _push_evaluated(data, tmp_path, model="good"):
+    """Evaluate ``model`` with nothing served, then push it: the served version carries its
+    outputs on the eval rows."""
+    first = tmp_path / "first"
+    pipeline = fx.pipeline(tmp_path / "serving")
+    evaluate.run(pipeline, str(data / "examples"), str(data / model), str(first / "evaluation"))
+    pushed = push.run(pipeline, str(data / model), str(first / "evaluation"),
+                      str(first / "pushed"))
+    assert pushed["pushed"] is True
+    return Path(pushed["path"]), first / "evaluation"
+
+
+def _baseline_of(tmp_path):
+    return _read(tmp_path, "blessing.json")["baseline"]
+
+
+def test_a_pushed_version_carries_its_eval_outputs(data, tmp_path):
+    version, evaluation = _push_evaluated(data, tmp_path)
+    stored = np.load(version / Files.SERVED_EVAL_OUTPUTS)
+    written = np.load(evaluation / Files.EVAL_OUTPUTS)
+    np.testing.assert_array_equal(stored["outputs"], written["outputs"])
+    np.testing.assert_allclose(np.sort(stored["outputs"]), np.sort(_expected_probs(ROWS)),
+                               atol=1e-5)  # one per row (in the shards' order)
+    meta = json.loads(str(stored["meta"]))
+    assert meta["rows"] == len(ROWS) and meta["head"] == "binary" and meta["limit"] is None
+    assert [name for name, _ in meta["files"]] == sorted(
+        p.name for p in (data / "examples" / "eval").iterdir())
+
+
+def test_the_same_rows_read_the_baselines_stored_outputs(data, tmp_path, monkeypatch):
+    version, _ = _push_evaluated(data, tmp_path)
+    thresholds = (ef.Threshold("auc", max_regression=0.02),)
+    # the reference: the baseline scored (its stored outputs hidden)
+    hidden = version / Files.SERVED_EVAL_OUTPUTS
+    hidden.rename(tmp_path / "hidden.npz")
+    scored_dir = tmp_path / "scored"
+    _run(data, scored_dir, "random", serving=tmp_path / "serving", thresholds=thresholds)
+    scored = _baseline_of(scored_dir)
+    assert scored["outputs"] == "scored"
+    (tmp_path / "hidden.npz").rename(hidden)
+
+    def no_load(path):
+        assert path is None, f"the baseline {path} was loaded"
+        return None, None
+
+    monkeypatch.setattr(evaluate, "_load_baseline", no_load)
+    lines = []
+    pipeline = fx.pipeline(tmp_path / "serving", thresholds=thresholds)
+    evaluate.run(pipeline, str(data / "examples"), str(data / "random"),
+                 str(tmp_path / "reused" / "evaluation"), progress=lines.append)
+    reused = _baseline_of(tmp_path / "reused")
+    assert reused["outputs"] == "stored"
+    assert reused["metrics"] == scored["metrics"]  # bit for bit what scoring gives
+    assert _read(tmp_path / "reused", "blessing.json")["reasons"] == \
+        _read(scored_dir, "blessing.json")["reasons"]
+    assert any("were stored with it when it was evaluated: reused" in line for line in lines)
+
+
+def test_other_rows_score_the_baseline(data, tmp_path):
+    version, _ = _push_evaluated(data, tmp_path)
+    other = tmp_path / "other_examples"
+    fx.write_examples(other, fx.make_rows(400, seed=7))  # other rows, other file sizes
+    pipeline = fx.pipeline(tmp_path / "serving", thresholds=(
+        ef.Threshold("auc", max_regression=0.5),))
+    lines = []
+    evaluate.run(pipeline, str(other), str(data / "random"), str(tmp_path / "evaluation"),
+                 progress=lines.append)
+    baseline = _baseline_of(tmp_path)
+    assert baseline["outputs"] == "scored" and baseline["metrics"]["examples"] == 400
+    assert "computed with another files" in lines[0]
+
+
+@pytest.mark.parametrize("damage", ["digest", "limit", "head", "bytes"])
+def test_stored_outputs_that_do_not_match_are_not_used(data, tmp_path, damage):
+    """Names and sizes alike but another digest (the rows differ), another eval limit or head,
+    or a damaged file: the baseline is scored, with the same metrics as without the file."""
+    version, _ = _push_evaluated(data, tmp_path)
+    path = version / Files.SERVED_EVAL_OUTPUTS
+    if damage == "bytes":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        with np.load(path) as npz:
+            outputs, meta = npz["outputs"], json.loads(str(npz["meta"]))
+        meta.update({"digest": {"digest": "sha256:" + "0" * 64},
+                     "limit": {"limit": 512}, "head": {"head": "regression"}}[damage])
+        with open(path, "wb") as f:  # outputs that would change the metrics if used
+            np.savez(f, outputs=outputs + 0.5, meta=np.asarray(json.dumps(meta)))
+    thresholds = (ef.Threshold("auc", max_regression=0.5),)
+    _run(data, tmp_path / "with", "random", serving=tmp_path / "serving", thresholds=thresholds)
+    path.unlink()
+    _run(data, tmp_path / "without", "random", serving=tmp_path / "serving",
+         thresholds=thresholds)
+    assert _baseline_of(tmp_path / "with") == _baseline_of(tmp_path / "without")
+    assert _baseline_of(tmp_path / "with")["outputs"] == "scored"
+
+
+@given(rows=st.lists(st.binary(max_size=40), max_size=30), cuts=st.lists(st.integers(0, 30)))
+def test_the_row_digest_depends_on_rows_and_order_not_batches(rows, cuts):
+    reference = hashlib.sha256(b"".join(len(r).to_bytes(8, "little") + r for r in rows))
+    digest = _outputs.RowDigest()
+    bounds = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
+    for start, end in itertools.pairwise(bounds):
+        digest.update(rows[start:end])
+    assert digest.hexdigest() == "sha256:" + reference.hexdigest()
+    assert digest.rows == len(rows)
+    if len(rows) >= 2:
+        merged = _outputs.RowDigest()  # two rows joined into one differ from the two
+        merged.update([rows[0] + rows[1], *rows[2:]])
+        assert merged.hexdigest() != digest.hexdigest()

@@ -75,8 +75,8 @@ def test_cli_writes_checkpoints_export_and_train_json(trained):
     assert result["global_step"] == 60
     assert result["final_loss"] > 0 and result["examples"] == 60 * 16
     assert result["examples_per_sec"] > 0 and result["train_seconds"] > 0
-    assert result["export_dir"] == str(out / Files.EXPORT)
-    assert result["checkpoint"].endswith("model.ckpt-60")
+    assert result["export_dir"] == Files.EXPORT  # relative to the model artifact
+    assert result["checkpoint"] == f"{Files.CHECKPOINTS}/model.ckpt-60"
     assert (out / Files.EXPORT / "saved_model.pb").exists()
     # the process leaves without the interpreter's teardown (entry.exit_after): its TensorBoard
     # events are complete all the same, training's and the final evaluation's
