@@ -354,3 +354,13 @@ def test_the_train_step_keeps_the_users_keras(start):
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
                          text=True, timeout=300, check=True)
     assert out.stdout.strip().splitlines()[-1].startswith("keras."), out.stdout
+
+
+def test_the_input_pipeline_runs_without_tfdatas_tuning_model(transformed_dir):
+    """Its tuning thread slowed the taxi training and, joined when the iterator went, held
+    the step for seconds (``_without_autotune``); every batch and label still comes."""
+    dataset = fx.input_fn(transformed_dir, Files.TRANSFORMED_EVAL, "label", repeat=False)()
+    assert dataset.options().autotune.enabled is False
+    counted = sum(int(labels.shape[0]) for _, labels in dataset)
+    assert counted == json.loads((transformed_dir / Files.TRANSFORM_STATS).read_text())[
+        "rows"]["eval"]
