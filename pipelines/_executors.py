@@ -29,13 +29,18 @@ Ctrl-C handling. :meth:`Prestarter.close` kills the ones never used.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import importlib.util
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -139,12 +144,15 @@ class Prestarter:
         steps: (step name, entry-point module) of the steps expected to run, in order.
         env: the steps' environment beyond the runner's (what :class:`StepRun` gives them).
         limit: at most this many started and not yet taken at once.
+        warm: take an earlier run's warm process for a step when one waits
+            (:func:`claim_warm`), before starting one.
     """
 
     def __init__(self, steps: list[tuple[str, str]], env: Mapping[str, str],
-                 limit: int = 2) -> None:
+                 limit: int = 2, warm: bool = False) -> None:
         self._env = _full_env(env)
         self._limit = limit
+        self._warm = warm
         self._items = [_Prestart(name, module) for name, module in steps]
         self._lock = threading.Condition()
         self._closed = False
@@ -163,6 +171,11 @@ class Prestarter:
                     return
                 if item.state != "wanted":  # taken plainly or dropped before its turn
                     continue
+                if self._warm:  # an earlier run's warm process: its imports are done
+                    item.proc = claim_warm(item.module, self._env)
+                    if item.proc is not None:
+                        item.state = "started"
+                        continue
                 read, write = os.pipe()
                 try:
                     item.proc = subprocess.Popen(
@@ -260,6 +273,241 @@ def _kill(proc: subprocess.Popen) -> None:
                 stream.close()
         except OSError:
             pass
+
+
+# -- warm processes: a step's imports done before its run starts (opt-in) --------------------
+
+WARM_ENV = "ESTFLOW_WARM"
+"""Seconds the warm processes a run leaves wait for the next run (unset or 0: none)."""
+WARM_STEPS = 2
+"""A run leaves warm processes for at most this many of the steps it ran (the last ones)."""
+# The environment that shapes what a process imports: a warm process serves a run whose
+# values of these are its own (it takes the rest of that run's environment as it is).
+_IMPORT_ENV = ("TF_", "KERAS_", "CUDA", "LD_", "PYTHON", "OMP_", "MKL_", "XLA_", "ESTFLOW_")
+_NOT_IMPORT_ENV = {"ESTFLOW_PRESTART", WARM_ENV}
+
+
+def warm_seconds(env: Mapping[str, str]) -> float:
+    """``$ESTFLOW_WARM`` (``env``'s, else the process's): seconds, 0 when unset.
+
+    Raises:
+        ValueError: not a number of seconds.
+    """
+    text = env.get(WARM_ENV, os.environ.get(WARM_ENV, "")).strip()
+    try:
+        seconds = float(text) if text else 0.0
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ValueError(f"{WARM_ENV}: expected a number of seconds (0 or unset: no warm "
+                         f"processes). Received {text!r}")
+    return seconds
+
+
+def _warm_dir() -> Path | None:
+    """This user's directory of warm sockets (None when it is not private to the user)."""
+    folder = Path(tempfile.gettempdir()) / f"estflow-warm-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return folder
+
+
+def _code_digest() -> str:
+    """Changes when a file of estflow's packages does (its path, size and modification time)."""
+    digest = hashlib.sha256()
+    for package in ("dsl", "components", "pipelines"):
+        spec = importlib.util.find_spec(f"estflow.{package}")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for path in sorted(Path(root).rglob("*.py")):
+                info = path.stat()
+                digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def warm_socket(module: str, full_env: Mapping[str, str]) -> Path | None:
+    """Where the warm process of ``module`` for this Python, estflow code and import
+    environment listens (None: no private directory for it)."""
+    folder = _warm_dir()
+    if folder is None:
+        return None
+    shaping = sorted((k, v) for k, v in full_env.items()
+                     if k.startswith(_IMPORT_ENV) and k not in _NOT_IMPORT_ENV)
+    key = json.dumps([sys.executable, module, shaping, _code_digest()])
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock"
+
+
+def spawn_warm(steps: list[tuple[str, str]], env: Mapping[str, str], seconds: float) -> None:
+    """Leave a warm process (``prestart.py``'s ``--listen``) for each (name, module) of
+    ``steps`` that has none waiting, in a session of its own: it imports, then waits up to
+    ``seconds`` for a run to take it."""
+    full = _full_env(env)
+    for module in dict.fromkeys(module for _, module in steps):  # one each
+        path = warm_socket(module, full)
+        if path is None or path.exists():
+            continue
+        with contextlib.suppress(OSError):
+            _SPAWNED.append(subprocess.Popen(
+                (sys.executable, "-m", PRESTART_MODULE, "--listen", str(path), "--idle",
+                 str(seconds), module),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env=full, start_new_session=True))
+
+
+_SPAWNED: list[subprocess.Popen] = []
+"""The warm processes this process started (:func:`stop_warm` ends those still importing)."""
+
+
+class _WarmInput:
+    """What the runner writes the step's arguments to (a prestarted process's stdin)."""
+
+    def __init__(self, owner: WarmProcess) -> None:
+        self._owner = owner
+
+    def write(self, line: str) -> None:
+        self._owner.start(json.loads(line))
+
+    def close(self) -> None:
+        pass
+
+
+class WarmProcess:
+    """A warm process claimed for a step, driven like a prestarted ``subprocess.Popen``:
+    ``stdin.write`` hands it the arguments (with the step's environment, the working
+    directory and the write end of the pipe ``stdout`` reads); the exit status comes on the
+    connection; signals go to its pid (it is in a session of its own: a terminal's Ctrl-C
+    does not reach it, so :func:`_stop` sends it one)."""
+
+    detached = True
+
+    def __init__(self, conn: socket.socket, env: Mapping[str, str]) -> None:
+        self._conn, self._env, self._buffer = conn, dict(env), b""
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.stdin = _WarmInput(self)
+        self.stdout = None
+        self.args: list[str] = []
+
+    def start(self, args: list[str]) -> None:
+        read, write = os.pipe()
+        try:
+            request = json.dumps({"args": args, "env": self._env, "cwd": os.getcwd()})
+            socket.send_fds(self._conn, [request.encode() + b"\n"], [write])
+        finally:
+            os.close(write)
+        self.stdout = os.fdopen(read, "r")
+        self.args = list(args)
+        reply = self._message(timeout=30.0)
+        if reply is None or "pid" not in reply:
+            raise OSError("the warm process did not take the step")
+        self.pid = int(reply["pid"])
+
+    def _message(self, timeout: float | None) -> dict | None:
+        """The next message on the connection; None at its end (or when ``timeout`` passes:
+        then ``_timed_out`` is set)."""
+        self._timed_out = False
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([self._conn], [], [], timeout)
+            if not ready:
+                self._timed_out = True
+                return None
+            chunk = self._conn.recv(1 << 16)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def wait(self, timeout: float | None = None) -> int:
+        while self.returncode is None:
+            message = self._message(timeout)
+            if message is None and self._timed_out:
+                raise subprocess.TimeoutExpired(["warm process", *self.args], timeout)
+            if message is None:  # it left without a status: killed (SIGKILL, OOM)
+                self.returncode = -signal.SIGKILL
+            elif "exit" in message:
+                self.returncode = int(message["exit"])
+        return self.returncode
+
+    def poll(self) -> int | None:
+        try:
+            return self.wait(timeout=0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None and self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.pid is None:  # never given its step: closing the connection ends it
+            self._conn.close()
+            self.returncode = -signal.SIGKILL
+        else:
+            self.send_signal(signal.SIGKILL)
+
+    def __enter__(self) -> WarmProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.stdout is not None:
+            self.stdout.close()
+        if self.returncode is None and self.pid is not None:
+            self.wait()
+        self._conn.close()
+
+
+def stop_warm() -> int:
+    """End every warm process of this user that waits (each leaves when its connection closes
+    before a step is sent) and those this process started that are still importing; returns
+    how many."""
+    stopped = 0
+    spawned, _SPAWNED[:] = list(_SPAWNED), []
+    for proc in spawned:
+        if proc.poll() is None and not Path(proc.args[4]).exists():  # still importing
+            proc.terminate()
+            stopped += 1
+    folder = _warm_dir()
+    for path in sorted(folder.glob("*.sock")) if folder else []:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(str(path))
+            stopped += 1
+        except OSError:  # a process killed before it could remove its socket
+            with contextlib.suppress(OSError):
+                path.unlink()
+        finally:
+            conn.close()
+    for proc in spawned:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+    return stopped
+
+
+def claim_warm(module: str, full_env: Mapping[str, str]) -> WarmProcess | None:
+    """The warm process waiting for ``module`` in this environment, claimed (None if none)."""
+    path = warm_socket(module, full_env)
+    if path is None or not path.exists():
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(2.0)
+    try:
+        conn.connect(str(path))
+    except OSError:  # a process killed before it could remove its socket
+        conn.close()
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    conn.settimeout(None)
+    return WarmProcess(conn, full_env)
 
 
 # -- the train step as several processes (multi-worker) ---------------------------------------
@@ -390,7 +638,9 @@ def _stop(proc: subprocess.Popen, log) -> None:
     drain = threading.Thread(target=_drain, args=(proc, log), daemon=True)
     drain.start()
     try:
-        for send, grace in zip((None, signal.SIGINT, signal.SIGTERM), STOP_GRACE_S,
+        # a detached (warm) process got no Ctrl-C from the terminal: it gets one at once
+        first = signal.SIGINT if getattr(proc, "detached", False) else None
+        for send, grace in zip((first, signal.SIGINT, signal.SIGTERM), STOP_GRACE_S,
                                strict=True):
             if send is not None and proc.poll() is None:
                 proc.send_signal(send)

@@ -40,6 +40,14 @@ Beam's imports overlap the work of the steps before them: each step still runs a
 exist. A prestarted process never used (its step reused after all, a failure, Ctrl-C) is
 killed before :func:`run_plan` returns. ``ESTFLOW_PRESTART=N``: at most N waiting at once
 (default :data:`PRESTART_AHEAD`); 0 turns prestarting off.
+
+Warm processes (opt-in, ``ESTFLOW_WARM=SECONDS``): a run that succeeds leaves, for the last
+steps it ran (push aside, at most :data:`~estflow.pipelines._executors.WARM_STEPS`), a process
+that has imported the step's libraries and waits up to SECONDS for the next run, in a session
+of its own. The next run whose Python, estflow code and import environment (``TF_*``,
+``PYTHON*``, ...) are the same takes it instead of prestarting one: a run where only the model
+changed no longer waits for TensorFlow to load. Each is used once; one not taken in time
+leaves by itself.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.pipelines import data_check
 from estflow.pipelines import runs
+from estflow.pipelines._executors import WARM_STEPS
 from estflow.pipelines._executors import ClusterExecutor
 from estflow.pipelines._executors import Executor
 from estflow.pipelines._executors import Prestarter
@@ -69,7 +78,9 @@ from estflow.pipelines._executors import ProcessExecutor
 from estflow.pipelines._executors import StepFailed
 from estflow.pipelines._executors import StepRun
 from estflow.pipelines._executors import Topology
+from estflow.pipelines._executors import spawn_warm
 from estflow.pipelines._executors import topology_for
+from estflow.pipelines._executors import warm_seconds
 from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
@@ -283,10 +294,18 @@ class _Run:
             found.append((step.name, step.module))
         return found
 
-    def prestart(self) -> None:
+    def prestart(self, warm: bool = False) -> None:
         ahead = _prestart_ahead(self.env)
         if ahead:
-            self.prestarter = Prestarter(self.expected(), self.env, limit=ahead)
+            self.prestarter = Prestarter(self.expected(), self.env, limit=ahead, warm=warm)
+
+    def leave_warm(self, seconds: float) -> None:
+        """Warm processes for the next run: for the last steps this run ran in a process of
+        their own (push aside: it imports next to nothing)."""
+        ran = [(s.name, s.module) for s in self.plan.steps
+               if s.name in self.seconds and s.name != "push"
+               and isinstance(executor_for(s, self.topology), ProcessExecutor)]
+        spawn_warm(ran[-WARM_STEPS:], self.env, seconds)
 
     def step(self, index: int, step: PlannedStep, spec: Path) -> None:
         info = self.keys.get(step.name)
@@ -405,12 +424,15 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
     run = _Run(plan, workdir, echo, dict(env or {}), topology, cache,
                steps_after(plan, no_cache), resume, record)
     step = plan.fingerprint or (plan.steps[0] if plan.steps else None)
+    warm = warm_seconds(run.env)
     try:
         if plan.fingerprint is not None:
             run.fingerprint(spec)
-        run.prestart()
+        run.prestart(warm=warm > 0)
         for index, step in enumerate(plan.steps, start=1):
             run.step(index, step, spec)
+        if warm > 0:
+            run.leave_warm(warm)
     except KeyboardInterrupt:
         run.save()
         done = tuple(s.name for s in plan.steps if s.name in run.seconds or s.name in run.reused)

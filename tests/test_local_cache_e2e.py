@@ -5,11 +5,13 @@ and transform and pushes a new version whose lineage names its run."""
 import itertools
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from estflow.dsl.contracts import Files
+from estflow.pipelines import _executors
 from estflow.pipelines import cli
 from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
@@ -31,8 +33,17 @@ def _pipeline(folder: Path, name: str, hidden: tuple[int, int]) -> Path:
     return path
 
 
+@pytest.fixture
+def warm(monkeypatch):
+    """Runs leave warm processes (ESTFLOW_WARM); none is left after the test."""
+    monkeypatch.setenv("ESTFLOW_WARM", "300")
+    yield
+    _executors.stop_warm()
+
+
 @pytest.mark.slow
-def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypatch, capsys):
+def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypatch, capsys,
+                                                              warm):
     monkeypatch.chdir(tmp_path)  # the relative push target resolves here
     with open(DATA) as src, open(tmp_path / "sample.csv", "w") as dst:
         dst.writelines(itertools.islice(src, 2001))
@@ -60,12 +71,24 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     assert "already serves this model" in out and second.data["push"]["already_served"]
     assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 1
 
+    # the warm processes the first run left (train, evaluate) have imported: a user's edit
+    # takes longer than that
+    spawned = [Path(p.args[4]) for p in _executors._SPAWNED]  # noqa: SLF001
+    assert len(spawned) == 2
+    deadline = time.monotonic() + 120
+    while not all(path.exists() for path in spawned):
+        assert time.monotonic() < deadline, "the warm processes did not get ready"
+        time.sleep(0.1)
     assert cli.main(["run", str(_pipeline(tmp_path, "wider", (48, 24)))]) == 0
     third = runs.all_runs()[-1]
     assert {n: s["status"] for n, s in third.data["steps"].items()} == {
         "ingest": "reused", "transform": "reused", "train": "ran", "evaluate": "ran",
         "push": "ran"}
     assert third.data["push"]["pushed"]
+    # the first run left warm train and evaluate processes; this run's steps ran in them
+    for step in ("train", "evaluate"):
+        assert (third.run_dir / step / "log.txt").read_text().startswith(
+            "[estflow] warm process"), step
     assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 2
     baseline = json.loads(
         (Path(third.data["steps"]["evaluate"]["outputs"]["evaluation"]["path"]) /

@@ -137,8 +137,15 @@ def exit_after(main: Callable[[], int]) -> None:
     writes is closed before ``main`` returns (the summary writers are flushed at the end of
     training and evaluation). An exception (Ctrl-C included) leaves the usual way."""
     code = main()
+    code = code if isinstance(code, int) else 1
     atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs first
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code if isinstance(code, int) else 1)
+    for report in BEFORE_EXIT:  # a warm process tells its runner (prestart.py)
+        report(code)
+    os._exit(code)
+
+
+BEFORE_EXIT: list[Callable[[int], None]] = []
+"""Called with the exit status by :func:`exit_after`, last, before the process leaves."""

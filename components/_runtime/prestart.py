@@ -18,19 +18,35 @@ at the end of stdin (the runner gave it up, or the runner died: no orphan is lef
 If an import fails, the process, once given the arguments, replaces itself with a plain
 ``python -m MODULE ARGS`` (:func:`os.execv`, same process, output and environment), which
 reports the error in the step's log as usual.
+
+A *warm* process (``--listen SOCKET --idle SECONDS``, opt-in with ``ESTFLOW_WARM``) outlives
+the run that started it, so that the next run's step finds its imports done: started in a
+session of its own after a run, it imports, then listens on a Unix socket (created only once
+it is ready, in a directory only its user can enter). The first runner to connect sends the
+step's arguments, environment and working directory with its output pipe (``SCM_RIGHTS``);
+the process removes the socket (one step per process), answers its pid, runs the step with
+that output, environment and directory, and reports the exit status on the connection before
+it leaves. No connection within ``SECONDS``: it removes the socket and exits. A connection
+that closes before sending arguments (the runner gave it up) ends it too.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import os
 import runpy
 import signal
+import socket
 import sys
+import time
+import traceback
 
-__all__ = ["preimport", "main"]
+from estflow.components._runtime import entry
+
+__all__ = ["preimport", "main", "serve_warm"]
 
 
 def preimport(module: str) -> None:
@@ -48,7 +64,93 @@ def preimport(module: str) -> None:
     exec(code, {"__name__": "__prestart__", "__package__": spec.parent})  # noqa: S102
 
 
+def _recv_json(conn: socket.socket, fds: int = 0) -> tuple[dict | None, list[int]]:
+    """One newline-terminated JSON message (and up to ``fds`` descriptors); None at EOF."""
+    data, received = b"", []
+    while not data.endswith(b"\n"):
+        chunk, got, _, _ = socket.recv_fds(conn, 1 << 16, fds) if fds else (
+            conn.recv(1 << 16), [], 0, None)
+        received += got
+        if not chunk:
+            return None, received
+        data += chunk
+    return json.loads(data), received
+
+
+def serve_warm(module: str, path: str, idle: float) -> int:
+    """The warm process (module docstring): import ``module``'s imports, serve one step on the
+    socket at ``path``, or leave after ``idle`` seconds without a connection."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as while prestarted: the runner stops it
+    started = time.monotonic()
+    try:
+        preimport(module)
+    except BaseException:  # noqa: BLE001 - not warm: the next run starts the step plainly
+        return 1
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    staging = f"{path}.{os.getpid()}"
+    listener.bind(staging)
+    os.chmod(staging, 0o600)
+    listener.listen(1)
+    os.rename(staging, path)  # appears only once the imports are done
+    ours = os.stat(path).st_ino
+    listener.settimeout(idle)
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        conn = None
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ours:  # not a newer warm process's socket
+                os.unlink(path)
+        listener.close()
+    if conn is None:
+        return 0
+    request, fds = _recv_json(conn, fds=1)
+    if request is None or len(fds) != 1:  # given up
+        return 0
+    conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    (out,) = fds
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+
+    def report(code: int) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+
+    entry.BEFORE_EXIT.append(report)
+    print(f"[estflow] warm process {os.getpid()}: imports done "
+          f"{time.monotonic() - started:.0f}s before this step", flush=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [module, *request["args"]]
+    code = 1
+    try:
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        finally:  # the step is over: a late Ctrl-C must not cut its status short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # noqa: BLE001 - reported as python -m would
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    report(code)
+    os._exit(code)
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--listen":
+        path, idle, module = argv[1], float(argv[3]), argv[4]
+        return serve_warm(module, path, idle)
     ready_fd = None
     if len(argv) >= 2 and argv[0] == "--ready-fd":
         ready_fd, argv = int(argv[1]), argv[2:]
