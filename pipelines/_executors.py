@@ -278,7 +278,10 @@ def _kill(proc: subprocess.Popen) -> None:
 # -- warm processes: a step's imports done before its run starts (opt-in) --------------------
 
 WARM_ENV = "ESTFLOW_WARM"
-"""Seconds the warm processes a run leaves wait for the next run (unset or 0: none)."""
+"""Seconds the warm processes a run leaves wait for the next run (0: none). Unset:
+:data:`WARM_AT_A_TERMINAL` when the runner's input and output are a terminal (someone
+iterating), else 0 (scripts, CI, pods leave nothing behind)."""
+WARM_AT_A_TERMINAL = 600.0
 WARM_STEPS = 2
 """A run leaves warm processes for at most this many of the steps it ran (the last ones)."""
 # The environment that shapes what a process imports: a warm process serves a run whose
@@ -288,14 +291,17 @@ _NOT_IMPORT_ENV = {"ESTFLOW_PRESTART", WARM_ENV}
 
 
 def warm_seconds(env: Mapping[str, str]) -> float:
-    """``$ESTFLOW_WARM`` (``env``'s, else the process's): seconds, 0 when unset.
+    """``$ESTFLOW_WARM`` (``env``'s, else the process's) in seconds; unset: see
+    :data:`WARM_ENV`.
 
     Raises:
         ValueError: not a number of seconds.
     """
     text = env.get(WARM_ENV, os.environ.get(WARM_ENV, "")).strip()
+    if not text:
+        return WARM_AT_A_TERMINAL if sys.stdin.isatty() and sys.stdout.isatty() else 0.0
     try:
-        seconds = float(text) if text else 0.0
+        seconds = float(text)
     except ValueError:
         seconds = -1.0
     if seconds < 0:
@@ -341,12 +347,15 @@ def warm_socket(module: str, full_env: Mapping[str, str]) -> Path | None:
     return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock"
 
 
-def spawn_warm(steps: list[tuple[str, str]], env: Mapping[str, str], seconds: float) -> None:
+def spawn_warm(steps: list[tuple[str, str]], env: Mapping[str, str],
+               seconds: float) -> list[str]:
     """Leave a warm process (``prestart.py``'s ``--listen``) for each (name, module) of
     ``steps`` that has none waiting, in a session of its own: it imports, then waits up to
-    ``seconds`` for a run to take it."""
-    full = _full_env(env)
-    for module in dict.fromkeys(module for _, module in steps):  # one each
+    ``seconds`` for a run to take it. Returns the names of the steps that got one."""
+    full, left, one_each = _full_env(env), [], {}
+    for name, module in steps:
+        one_each.setdefault(module, name)
+    for module, name in one_each.items():
         path = warm_socket(module, full)
         if path is None or path.exists():
             continue
@@ -356,6 +365,8 @@ def spawn_warm(steps: list[tuple[str, str]], env: Mapping[str, str], seconds: fl
                  str(seconds), module),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env=full, start_new_session=True))
+            left.append(name)
+    return left
 
 
 _SPAWNED: list[subprocess.Popen] = []

@@ -41,7 +41,8 @@ exist. A prestarted process never used (its step reused after all, a failure, Ct
 killed before :func:`run_plan` returns. ``ESTFLOW_PRESTART=N``: at most N waiting at once
 (default :data:`PRESTART_AHEAD`); 0 turns prestarting off.
 
-Warm processes (opt-in, ``ESTFLOW_WARM=SECONDS``): a run that succeeds leaves, for the last
+Warm processes (``ESTFLOW_WARM=SECONDS``; by default only for a run at a terminal, see
+:data:`~estflow.pipelines._executors.WARM_ENV`): a run that succeeds leaves, for the last
 steps it ran (push aside, at most :data:`~estflow.pipelines._executors.WARM_STEPS`), a process
 that has imported the step's libraries and waits up to SECONDS for the next run, in a session
 of its own. The next run whose Python, estflow code and import environment (``TF_*``,
@@ -305,7 +306,10 @@ class _Run:
         ran = [(s.name, s.module) for s in self.plan.steps
                if s.name in self.seconds and s.name != "push"
                and isinstance(executor_for(s, self.topology), ProcessExecutor)]
-        spawn_warm(ran[-WARM_STEPS:], self.env, seconds)
+        left = spawn_warm(ran[-WARM_STEPS:], self.env, seconds)
+        if left:
+            self.echo(f"Warm processes for the next run: {', '.join(left)} (their imports "
+                      f"done; they wait up to {seconds:.0f}s; ESTFLOW_WARM=0 leaves none)")
 
     def step(self, index: int, step: PlannedStep, spec: Path) -> None:
         info = self.keys.get(step.name)

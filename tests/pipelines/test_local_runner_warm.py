@@ -133,3 +133,18 @@ def test_ctrl_c_reaches_a_step_in_a_warm_process(tmp_path):
 def test_a_bad_warm_value_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="ESTFLOW_WARM: expected a number of seconds.*'soon'"):
         _run(tmp_path, "one", _steps(), ESTFLOW_WARM="soon")
+
+
+def test_unset_warm_means_none_unless_the_run_is_at_a_terminal(monkeypatch):
+    monkeypatch.delenv("ESTFLOW_WARM", raising=False)
+    assert _executors.warm_seconds({}) == 0  # pytest's streams: no terminal
+    for stream in ("stdin", "stdout"):
+        monkeypatch.setattr(getattr(_executors.sys, stream), "isatty", lambda: True)
+    assert _executors.warm_seconds({}) == _executors.WARM_AT_A_TERMINAL
+    assert _executors.warm_seconds({"ESTFLOW_WARM": "0"}) == 0
+
+
+def test_a_run_says_which_warm_processes_it_leaves(tmp_path):
+    _, lines = _run(tmp_path, "one", _steps(), ESTFLOW_WARM="60")
+    assert "Warm processes for the next run: make (their imports done; they wait up to 60s; " \
+           "ESTFLOW_WARM=0 leaves none)" in lines
