@@ -282,8 +282,8 @@ WARM_ENV = "ESTFLOW_WARM"
 :data:`WARM_AT_A_TERMINAL` when the runner's input and output are a terminal (someone
 iterating), else 0 (scripts, CI, pods leave nothing behind)."""
 WARM_AT_A_TERMINAL = 600.0
-WARM_STEPS = 2
-"""A run leaves warm processes for at most this many of the steps it ran (the last ones)."""
+WARM_STEPS = 3
+"""A run leaves warm processes for at most this many of the steps it ran."""
 # The environment that shapes what a process imports: a warm process serves a run whose
 # values of these are its own (it takes the rest of that run's environment as it is).
 _IMPORT_ENV = ("TF_", "KERAS_", "CUDA", "LD_", "PYTHON", "OMP_", "MKL_", "XLA_", "ESTFLOW_")

@@ -42,10 +42,10 @@ killed before :func:`run_plan` returns. ``ESTFLOW_PRESTART=N``: at most N waitin
 (default :data:`PRESTART_AHEAD`); 0 turns prestarting off.
 
 Warm processes (``ESTFLOW_WARM=SECONDS``; by default only for a run at a terminal, see
-:data:`~estflow.pipelines._executors.WARM_ENV`): a run that succeeds leaves, for the last
-steps it ran (push aside, at most :data:`~estflow.pipelines._executors.WARM_STEPS`), a process
-that has imported the step's libraries and waits up to SECONDS for the next run, in a session
-of its own. The next run whose Python, estflow code and import environment (``TF_*``,
+:data:`~estflow.pipelines._executors.WARM_ENV`): a run that succeeds leaves, for the steps
+from train on that it ran (push aside, at most :data:`~estflow.pipelines._executors.WARM_STEPS`),
+a process that has imported the step's libraries and waits up to SECONDS for the next run, in
+a session of its own. The next run whose Python, estflow code and import environment (``TF_*``,
 ``PYTHON*``, ...) are the same takes it instead of prestarting one: a run where only the model
 changed no longer waits for TensorFlow to load. Each is used once; one not taken in time
 leaves by itself.
@@ -301,12 +301,16 @@ class _Run:
             self.prestarter = Prestarter(self.expected(), self.env, limit=ahead, warm=warm)
 
     def leave_warm(self, seconds: float) -> None:
-        """Warm processes for the next run: for the last steps this run ran in a process of
-        their own (push aside: it imports next to nothing)."""
-        ran = [(s.name, s.module) for s in self.plan.steps
+        """Warm processes for the next run: for the steps this run ran in a process of their
+        own from train on (what a model change reruns; push aside: it imports next to
+        nothing), at most :data:`WARM_STEPS`; the last ones of a plan without train."""
+        names = [s.name for s in self.plan.steps]
+        start = names.index(TFJOB.name) if TFJOB.name in names else 0
+        ran = [(s.name, s.module) for s in self.plan.steps[start:]
                if s.name in self.seconds and s.name != "push"
                and isinstance(executor_for(s, self.topology), ProcessExecutor)]
-        left = spawn_warm(ran[-WARM_STEPS:], self.env, seconds)
+        left = spawn_warm(ran[-WARM_STEPS:] if start == 0 else ran[:WARM_STEPS], self.env,
+                          seconds)
         if left:
             self.echo(f"Warm processes for the next run: {', '.join(left)} (their imports "
                       f"done; they wait up to {seconds:.0f}s; ESTFLOW_WARM=0 leaves none)")
