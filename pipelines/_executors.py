@@ -401,7 +401,19 @@ class WarmProcess:
         self.returncode: int | None = None
         self.stdin = _WarmInput(self)
         self.stdout = None
-        self.args: list[str] = []
+        self.args: list[str] | None = None  # the step's, once handed over
+
+    def accepted(self, timeout: float) -> bool:
+        """Whether the warm process took this connection (it answers its pid); a connection
+        queued behind another runner's hears nothing and is closed."""
+        try:
+            reply = self._message(timeout)
+        except OSError:
+            reply = None
+        if reply is None or "pid" not in reply:
+            return False
+        self.pid = int(reply["pid"])
+        return True
 
     def start(self, args: list[str]) -> None:
         read, write = os.pipe()
@@ -412,10 +424,6 @@ class WarmProcess:
             os.close(write)
         self.stdout = os.fdopen(read, "r")
         self.args = list(args)
-        reply = self._message(timeout=30.0)
-        if reply is None or "pid" not in reply:
-            raise OSError("the warm process did not take the step")
-        self.pid = int(reply["pid"])
 
     def _message(self, timeout: float | None) -> dict | None:
         """The next message on the connection; None at its end (or when ``timeout`` passes:
@@ -437,7 +445,7 @@ class WarmProcess:
         while self.returncode is None:
             message = self._message(timeout)
             if message is None and self._timed_out:
-                raise subprocess.TimeoutExpired(["warm process", *self.args], timeout)
+                raise subprocess.TimeoutExpired(["warm process", *(self.args or [])], timeout)
             if message is None:  # it left without a status: killed (SIGKILL, OOM)
                 self.returncode = -signal.SIGKILL
             elif "exit" in message:
@@ -459,7 +467,7 @@ class WarmProcess:
         self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        if self.pid is None:  # never given its step: closing the connection ends it
+        if self.args is None:  # never given its step: closing the connection ends it
             self._conn.close()
             self.returncode = -signal.SIGKILL
         else:
@@ -471,7 +479,7 @@ class WarmProcess:
     def __exit__(self, *exc) -> None:
         if self.stdout is not None:
             self.stdout.close()
-        if self.returncode is None and self.pid is not None:
+        if self.returncode is None and self.args is not None:
             self.wait()
         self._conn.close()
 
@@ -518,7 +526,11 @@ def claim_warm(module: str, full_env: Mapping[str, str]) -> WarmProcess | None:
             path.unlink()
         return None
     conn.settimeout(None)
-    return WarmProcess(conn, full_env)
+    proc = WarmProcess(conn, full_env)
+    if not proc.accepted(timeout=5.0):
+        conn.close()
+        return None
+    return proc
 
 
 # -- the train step as several processes (multi-worker) ---------------------------------------

@@ -23,8 +23,9 @@ A *warm* process (``--listen SOCKET --idle SECONDS``, opt-in with ``ESTFLOW_WARM
 the run that started it, so that the next run's step finds its imports done: started in a
 session of its own after a run, it imports, then listens on a Unix socket (created only once
 it is ready, in a directory only its user can enter). The first runner to connect sends the
-step's arguments, environment and working directory with its output pipe (``SCM_RIGHTS``);
-the process removes the socket (one step per process), answers its pid, runs the step with
+step's arguments, environment and working directory with its output pipe (``SCM_RIGHTS``):
+the process removes the socket (one step per process), answers its pid (only the connection
+it accepted hears it), runs the step with
 that output, environment and directory, and reports the exit status on the connection before
 it leaves. No connection within ``SECONDS``: it removes the socket and exits. A connection
 that closes before sending arguments (the runner gave it up) ends it too.
@@ -105,10 +106,10 @@ def serve_warm(module: str, path: str, idle: float) -> int:
         listener.close()
     if conn is None:
         return 0
+    conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")  # taken: by this runner
     request, fds = _recv_json(conn, fds=1)
     if request is None or len(fds) != 1:  # given up
         return 0
-    conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
     (out,) = fds
     sys.stdout.flush()
     sys.stderr.flush()
