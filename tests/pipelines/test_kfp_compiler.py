@@ -38,6 +38,7 @@ from estflow.pipelines.plan import build_plan
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import ROOT
 from tests.pipelines.kfp_ir import Ir
+from tests.pipelines.kfp_ir import as_golden
 from tests.pipelines.kfp_ir import parse_strict
 
 TAXI = "estflow.pipelines.examples.taxi"
@@ -485,7 +486,7 @@ def test_golden(name, tmp_path):
     fresh = tmp_path / name
     goldens.render(goldens.GOLDENS[name], fresh)
     golden = Path(__file__).parent / "goldens" / name
-    assert fresh.read_bytes() == golden.read_bytes(), (
+    assert as_golden(fresh.read_bytes()) == as_golden(golden.read_bytes()), (
         f"compiled output differs from {golden}; review the change, then regenerate with "
         "`python -m estflow.pipelines.goldens` (make goldens)")
 
