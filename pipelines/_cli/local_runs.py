@@ -30,6 +30,7 @@ from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
+from estflow.pipelines._executors import warm_seconds
 from estflow.pipelines.plan import build_preprocess_plan
 
 __all__ = ["add_commands"]
@@ -110,6 +111,10 @@ def _again(args: argparse.Namespace, run_id: str | None, workdir) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    try:
+        warm_seconds({})  # ESTFLOW_WARM: refused before any work
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     loaded = load_target(args.pipeline)
     try:
         local_runner.topology_for(loaded.pipeline, args.workers)

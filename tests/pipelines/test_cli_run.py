@@ -262,3 +262,14 @@ def test_fake_plans_cover_the_real_steps():
     assert [s.outputs for s in fake.steps] == [s.outputs for s in real.steps]
     no_push = fake_runs.fake_plan(dataclasses.replace(taxi.pipeline, push=None), {})
     assert [s.name for s in no_push.steps] == [s.name for s in real.steps][:-1]
+
+
+def test_a_bad_warm_setting_is_a_usage_error_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ESTFLOW_WARM", "soon")
+    monkeypatch.setenv("ESTFLOW_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", "estflow.pipelines.examples.taxi"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == ("estflow run: error: ESTFLOW_WARM: expected a number of seconds (0 or unset: "
+                   "no warm processes). Received 'soon'\n")
+    assert not (tmp_path / "home").exists()  # nothing ran, nothing recorded
+
