@@ -97,13 +97,10 @@ def score_examples(export_dir: str, eval_files: list[str], *, label: str, head: 
     serve = _signature(loaded, "serving_default", export_dir)
     transform = _signature(loaded, "transform_features", export_dir)
     baseline, error = _load_baseline(baseline_dir)
-    data = tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(batch_size)
-    if max_batches is not None:
-        data = data.take(max_batches)
     labels, outputs, base_out = [], [], []
     slices: dict[str, list] = {column: [] for column in slice_dtypes or {}}
     digest = _outputs.RowDigest()
-    for batch in data:
+    for batch in _eval_batches(tf, eval_files, batch_size, max_batches):
         digest.update(batch.numpy())
         transformed = transform(examples=batch)
         if label not in transformed:
@@ -135,14 +132,17 @@ def score_baseline(baseline_dir: str, eval_files: list[str], *, head: str,
     baseline, error = _load_baseline(baseline_dir)
     if error is not None:
         return None, error
-    data = tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(batch_size)
-    if max_batches is not None:
-        data = data.take(max_batches)
     try:
-        return np.concatenate([_score(baseline(examples=batch), head, baseline_dir)
-                               for batch in data]), None
+        return np.concatenate([_score(baseline(examples=batch), head, baseline_dir) for batch
+                               in _eval_batches(tf, eval_files, batch_size, max_batches)]), None
     except Exception as e:  # noqa: BLE001 - any failure: the baseline is unusable
         return None, f"{type(e).__name__}: {e}".splitlines()[0][:300]
+
+
+def _eval_batches(tf, eval_files: list[str], batch_size: int, max_batches: int | None):
+    """The serialized eval examples, in batches (the first ``max_batches`` of them)."""
+    data = tf.data.TFRecordDataset(eval_files, compression_type="GZIP").batch(batch_size)
+    return data if max_batches is None else data.take(max_batches)
 
 
 def _tensorflow():
@@ -319,12 +319,15 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
         pipeline.eval.steps * pipeline.eval.batch_size
     stored, why = _outputs.read_matching(found[1], head=head, eval_files=eval_files,
                                          limit=limit) if found else (None, "")
+    if found is None:
+        baseline = "no baseline (no model served at the push target)"
+    elif stored is not None:
+        baseline = (f"baseline: version {found[0]} at {found[1]} (its stored outputs are for "
+                    "eval files like these: read, not scored, if the rows are the same)")
+    else:
+        baseline = f"baseline: version {found[0]} at {found[1]} ({why}: scored in the same pass)"
     progress(f"scoring {len(eval_files)} eval file(s) through {export_dir} ({head} head); "
-             + (f"baseline: version {found[0]} at {found[1]}" if found else "no baseline "
-                "(no model served at the push target)")
-             + ("" if not found else " (its stored outputs are for eval files like these: "
-                "read, not scored, if the rows are the same)" if stored else f" ({why}: "
-                "scored in the same pass)"))
+             f"{baseline}")
     dtypes = {c.name: c.dtype for c in pipeline.raw_columns()}
     scores = score_examples(export_dir, eval_files, label=pipeline.label.name, head=head,
                             slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},

@@ -360,17 +360,18 @@ def spawn_warm(steps: list[tuple[str, str]], env: Mapping[str, str],
         if path is None or path.exists():
             continue
         with contextlib.suppress(OSError):
-            _SPAWNED.append(subprocess.Popen(
+            _SPAWNED.append((path, subprocess.Popen(
                 (sys.executable, "-m", PRESTART_MODULE, "--listen", str(path), "--idle",
                  str(seconds), module),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env=full, start_new_session=True))
+                stderr=subprocess.DEVNULL, env=full, start_new_session=True)))
             left.append(name)
     return left
 
 
-_SPAWNED: list[subprocess.Popen] = []
-"""The warm processes this process started (:func:`stop_warm` ends those still importing)."""
+_SPAWNED: list[tuple[Path, subprocess.Popen]] = []
+"""The warm processes this process started, with their sockets (:func:`stop_warm` ends those
+still importing)."""
 
 
 class _WarmInput:
@@ -490,8 +491,8 @@ def stop_warm() -> int:
     how many."""
     stopped = 0
     spawned, _SPAWNED[:] = list(_SPAWNED), []
-    for proc in spawned:
-        if proc.poll() is None and not Path(proc.args[4]).exists():  # still importing
+    for path, proc in spawned:
+        if proc.poll() is None and not path.exists():  # still importing
             proc.terminate()
             stopped += 1
     folder = _warm_dir()
@@ -505,7 +506,7 @@ def stop_warm() -> int:
                 path.unlink()
         finally:
             conn.close()
-    for proc in spawned:
+    for _, proc in spawned:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
     return stopped

@@ -73,7 +73,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
 
     # the warm processes the first run left (train, evaluate) have imported: a user's edit
     # takes longer than that
-    spawned = [Path(p.args[4]) for p in _executors._SPAWNED]  # noqa: SLF001
+    spawned = [path for path, _ in _executors._SPAWNED]  # noqa: SLF001
     assert len(spawned) == 2
     deadline = time.monotonic() + 120
     while not all(path.exists() for path in spawned):

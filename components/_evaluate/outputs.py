@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from estflow.components._io import model_repo
 from estflow.dsl.contracts import Files
 
 __all__ = ["Stored", "RowDigest", "files_of", "write", "read_matching", "FORMAT"]
@@ -45,7 +46,6 @@ class RowDigest:
 
     def __init__(self) -> None:
         self._hash = hashlib.sha256()
-        self.rows = 0
 
     def update(self, records) -> None:
         """Add a batch (a sequence of ``bytes``)."""
@@ -53,7 +53,6 @@ class RowDigest:
         for record in records:
             update(len(record).to_bytes(8, "little"))
             update(record)
-            self.rows += 1
 
     def hexdigest(self) -> str:
         return "sha256:" + self._hash.hexdigest()
@@ -98,7 +97,7 @@ def read_matching(version_dir: str, *, head: str, eval_files: list[str],
     (:meth:`Stored.same_rows`)."""
     path = f"{version_dir.rstrip('/')}/{Files.SERVED_EVAL_OUTPUTS}"
     try:
-        data = _read_bytes(path)
+        data = model_repo.read_file(path)
     except FileNotFoundError:
         return None, "it carries no stored eval outputs"
     except Exception as e:  # noqa: BLE001 - unreadable: score the baseline instead
@@ -114,13 +113,3 @@ def read_matching(version_dir: str, *, head: str, eval_files: list[str],
         return None, f"its stored eval outputs were computed with another {', '.join(differs)}"
     return Stored(outputs, meta), ""
 
-
-def _read_bytes(path: str) -> bytes:
-    if "://" not in path:
-        return Path(path).read_bytes()
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(path)
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return f.read()

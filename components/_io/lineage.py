@@ -75,25 +75,14 @@ def served_in(destination: model_repo.PushDestination) -> dict | None:
     if version is None:
         return None
     path = f"{destination.model_base}/{version}"
-    lineage = _read_lineage(destination, path)
+    lineage = _read_lineage(path)
     return {"version": version, "path": path,
             "fingerprint": (lineage or {}).get("fingerprint"), "lineage": lineage}
 
 
-def _read_lineage(destination: model_repo.PushDestination, path: str) -> dict | None:
-    local = getattr(destination, "path", None)
+def _read_lineage(path: str) -> dict | None:
     try:
-        if isinstance(local, Path):
-            text = (Path(path) / Files.LINEAGE).read_text()
-        else:
-            import tensorflow as tf  # noqa: PLC0415 (remote destinations already use it)
-
-            lineage = f"{path}/{Files.LINEAGE}"
-            if not tf.io.gfile.exists(lineage):
-                return None
-            with tf.io.gfile.GFile(lineage) as f:
-                text = f.read()
-        return json.loads(text)
+        return json.loads(model_repo.read_file(f"{path}/{Files.LINEAGE}"))
     except (OSError, ValueError):
         return None
 

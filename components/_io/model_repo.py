@@ -41,7 +41,7 @@ from typing import Protocol
 
 __all__ = ["PushDestination", "LocalDestination", "GFileDestination", "destination_for",
            "latest_servable", "version_dirs", "served_checkpoint_dir", "STAGING_PREFIX",
-           "STALE_STAGING_SECONDS", "SERVED_CHECKPOINT"]
+           "STALE_STAGING_SECONDS", "SERVED_CHECKPOINT", "read_file"]
 
 STAGING_PREFIX = ".tmp-"
 STALE_STAGING_SECONDS = 3600.0
@@ -301,6 +301,22 @@ class GFileDestination:
                 self._gfile.rmtree(path)
                 removed.append(path)
         return removed
+
+
+def read_file(path: str) -> bytes:
+    """The bytes of a file in a version (a local path, or a URL through ``tf.io.gfile``).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ValueError: no filesystem for the URL's scheme.
+    """
+    if "://" not in path:
+        return Path(path).read_bytes()
+    gfile = _gfile_for(path)
+    if not gfile.exists(path):
+        raise FileNotFoundError(path)
+    with gfile.GFile(path, "rb") as f:
+        return f.read()
 
 
 def _gfile_for(url: str):

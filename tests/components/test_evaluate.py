@@ -359,7 +359,6 @@ def test_the_row_digest_depends_on_rows_and_order_not_batches(rows, cuts):
     for start, end in itertools.pairwise(bounds):
         digest.update(rows[start:end])
     assert digest.hexdigest() == "sha256:" + reference.hexdigest()
-    assert digest.rows == len(rows)
     if len(rows) >= 2:
         merged = _outputs.RowDigest()  # two rows joined into one differ from the two
         merged.update([rows[0] + rows[1], *rows[2:]])
