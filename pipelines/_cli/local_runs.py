@@ -11,6 +11,7 @@ Ctrl-C (after saying what was kept and the command that continues: ``--resume RU
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
@@ -47,6 +48,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _add_run(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
         "run", help="run a pipeline end to end on this machine",
+        usage="estflow run [-h] PIPELINE [--workdir DIR] [--no-cache [STEP[,STEP]]] "
+              "[--resume [RUN]] [--workers N]",
         description="Run every step of a pipeline on this machine, each in its own process "
         "(the same entry points a Kubeflow task runs). A step whose inputs (the part of the "
         "spec it reads, its input artifacts, the source data, the code) are those of an "
@@ -55,7 +58,8 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "status: 0 the model was pushed or is already served (without a push target: "
         "blessed), 3 it was not blessed (every step ran), 1 a step failed, 2 a usage error, "
         "130 interrupted (Ctrl-C); after 1 or 130, --resume continues the run.")
-    cmd.add_argument("pipeline", metavar="PIPELINE", help=PIPELINE_HELP)
+    # Optional here only so that _pipeline_taken_by_an_option can give it back; required.
+    cmd.add_argument("pipeline", metavar="PIPELINE", nargs="?", help=PIPELINE_HELP)
     cmd.add_argument("--workdir", default=None, metavar="DIR",
                      help="the run's directory: its record, logs and links to its artifacts "
                      "(default: $ESTFLOW_HOME/<pipeline>/<run id>, ESTFLOW_HOME defaulting to "
@@ -99,6 +103,36 @@ def _forced_steps(text: str | None) -> set[str] | bool:
     return names
 
 
+_RUN_ID = re.compile(r"\d{8}-\d{6}(-\d+)?")
+
+
+def _pipeline_taken_by_an_option(args: argparse.Namespace) -> None:
+    """Give PIPELINE back when an option with an optional value took it.
+
+    argparse gives ``--resume [RUN]`` and ``--no-cache [STEP]`` the word after them, so
+    ``estflow run --resume taxi.py`` reads ``taxi.py`` as RUN and then misses PIPELINE. With
+    PIPELINE missing, a value that is no run (a run id or a directory holding a run record)
+    for ``--resume``, or no step names for ``--no-cache``, is the pipeline, and the option
+    means what it means alone.
+
+    Raises:
+        UsageError: PIPELINE is missing and no option took it.
+    """
+    if args.pipeline is not None:
+        return
+    steps = {s.name for s in STEPS}
+    resume, no_cache = args.resume, args.no_cache
+    if resume and not _RUN_ID.fullmatch(resume) and not (Path(resume) / Files.RUN_RECORD
+                                                           ).is_file():
+        args.pipeline, args.resume = resume, ""
+    elif no_cache not in (None, _ALL) and not {
+            n.strip() for n in no_cache.split(",") if n.strip()} <= steps:
+        args.pipeline, args.no_cache = no_cache, _ALL
+    else:
+        raise UsageError(f"estflow run needs a PIPELINE ({PIPELINE_HELP}): estflow run "
+                         "PIPELINE [--resume [RUN]] [--no-cache [STEP]] ...")
+
+
 def _again(args: argparse.Namespace, run_id: str | None, workdir) -> list[str]:
     """The command that continues a stopped run: ``--resume RUN_ID`` for a run in the runs'
     home, else ``--resume DIR``."""
@@ -111,6 +145,7 @@ def _again(args: argparse.Namespace, run_id: str | None, workdir) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    _pipeline_taken_by_an_option(args)
     try:
         warm_seconds({})  # ESTFLOW_WARM: refused before any work
     except ValueError as err:

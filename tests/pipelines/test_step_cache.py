@@ -145,6 +145,33 @@ def test_a_failed_run_is_resumed_reusing_its_finished_steps(tmp_path, monkeypatc
     assert "only a failed or interrupted run can be resumed" in capsys.readouterr().err
 
 
+def test_the_pipeline_may_follow_an_option_with_an_optional_value(tmp_path, monkeypatch,
+                                                                  capsys):
+    """``estflow run --resume p.py`` and ``--no-cache p.py``: argparse gives the option the
+    pipeline; the command gives it back."""
+    target = _pipeline_file(tmp_path)
+    broken = tmp_path / "broken"
+    broken.touch()
+    train = {"train": {"fail_file": str(broken)}}
+    fake_runs.use_fake_steps(monkeypatch, train)
+    assert cli.main(["run", str(target)]) == cli.EXIT_FAILED
+    failed = runs.all_runs()[-1].data
+    broken.unlink()
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", str(target)]) == 0
+    resumed = runs.all_runs()[-1].data
+    assert resumed["run"] == failed["run"] and resumed["status"] == "succeeded"
+    assert cli.main(["run", "--no-cache", str(target)]) == 0
+    assert _statuses(runs.all_runs()[-1].data) == ALL_RAN
+    assert cli.main(["run", "--no-cache", "train", str(target)]) == 0  # STEP, then PIPELINE
+    assert _statuses(runs.all_runs()[-1].data) == {**ALL_RAN, "ingest": "reused",
+                                                   "transform": "reused"}
+    capsys.readouterr()
+    for words in (["--resume", failed["run"]], ["--no-cache", "train"], []):
+        assert cli.main(["run", *words]) == cli.EXIT_USAGE
+        assert "estflow run needs a PIPELINE" in capsys.readouterr().err
+
+
 def test_a_new_run_after_a_failure_starts_the_stopped_step_afresh(tmp_path, monkeypatch,
                                                                     capsys):
     target = _pipeline_file(tmp_path)
