@@ -86,6 +86,7 @@ from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
+from estflow.pipelines.step_cache import Entry
 from estflow.pipelines.step_cache import StepCache
 
 __all__ = ["StepFailed", "RunInterrupted", "RunResult", "Topology", "topology_for",
@@ -223,6 +224,11 @@ def _metrics_of(paths: dict[str, str], outputs: tuple[str, ...]) -> dict:
     return found
 
 
+def _whole(entry: Entry | None) -> bool:
+    """Whether ``entry`` is a cache entry that can be reused (there, and not damaged)."""
+    return entry is not None and not entry.damage
+
+
 def _link(link: Path, target: Path) -> None:
     """``link`` -> ``target`` (replacing what ``link`` was: a link or an old directory)."""
     if link.is_symlink() or link.is_file():
@@ -290,7 +296,7 @@ class _Run:
             info = self.keys.get(step.name)
             if (self.cache is not None and info is not None and info["cacheable"]
                     and step.name not in self.forced
-                    and self.cache.lookup(step.name, info["key"]) is not None):
+                    and _whole(self.cache.lookup(step.name, info["key"]))):
                 continue
             found.append((step.name, step.module))
         return found
@@ -334,11 +340,11 @@ class _Run:
             self._run(step, folder, spec_arg, {a: folder / a for a in step.outputs}, rec)
             return
         key = info["key"]
-        entry = None if step.name in self.forced else self.cache.lookup(step.name, key)
+        entry = None if step.name in self.forced else self._whole_entry(step.name, key)
         if entry is None:
             with self.cache.lock(step.name, key, waiting=lambda: self.echo(
                     f"    {step.name}: another run is computing the same step; waiting")):
-                entry = None if step.name in self.forced else self.cache.lookup(step.name, key)
+                entry = None if step.name in self.forced else self._whole_entry(step.name, key)
                 if entry is None:
                     partial = self.cache.partial(step.name, key, fresh=not self.resume)
                     self._run(step, folder, spec_arg,
@@ -362,6 +368,17 @@ class _Run:
         self.echo(f"<== {step.name} reused: cache key {key[:12]}, made by run {made} in "
                   f"{entry.info.get('seconds', 0):.1f}s")
         self.save()
+
+    def _whole_entry(self, step: str, key: str) -> Entry | None:
+        """The cache entry of ``step``/``key`` when it is whole; a damaged one is named (what
+        is wrong with it) and counts as none: the step runs again and replaces it."""
+        entry = self.cache.lookup(step, key)
+        if entry is None or not entry.damage:
+            return entry
+        self.echo(f"    {step}: the cached outputs of key {key[:12]} (made by run "
+                  f"{entry.info.get('run') or 'an earlier run'}) are damaged: "
+                  f"{entry.describe_damage()}. Running the step again")
+        return None
 
     def _artifacts(self, step: PlannedStep, folder: Path, where: dict[str, Path]) -> None:
         """Record where ``step``'s outputs are; ``<run>/<step>/<artifact>`` links to them."""

@@ -14,6 +14,11 @@ Layout, under ``<ESTFLOW_HOME>/.cache/`` (default ``estflow_runs/.cache/``)::
 An entry appears whole or not at all: the step writes into ``<key>.partial``, then
 ``entry.json`` is written there and the directory renamed to ``<key>``. Entries are plain
 directories: delete any of them (or the whole cache) at any time to make their steps run again.
+
+``entry.json`` lists every file of the entry with its size (``files``). An entry whose files
+are no longer all there with those sizes (a shard deleted, a file truncated by a full disk) is
+damaged: :meth:`StepCache.lookup` says what is wrong (:attr:`Entry.damage`) and the runner runs
+the step again rather than give later steps part of their input.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -36,14 +42,25 @@ ENTRY_FILE = "entry.json"
 PARTIAL_SUFFIX = ".partial"
 
 
+_DAMAGE_SHOWN = 3
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """A completed cache entry: where its artifacts are and what its ``entry.json`` says
     (``run``: the run that made it, ``seconds``: how long that took, ``outputs``: artifact ->
-    fingerprint)."""
+    fingerprint, ``files``: relative path -> size). ``damage``: what differs from ``files``
+    (empty: the entry is whole)."""
 
     path: Path
     info: dict
+    damage: tuple[str, ...] = ()
+
+    def describe_damage(self) -> str:
+        """The damage in one line (the first few files, then how many more)."""
+        shown = "; ".join(self.damage[:_DAMAGE_SHOWN])
+        more = len(self.damage) - _DAMAGE_SHOWN
+        return shown + (f"; and {more} more" if more > 0 else "")
 
     def artifact(self, name: str) -> Path:
         return self.path / name
@@ -59,13 +76,14 @@ class StepCache:
         return self.root / step / key
 
     def lookup(self, step: str, key: str) -> Entry | None:
-        """The completed entry of ``step`` keyed ``key`` (None: none)."""
+        """The completed entry of ``step`` keyed ``key`` (None: none), its files checked
+        against its ``entry.json`` (:attr:`Entry.damage`)."""
         path = self._dir(step, key)
         try:
             info = json.loads((path / ENTRY_FILE).read_text())
         except (OSError, ValueError):
             return None
-        return Entry(path, info)
+        return Entry(path, info, _damage(path, info.get("files")))
 
     def partial(self, step: str, key: str, *, fresh: bool) -> Path:
         """The directory ``step`` writes into while it runs; ``fresh``: emptied first (else
@@ -102,7 +120,8 @@ class StepCache:
         older one: ``--no-cache`` ran the step again)."""
         partial = self._dir(step, key).with_name(key + PARTIAL_SUFFIX)
         info = {**info, "step": step, "key": key,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "files": _files(partial)}
         tmp = partial / (ENTRY_FILE + ".tmp")
         tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, partial / ENTRY_FILE)
@@ -113,3 +132,39 @@ class StepCache:
             shutil.rmtree(retired, ignore_errors=True)
         os.replace(partial, final)
         return Entry(final, info)
+
+
+def _files(folder: Path) -> dict[str, int]:
+    """Every regular file under ``folder`` (``entry.json`` aside): relative path -> size."""
+    found = {}
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = Path(parent, name)
+            relative = path.relative_to(folder).as_posix()
+            if relative in (ENTRY_FILE, ENTRY_FILE + ".tmp"):
+                continue
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found[relative] = info.st_size
+    return found
+
+
+def _damage(folder: Path, files: dict[str, int] | None) -> tuple[str, ...]:
+    """What under ``folder`` differs from ``files`` (None: an entry written before entries
+    listed their files; nothing to check)."""
+    if not isinstance(files, dict):
+        return ()
+    damage = []
+    for relative, size in sorted(files.items()):
+        try:
+            now = (folder / relative).stat().st_size
+        except OSError:
+            damage.append(f"{relative} is missing ({size} bytes when cached)")
+            continue
+        if now != size:
+            damage.append(f"{relative} has {now} bytes ({size} when cached)")
+    return tuple(damage)
+

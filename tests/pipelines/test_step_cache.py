@@ -283,3 +283,55 @@ def test_a_cache_entry_appears_whole_or_not_at_all(tmp_path):
     (again / "model").mkdir()
     assert cache.commit("train", "k1", {"run": "r2"}).info["run"] == "r2"
     assert [p.name for p in (tmp_path / "train").iterdir()] == ["k1"]  # nothing left over
+
+
+def test_a_cache_entry_lists_its_files_and_says_what_is_damaged(tmp_path):
+    cache = StepCache(tmp_path)
+    partial = cache.partial("transform", "k1", fresh=True)
+    (partial / "transformed" / "train").mkdir(parents=True)
+    shards = [partial / "transformed" / "train" / f"part-{i}.gz" for i in range(5)]
+    for i, shard in enumerate(shards):
+        shard.write_bytes(b"x" * (10 + i))
+    entry = cache.commit("transform", "k1", {"run": "r"})
+    assert entry.info["files"] == {f"transformed/train/part-{i}.gz": 10 + i for i in range(5)}
+    assert cache.lookup("transform", "k1").damage == ()
+    kept = entry.path / "transformed" / "train"
+    (kept / "part-1.gz").unlink()
+    (kept / "part-3.gz").write_bytes(b"x")  # truncated
+    (kept / "extra.gz").write_bytes(b"y")  # a file more is no damage
+    damaged = cache.lookup("transform", "k1")
+    assert damaged.damage == ("transformed/train/part-1.gz is missing (11 bytes when cached)",
+                              "transformed/train/part-3.gz has 1 bytes (13 when cached)")
+    for shard in ("part-0.gz", "part-2.gz", "part-4.gz"):
+        (kept / shard).unlink()
+    assert damaged.path.is_dir()
+    assert cache.lookup("transform", "k1").describe_damage().endswith("; and 2 more")
+    # an entry written before entries listed their files: nothing to check against
+    old = cache.partial("train", "k2", fresh=True)
+    (old / "model").mkdir()
+    written = cache.commit("train", "k2", {"run": "r"})
+    info = json.loads((written.path / "entry.json").read_text())
+    del info["files"]
+    (written.path / "entry.json").write_text(json.dumps(info))
+    assert cache.lookup("train", "k2").damage == ()
+
+
+def test_a_damaged_cache_entry_is_named_and_its_step_runs_again(tmp_path, monkeypatch, capsys):
+    """A shard deleted from a cached transform output: the next run says so and runs the
+    transform again (instead of training on part of the data)."""
+    target = _pipeline_file(tmp_path)
+    shards = {"transform": {"emit": {"train/part-00000.gz": "a" * 20,
+                                     "train/part-00001.gz": "b" * 30}}}
+    _, first, _ = _run(monkeypatch, capsys, target, steps=shards)
+    entry = runs.cache_root() / "transform" / first["steps"]["transform"]["key"]
+    (entry / "transformed" / "train" / "part-00001.gz").unlink()
+    status, second, out = _run(monkeypatch, capsys, target, steps=shards)
+    assert status == 0
+    assert (f"transform: the cached outputs of key {first['steps']['transform']['key'][:12]} "
+            f"(made by run {first['run']}) are damaged: transformed/train/part-00001.gz is "
+            "missing (30 bytes when cached). Running the step again") in out
+    assert _statuses(second)["transform"] == "ran" and _statuses(second)["ingest"] == "reused"
+    assert (entry / "transformed" / "train" / "part-00001.gz").read_text() == "b" * 30
+    _, third, _ = _run(monkeypatch, capsys, target, steps=shards)
+    assert _statuses(third)["transform"] == "reused"  # whole again
+
