@@ -50,7 +50,7 @@ from typing import Protocol
 
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["StepFailed", "StepInterrupted", "StepRun", "Executor", "ProcessExecutor",
+__all__ = ["StepFailed", "StepInterrupted", "Terminated", "stop_like_ctrl_c", "StepRun", "Executor", "ProcessExecutor",
            "ClusterExecutor", "Topology", "topology_for", "Prestarter", "PRESTART_MODULE"]
 
 # How many of a failed step's last output lines its error quotes (the log has them all).
@@ -78,6 +78,50 @@ class StepInterrupted(KeyboardInterrupt):
     def __init__(self, step: str) -> None:
         super().__init__(f"step {step!r} was interrupted")
         self.step = step
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the runner (a scheduler's timeout, ``kill``, a closed
+    terminal): the run stops as after Ctrl-C, except that the step's process, which got no
+    signal, is sent SIGINT at once (``signum``: the signal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+class Stops:
+    """What :func:`stop_like_ctrl_c` caught: ``signum``, the last SIGTERM or SIGHUP (None:
+    none)."""
+
+    signum: int | None = None
+
+
+@contextlib.contextmanager
+def stop_like_ctrl_c():
+    """Within this block, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread, as
+    Ctrl-C raises KeyboardInterrupt: the running step is stopped, the run recorded as
+    interrupted and the way to continue said (a process killed outright can do none of it).
+    The handlers before are put back after. Outside the main thread, nothing changes."""
+    stops = Stops()
+    if threading.current_thread() is not threading.main_thread():
+        yield stops
+        return
+
+    def handler(signum, frame):
+        stops.signum = signum
+        raise Terminated(signum)
+
+    before = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield stops
+    finally:
+        for number, previous in before.items():
+            signal.signal(number, previous)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -645,8 +689,8 @@ def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
                 if line.startswith(f"[{run.name} "):  # the step's own progress, echoed
                     run.echo("    " + line)
             code = proc.wait()
-        except KeyboardInterrupt:
-            _stop(proc, log)
+        except KeyboardInterrupt as stop:
+            _stop(proc, log, stop)
             raise StepInterrupted(run.name) from None
     if code != 0:
         shown = "\n".join("    " + t for t in tail)
@@ -656,18 +700,31 @@ def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
         raise failed
 
 
-def _stop(proc: subprocess.Popen, log) -> None:
-    """Stop ``proc`` after Ctrl-C (see the module docstring), its remaining output still
-    going to ``log``; a second Ctrl-C kills it at once."""
+def _stop(proc: subprocess.Popen, log, why: KeyboardInterrupt | None = None) -> None:
+    """Stop ``proc`` after Ctrl-C (see the module docstring), or after ``why``, a
+    :class:`Terminated`, its remaining output still going to ``log``; a second Ctrl-C
+    (or signal) kills it at once.
+
+    A process that got no signal itself (a detached warm process, or any after a signal to the
+    runner alone) is sent one at once: SIGINT, or SIGTERM when it ignores SIGINT (the runner
+    inherited an ignored SIGINT, as a background job of a non-interactive shell does, and its
+    step processes with it), since waiting for it to obey SIGINT would be waiting for it to
+    finish."""
     drain = threading.Thread(target=_drain, args=(proc, log), daemon=True)
     drain.start()
+    terminated = isinstance(why, Terminated)
+    detached = getattr(proc, "detached", False)
+    first = None
+    if terminated or detached:
+        deaf = not detached and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        first = signal.SIGTERM if deaf else signal.SIGINT
+    sent = []
     try:
-        # a detached (warm) process got no Ctrl-C from the terminal: it gets one at once
-        first = signal.SIGINT if getattr(proc, "detached", False) else None
         for send, grace in zip((first, signal.SIGINT, signal.SIGTERM), STOP_GRACE_S,
                                strict=True):
             if send is not None and proc.poll() is None:
                 proc.send_signal(send)
+                sent.append(send.name)
             try:
                 proc.wait(timeout=grace)
                 break
@@ -675,13 +732,17 @@ def _stop(proc: subprocess.Popen, log) -> None:
                 continue
         else:
             proc.kill()
+            sent.append("SIGKILL")
             proc.wait()
     except KeyboardInterrupt:
         proc.kill()
+        sent.append("SIGKILL")
         proc.wait()
     drain.join(timeout=2.0)
-    log.write(f"[estflow] interrupted (Ctrl-C): the step's process was stopped "
-              f"(exit code {proc.returncode})\n")
+    cause = why.name if terminated else "Ctrl-C"
+    how = f"sent {', then '.join(sent)}" if sent else "it exited by itself"
+    log.write(f"[estflow] interrupted ({cause}): the step's process was stopped ({how}; "
+              f"exit code {proc.returncode})\n")
     log.flush()
 
 

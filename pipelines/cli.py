@@ -27,7 +27,8 @@ Exit status (``estflow run``'s tells CI whether the model was pushed):
 * 2: a usage error, as above;
 * 3: ``run`` ran every step, but the model was not blessed, so it was not pushed;
 * 130: interrupted (Ctrl-C); ``run`` and ``preprocess`` first stop the running step and say
-  what was kept and the command that continues.
+  what was kept and the command that continues;
+* 143, 129: ``run`` or ``preprocess`` stopped by SIGTERM or SIGHUP, as after Ctrl-C.
 
 The commands are defined in :mod:`estflow.pipelines._cli`, one module per command group; this
 module assembles them and runs one.

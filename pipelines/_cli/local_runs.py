@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,8 @@ from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
+from estflow.pipelines._executors import Stops
+from estflow.pipelines._executors import stop_like_ctrl_c
 from estflow.pipelines._executors import warm_seconds
 from estflow.pipelines.plan import build_preprocess_plan
 
@@ -57,7 +60,8 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "is not pushed again. Every run is recorded (estflow runs list|show|diff). Exit "
         "status: 0 the model was pushed or is already served (without a push target: "
         "blessed), 3 it was not blessed (every step ran), 1 a step failed, 2 a usage error, "
-        "130 interrupted (Ctrl-C); after 1 or 130, --resume continues the run.")
+        "130 interrupted (Ctrl-C; SIGTERM: 143, SIGHUP: 129, after stopping the step as "
+        "Ctrl-C does); after 1 or an interruption, --resume continues the run.")
     # Optional here only so that _pipeline_taken_by_an_option can give it back; required.
     cmd.add_argument("pipeline", metavar="PIPELINE", nargs="?", help=PIPELINE_HELP)
     cmd.add_argument("--workdir", default=None, metavar="DIR",
@@ -169,8 +173,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.workdir} already holds a run: continue it with --resume "
                          f"{args.workdir}, or give another --workdir")
     try:
-        result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
-                                        no_cache=forced, resume=resume)
+        with stop_like_ctrl_c() as stops:
+            result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
+                                            no_cache=forced, resume=resume)
     except DslErrors as err:  # the local data's header does not match the declaration
         raise data_mismatch(args.pipeline, err) from None
     except local_runner.StepFailed as err:
@@ -184,12 +189,11 @@ def _run(args: argparse.Namespace) -> int:
     except local_runner.RunInterrupted as stop:
         again = _again(args, stop.run_id, stop.workdir)
         checkpoint = stop.last_checkpoint()
-        _interrupted("run", stop, [f"last checkpoint: {checkpoint or 'none yet'}",
-                                   (f"to continue (training resumes from the last "
-                                    f"checkpoint): {shlex.join(again)}" if checkpoint else
-                                    f"to continue (finished steps are reused): "
-                                    f"{shlex.join(again)}")])
-        return EXIT_INTERRUPTED
+        return _interrupted("run", stop, stops, [
+            f"last checkpoint: {checkpoint or 'none yet'}",
+            (f"to continue (training resumes from the last checkpoint): {shlex.join(again)}"
+             if checkpoint else
+             f"to continue (finished steps are reused): {shlex.join(again)}")])
     if not result.model_delivered:
         print(f"estflow run: exit status {EXIT_NOT_PUSHED}: every step ran, but the model was "
               "not blessed, so it was not pushed (see the reasons above)", file=sys.stderr)
@@ -197,11 +201,17 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupted(command: str, stop: local_runner.RunInterrupted, lines: list[str]) -> None:
+def _interrupted(command: str, stop: local_runner.RunInterrupted, stops: Stops,
+                 lines: list[str]) -> int:
+    """Say what an interrupted run kept and how to go on; its exit status: 130 after Ctrl-C,
+    128 + the signal's number after SIGTERM (143) or SIGHUP (129)."""
     done = f" (steps done: {', '.join(stop.done)})" if stop.done else ""
-    print(f"estflow {command}: interrupted during step {stop.step!r}{done}\n"
+    how = (f"stopped by {signal.Signals(stops.signum).name}" if stops.signum else
+           "interrupted")
+    print(f"estflow {command}: {how} during step {stop.step!r}{done}\n"
           f"  kept: {stop.workdir}\n" + "".join(f"  {line}\n" for line in lines),
           end="", file=sys.stderr)
+    return 128 + stops.signum if stops.signum else EXIT_INTERRUPTED
 
 
 # --- estflow preprocess: ingest + transform only, one Beam job (contracts.PREPROCESS) ----------
@@ -257,7 +267,8 @@ def _preprocess(args: argparse.Namespace) -> int:
     print(f"estflow preprocess: pipeline {loaded.pipeline.name!r} on "
           f"{args.runner or 'the local in-memory runner'}, output {workdir}")
     try:
-        result = local_runner.run_plan(plan, workdir.resolve())
+        with stop_like_ctrl_c() as stops:
+            result = local_runner.run_plan(plan, workdir.resolve())
     except local_runner.StepFailed as err:
         print(f"estflow preprocess: {err}", file=sys.stderr)
         return EXIT_FAILED
@@ -269,8 +280,8 @@ def _preprocess(args: argparse.Namespace) -> int:
             again += ["--gzip-level", str(args.gzip_level)]
         if args.num_shards:
             again += ["--num-shards", str(args.num_shards)]
-        _interrupted("preprocess", stop, [f"to run it again: {shlex.join(again + rest)}"])
-        return EXIT_INTERRUPTED
+        return _interrupted("preprocess", stop, stops,
+                            [f"to run it again: {shlex.join(again + rest)}"])
     for artifact, path in result.artifacts.items():
         print(f"{artifact}: {path}")
     return 0

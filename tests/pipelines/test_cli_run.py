@@ -144,6 +144,49 @@ def test_ctrl_c_stops_the_step_keeps_the_checkpoint_and_says_how_to_continue(
     assert "interrupted" in (workdir / "train" / "log.txt").read_text()
 
 
+def _sigint_ignored() -> None:
+    """In the child: SIGINT ignored, as a background job of a non-interactive shell has it
+    (``estflow run ... &`` in a script); its step processes inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, deaf", [(signal.SIGTERM, False), (signal.SIGHUP, False),
+                                          (signal.SIGTERM, True)],
+                         ids=["SIGTERM", "SIGHUP", "SIGTERM-to-a-background-job"])
+def test_sigterm_or_sighup_to_the_runner_stops_like_ctrl_c(tmp_path, signum, deaf):
+    """A scheduler's timeout (``timeout``, systemd, a CI job cancelled) sends SIGTERM to the
+    runner alone, a closed terminal SIGHUP: the step is sent SIGINT at once (it got no
+    signal), or SIGTERM when it ignores SIGINT; the run is recorded as interrupted, the way on
+    said, and the exit status is 128 + signal."""
+    pid_file, workdir = tmp_path / "train.pid", tmp_path / "run"
+    train = {"sleep": "60", "pid_file": str(pid_file), "emit": fake_runs.CHECKPOINT}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.pipelines.fake_runs", json.dumps({"train": train}),
+         "run", TAXI, "--workdir", str(workdir)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=_sigint_ignored if deaf else ctrl_c_works)
+    try:
+        step = _wait_for(pid_file)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert _gone(step), "the step's process was left running"
+    name = signal.Signals(signum).name
+    assert "Traceback" not in err
+    assert f"stopped by {name} during step 'train' (steps done: ingest, transform)" in err
+    command = shlex.join(["estflow", "run", TAXI, "--resume", str(workdir)])
+    assert f"to continue (training resumes from the last checkpoint): {command}" in err
+    sent = "SIGTERM" if deaf else "SIGINT"
+    assert (f"[estflow] interrupted ({name}): the step's process was stopped (sent {sent}; "
+            in (workdir / "train" / "log.txt").read_text())
+    record = json.loads((workdir / "run.json").read_text())
+    assert record["status"] == "interrupted"
+    assert record["steps"]["train"]["status"] == "interrupted"
+
+
 def test_ctrl_c_of_preprocess_says_what_reruns_it(tmp_path):
     pid_file, out_dir = tmp_path / "pid", tmp_path / "out"
     proc = _start(tmp_path, {"preprocess": {"sleep": "60", "pid_file": str(pid_file)}},
