@@ -1,7 +1,8 @@
 """Ingest: read the source, validate every row, split deterministically, write raw tf.Examples.
 
 ``python -m estflow.components.ingest --spec S --examples OUT_DIR [--source-root ROOT]
-[--gzip-level N] [--num-shards N] [--beam-options "OPTS"] [BEAM_OPTION ...]``
+[--source-digest DIGEST] [--gzip-level N] [--num-shards N] [--beam-options "OPTS"]
+[BEAM_OPTION ...]``
 
 Output layout (names from :class:`estflow.dsl.contracts.Files`)::
 
@@ -36,6 +37,7 @@ from estflow.components._ingest.job import finish
 from estflow.components._ingest.job import prepare
 from estflow.components._ingest.job import run_job
 from estflow.components._ingest.report import IngestError
+from estflow.components._io.fingerprint import source_fingerprint
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
@@ -48,7 +50,7 @@ __all__ = ["IngestError", "run", "main"]
 def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None,
         beam_options: tuple[str, ...] | list[str] = (),
         gzip_level: int = DEFAULT_GZIP_LEVEL,
-        num_shards: int = 0) -> dict:
+        num_shards: int = 0, source_digest: str | None = None) -> dict:
     """Read the pipeline's source, validate and split it, and write raw tf.Examples.
 
     Args:
@@ -59,6 +61,8 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
         beam_options: Beam pipeline options (default: in-memory FnApiRunner).
         gzip_level: compression level of the written shards (1 fastest, 9 smallest).
         num_shards: shards per split (0: the runner decides; one per bundle).
+        source_digest: the source's fingerprint digest when the run started (the fingerprint
+            step's, which keyed this step's cache entry): checked again after the job.
 
     Returns:
         The summary also written to ``ingest.json``.
@@ -67,7 +71,9 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
         IngestError: no file matches the source (or the path is a directory), a file lacks a
             needed column or cannot be read, there are no data rows, more than
             ``source.max_rejected_fraction`` of the data lines are rejected, or the source's
-            schema check fails.
+            schema check fails, or the source no longer has ``source_digest`` (it changed
+            under the run: what was written may mix old and new data, and would be cached
+            under the old data's key).
     """
     progress = entry.Progress("ingest")
     out = str(examples_dir)
@@ -77,7 +83,24 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
                                            num_shards=num_shards)
     progress("running the Beam job: read, validate, split, write")
     run_job(beam_pipeline, out, pipeline.split.names())
+    if source_digest:
+        _check_unchanged(pipeline, source_root, source_digest)
     return finish(pipeline, out, files, progress)
+
+
+def _check_unchanged(pipeline: Pipeline, source_root: str | None, digest: str) -> None:
+    """Raise :class:`IngestError` when the source's fingerprint is no longer ``digest``."""
+    now = source_fingerprint(pipeline.source, str(source_root or "."))
+    if now.get("digest") in (None, digest):
+        return
+    objects = now.get("objects") or []
+    shown = ", ".join(f"{o.get('path')} ({o.get('size')} bytes)" for o in objects[:5])
+    more = f" and {len(objects) - 5} more" if len(objects) > 5 else ""
+    raise IngestError(
+        f"the source changed while this run read it: its fingerprint was {digest[:12]} when "
+        f"the run started and is {now['digest'][:12]} now ({len(objects)} object(s): "
+        f"{shown}{more}). What was written may mix old and new data, so nothing is kept; "
+        "run again once the data stops changing (a new run reads it as it is then)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         io = _beam.resolve_io(args, _beam.split_options(extra, args.beam_options),
                               ("examples",), ("examples",), os.environ)
         run(pipeline, io.locations["examples"], source_root=str(root),
-            beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards)
+            beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards,
+            source_digest=args.source_digest or None)
     except (IngestError, _beam.BeamLocationError) as err:
         print(f"[ingest] error: {err}", file=sys.stderr, flush=True)
         return 1

@@ -130,11 +130,16 @@ _TRAIN_READS = (*_SCHEMA, "model", "train", "run_config", "eval.batch_size", "ev
 # The push step's run-time inputs (the local runner and the KFP task fill them in).
 MODEL_FINGERPRINT = "model-fingerprint"
 RUN_REFERENCE = "run"
+# The ingest step's: the source's digest when the run started (the fingerprint step's).
+SOURCE_DIGEST = "source-digest"
 
 STEPS = (
     Step("ingest", "estflow.components.ingest", (), ("examples",),
          "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples",
-         options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples")), beam=True,
+         options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples"),
+                  Option(SOURCE_DIGEST, "the source's fingerprint digest when the run started "
+                         "(the fingerprint step's): the step fails if the data it read no "
+                         "longer has it (the source changed under the run)")), beam=True,
          reads=(*_SCHEMA, "source", "split")),
     Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
          "analyze + transform with Beam and tf.Transform",

@@ -271,13 +271,16 @@ def _storage_of(pipeline: Pipeline, steps: Sequence[str]) -> Resources:
 def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | None) -> dict:
     """What a step task takes from the fingerprint task: the part of the spec it reads
     (instead of the whole ``spec`` parameter: a change elsewhere in the spec then leaves its
-    inputs, hence KFP's cache key, unchanged), its cache key, the model's fingerprint; and
-    the run's name (the pushed version's lineage)."""
+    inputs, hence KFP's cache key, unchanged), its cache key, the model's fingerprint, the
+    source's digest (which the ingest task checks again after reading); and the run's name
+    (the pushed version's lineage)."""
     if fingerprint is None:
-        return {"model_fingerprint": "", "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
+        return {"model_fingerprint": "", "source_digest": "",
+                "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
     return {"spec": fingerprint.outputs[f"{step.name}_spec"],
             kfp_components.CACHE_KEY: fingerprint.outputs[f"{step.name}_key"],
             "model_fingerprint": fingerprint.outputs["model_fingerprint"],
+            "source_digest": fingerprint.outputs["source_digest"],
             "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
 
 

@@ -253,6 +253,7 @@ class _Run:
     resume: bool
     record: runs.RunRecord | None
     keys: dict = dataclasses.field(default_factory=dict)
+    source_digest: str | None = None  # the fingerprint step's; the ingest step checks it
     paths: dict[str, str] = dataclasses.field(default_factory=dict)
     fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -280,6 +281,7 @@ class _Run:
         (output,) = step.outputs
         found = json.loads((Path(paths[output]) / Files.FINGERPRINTS).read_text())
         self.keys = found["steps"]
+        self.source_digest = (found.get("source") or {}).get("digest")
         if self.record is not None:
             self.record.data.update(
                 source=found.get("source"), served_before=found.get("served"),
@@ -406,6 +408,8 @@ class _Run:
         info = self.keys.get(step.name)
         if info is not None and "model" in info["inputs"]:
             late["model_fingerprint"] = info["inputs"]["model"]
+        if self.source_digest:
+            late["source_digest"] = self.source_digest
         command = (sys.executable, "-m", step.module,
                    *step.argv(spec_arg, self.paths, late=late))
         start = time.monotonic()

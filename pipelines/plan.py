@@ -18,6 +18,7 @@ from estflow.dsl.contracts import MODEL_FINGERPRINT
 from estflow.dsl.contracts import PREDICT_ONLY
 from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import RUN_REFERENCE
+from estflow.dsl.contracts import SOURCE_DIGEST
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import steps_for
 from estflow.dsl.fingerprints import PlanStep
@@ -26,10 +27,12 @@ from estflow.dsl.pipeline import Pipeline
 __all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan", "fingerprint_step",
            "late_input", "LATE_INPUTS"]
 
-# Options known only when the run runs (the push step's model fingerprint and run reference):
+# Options known only when the run runs (the push step's model fingerprint and run reference,
+# the ingest step's source digest):
 # planned as placeholders, which the local runner fills in (PlannedStep.argv's ``late``) and the
 # KFP compiler turns into task inputs. Option flag -> input name.
-LATE_INPUTS = {MODEL_FINGERPRINT: "model_fingerprint", RUN_REFERENCE: "run"}
+LATE_INPUTS = {MODEL_FINGERPRINT: "model_fingerprint", RUN_REFERENCE: "run",
+               SOURCE_DIGEST: "source_digest"}
 
 
 def late_input(name: str) -> str:

@@ -156,8 +156,10 @@ def build_component(step: PlannedStep, image: str, *, keyed: bool = False,
 
 def fingerprint_result(steps: list[str]) -> tuple[str, tuple[str, ...]]:
     """The fingerprint task's return (annotation, lines): per step ``<step>_spec`` (the part of
-    the spec the step gets) and ``<step>_key`` (its cache key), and ``model_fingerprint``."""
-    names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + ["model_fingerprint"]
+    the spec the step gets) and ``<step>_key`` (its cache key), ``model_fingerprint`` and
+    ``source_digest`` (empty for a source without one)."""
+    names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + [
+        "model_fingerprint", "source_digest"]
     fields = ", ".join(f"('{n}', str)" for n in names)
     annotation = f"NamedTuple('Outputs', [{fields}])"
     lines = (
@@ -165,12 +167,14 @@ def fingerprint_result(steps: list[str]) -> tuple[str, tuple[str, ...]]:
         "import os",
         "from typing import NamedTuple",
         f"with open(os.path.join(fingerprints.path, {Files.FINGERPRINTS!r})) as f:",
-        "    keyed = json.load(f)['steps']",
+        "    found = json.load(f)",
+        "keyed = found['steps']",
         "values = []",
         f"for name in {steps!r}:",
         "    values += [keyed[name]['spec'], keyed[name]['key']]",
         "model = [k['outputs']['model'] for k in keyed.values() if 'model' in k['outputs']]",
         "values.append(model[0] if model else '')",
+        "values.append((found.get('source') or {}).get('digest') or '')",
         f"print('estflow step fingerprint: keys ' + ', '.join("
         f"'%s %s' % (n, keyed[n]['key'][:12]) for n in {steps!r}))",
         f"return NamedTuple('Outputs', [{fields}])(*values)",

@@ -19,6 +19,7 @@ import estflow.dsl as ef
 from estflow.components import ingest
 from estflow.components._ingest import csv_blocks
 from estflow.components._ingest import csv_parse
+from estflow.components._io.fingerprint import source_fingerprint
 from estflow.dsl.contracts import Files
 
 HEADER = b"id,x,n,color,label,extra\n"
@@ -187,6 +188,37 @@ def test_split_is_deterministic_across_runs_and_processes(tmp_path):
     assert first == second and len(first) == 2
     n_eval = len(read_split(tmp_path / "a", Files.EVAL_EXAMPLES))
     assert 30 <= n_eval <= 90  # eval_fraction=0.2 of 300 rows, by hash
+
+
+def test_a_source_that_changes_under_the_step_fails_it(tmp_path, monkeypatch, capsys):
+    """The run keyed this step by the source's digest at its start; rows written while the
+    job read the file would be cached under the old data's key. A writer appending during
+    the job fails the step (no ingest.json: nothing kept as done)."""
+    data = _group_csv(tmp_path / "data.csv")
+    pipeline = make_pipeline("data.csv")
+    digest = source_fingerprint(pipeline.source, tmp_path)["digest"]
+    ingest.run(pipeline, tmp_path / "same", source_root=tmp_path, source_digest=digest)
+    assert (tmp_path / "same" / Files.INGEST_STATS).is_file()  # unchanged: done
+    job = ingest.run_job
+
+    def job_with_a_late_writer(*args, **kwargs):
+        job(*args, **kwargs)
+        with open(data, "ab") as f:
+            f.write(b"late,1.0,1,g1,1,x\n")
+
+    monkeypatch.setattr(ingest, "run_job", job_with_a_late_writer)
+    with pytest.raises(ingest.IngestError, match=(
+            f"the source changed while this run read it: its fingerprint was {digest[:12]} "
+            r"when the run started and is [0-9a-f]{12} now \(1 object\(s\): .*data.csv "
+            r"\(\d+ bytes\)\)\. What was written may mix old and new data")):
+        ingest.run(pipeline, tmp_path / "moved", source_root=tmp_path, source_digest=digest)
+    assert not (tmp_path / "moved" / Files.INGEST_STATS).exists()
+    monkeypatch.setattr(ingest, "run_job", job)
+    argv = ["--spec", pipeline.to_json(), "--examples", str(tmp_path / "cli"),
+            "--source-root", str(tmp_path), "--source-digest", digest]
+    assert ingest.main(argv) == 1  # the digest the run started with is stale now
+    assert "the source changed while this run read it" in capsys.readouterr().err
+    assert ingest.main([*argv[:-1], ""]) == 0  # no digest (a volatile source): no check
 
 
 def test_split_does_not_depend_on_how_the_runner_bundles_work(tmp_path):

@@ -23,9 +23,11 @@ from estflow.pipelines import _executors
 from estflow.pipelines import cli
 from estflow.pipelines import local_runner
 from estflow.pipelines._cli import local_runs
+from estflow.pipelines.plan import LATE_INPUTS
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import fingerprint_step
+from estflow.pipelines.plan import late_input
 
 FAKE = "tests.pipelines.fake_step"
 
@@ -67,6 +69,9 @@ def fake_plan(pipeline: Pipeline, steps: Mapping[str, Mapping], *,
                    "writes": ",".join(outputs), "emit": json.dumps(files),
                    **{k.replace("_", "-"): str(v) for k, v in extra.items()}}
         real = PREPROCESS if preprocess else step_named(name)
+        # the run-time inputs the real step declares (the runner fills them in)
+        options.update({o.flag: late_input(LATE_INPUTS[o.flag]) for o in real.options
+                        if o.flag in LATE_INPUTS})
         planned.append(PlannedStep(name=name, module=FAKE, inputs=inputs, outputs=outputs,
                                    options=tuple(options.items()),
                                    description=f"fake {name}", reads=real.reads,

@@ -183,12 +183,14 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
     if step_name == "evaluate":  # its task returns the blessing the step wrote
         _write_blessing(Path(paths["evaluation"]), True)
     kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM",
-              "cache_key": "KEY", "model_fingerprint": "FP", "run": "RUN"}
+              "cache_key": "KEY", "model_fingerprint": "FP", "run": "RUN",
+              "source_digest": "DIGEST"}
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
     kwargs.update(_ui_outputs(step_name, tmp_path))
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
     function(**kwargs)
-    assert calls == [step.argv("SPEC", paths, late={"model_fingerprint": "FP", "run": "RUN"})]
+    assert calls == [step.argv("SPEC", paths, late={"model_fingerprint": "FP", "run": "RUN",
+                                                    "source_digest": "DIGEST"})]
     with pytest.raises(RuntimeError, match=f"estflow step {step_name} exited with code 3"):
         function(**kwargs)
 
@@ -393,8 +395,9 @@ def test_spec_source_root_and_beam_options_are_pipeline_parameters(ir, taxi):
         if name == "push":
             expected["model_fingerprint"] = ("fingerprint", "model_fingerprint")
             expected["run"] = ("constant", dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
-        if name == "ingest":
+        if name == "ingest":  # it checks the source is still what the run started with
             expected["source_root"] = ("pipeline", "source_root")
+            expected["source_digest"] = ("fingerprint", "source_digest")
         if name in ("ingest", "transform"):  # the Beam steps
             expected["beam_options"] = ("pipeline", "beam_options")
         assert wired == expected
@@ -586,7 +589,7 @@ def test_ingest_task_runs_under_kfp_local(taxi, tmp_path):
     compiler.Compiler().compile(kfp_components.build_component(step, IMAGE),
                                 str(component_yaml))
     _run_under_kfp_local(component_yaml, tmp_path, spec=taxi.pipeline.to_json(),
-                         source_root=f"module:{TAXI}")
+                         source_root=f"module:{TAXI}", source_digest="")
     [examples] = (tmp_path / "root").glob("ingest-*/ingest/examples")
     assert (examples / Files.INGEST_STATS).is_file()
 

@@ -90,9 +90,11 @@ def test_a_compiled_plan_gives_remote_beam_workers_its_own_image():
 def test_source_root_goes_to_the_steps_declaring_it():
     plan = build_plan(taxi.pipeline, source_root="module:pkg.data")
     assert {s.name: s.options for s in plan.steps} == {
-        "ingest": (("source-root", "module:pkg.data"),),
+        # known when the run runs (late_input): the source's digest at the run's start, the
+        # model's fingerprint and the run
+        "ingest": (("source-root", "module:pkg.data"),
+                   ("source-digest", late_input("source_digest"))),
         "transform": (), "train": (), "evaluate": (),
-        # known when the run runs: the model's fingerprint and the run (late_input)
         "push": (("model-fingerprint", late_input("model_fingerprint")),
                  ("run", late_input("run"))),
     }
@@ -102,7 +104,10 @@ def test_argv_lists_spec_inputs_outputs_then_options_in_contract_order():
     plan = build_plan(taxi.pipeline, source_root="/data", beam_options=BEAM)
     assert plan.step("ingest").argv("/w/pipeline.json", {"examples": "/w/ex"}) == [
         "--spec", "/w/pipeline.json", "--examples", "/w/ex", "--source-root", "/data",
-        f"--beam-options={BEAM}"]
+        f"--beam-options={BEAM}", "--source-digest", late_input("source_digest")]
+    assert plan.step("ingest").argv("/w/pipeline.json", {"examples": "/w/ex"}, late={}) == [
+        "--spec", "/w/pipeline.json", "--examples", "/w/ex", "--source-root", "/data",
+        f"--beam-options={BEAM}"]  # a run-time input not given: its option left out
     evaluate = plan.step("evaluate")
     assert evaluate.argv("{}", {"examples": "/e", "model": "/m", "evaluation": "/v"}) == [
         "--spec", "{}", "--examples", "/e", "--model", "/m", "--evaluation", "/v"]

@@ -86,6 +86,17 @@ def test_an_identical_rerun_reuses_every_step_but_push_and_says_so(tmp_path, mon
         runs.cache_root() / "train"
 
 
+def test_the_ingest_step_gets_the_source_digest_the_run_started_with(tmp_path, monkeypatch,
+                                                                    capsys):
+    """The ingest step checks it again after reading (test_ingest.py: a changed source fails
+    the step); the runner hands it the fingerprint step's digest."""
+    _, record, _ = _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    examples = Path(record["steps"]["ingest"]["outputs"]["examples"]["path"])
+    args = json.loads((examples / "ingest.json").read_text())["args"]
+    assert record["source"]["digest"]
+    assert args["--source-digest"] == record["source"]["digest"]
+
+
 def test_a_model_change_reuses_ingest_and_transform(tmp_path, monkeypatch, capsys):
     _run(monkeypatch, capsys, _pipeline_file(tmp_path))
     wider = _pipeline_file(tmp_path, "wider", model="dnn_hidden_units=(64, 32)")
