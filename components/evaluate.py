@@ -40,6 +40,7 @@ from estflow.components._evaluate import blessing as _blessing
 from estflow.components._evaluate import metrics as metrics_lib
 from estflow.components._evaluate import outputs as _outputs
 from estflow.components._evaluate import report as _report
+from estflow.components._io import lineage
 from estflow.components._io import model_repo
 from estflow.components._io.jsonfile import write_json
 from estflow.components._io.raw_features import TF_DTYPES
@@ -296,12 +297,14 @@ def _baseline(found: tuple[int, str] | None, scores: Scores, head: str,
     if found is None:
         return None
     version, path = found
+    fingerprint = (lineage.read_lineage(path) or {}).get("fingerprint")
     if scores.baseline is None:
-        return _blessing.Baseline(version, path, None, scores.baseline_error)
+        return _blessing.Baseline(version, path, None, scores.baseline_error,
+                                  fingerprint=fingerprint)
     with np.errstate(all="ignore"):
         metrics = metrics_lib.head_metrics(head, scores.labels, scores.baseline)
     return _blessing.Baseline(version, path, _json_safe(metrics),
-                              outputs="stored" if reused else "scored")
+                              outputs="stored" if reused else "scored", fingerprint=fingerprint)
 
 
 def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: str,

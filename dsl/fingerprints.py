@@ -97,8 +97,10 @@ class Facts:
         estflow: estflow's version and code digest.
         source: the source data's fingerprint (``{"digest": ...}`` plus what it covers).
         code: ``str(CallableRef)`` -> digest of the function's source.
-        served: the version served at the push target: ``{"version", "fingerprint"}``; None
-            when nothing is served (or there is no push target).
+        served: the version served at the push target: ``{"version", "fingerprint",
+            "evaluated_against"}`` (the last: ``{"version", "fingerprint"}`` of the version it
+            was evaluated against before its push, from its lineage); None when nothing is
+            served (or there is no push target).
     """
 
     estflow: Mapping[str, Any]
@@ -243,6 +245,13 @@ def callable_refs(value: Any) -> list[CallableRef]:
     return found
 
 
+def _baseline_key(version: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What of a baseline version keys a step: its number and model fingerprint."""
+    if not isinstance(version, Mapping):
+        return None
+    return {"version": version.get("version"), "fingerprint": version.get("fingerprint")}
+
+
 def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
               code_by_step: Mapping[str, str] | None = None) -> dict[str, StepKey]:
     """Key every step of a plan (in plan order) from the full spec and the outside facts;
@@ -262,11 +271,14 @@ def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
         if refs:
             context["code"] = {r: facts.code.get(r) for r in refs}
         if reads_field(reads, "push") and spec.push is not None:
-            # A model is never its own baseline: comparing a candidate with the served copy of
-            # itself blesses it exactly as having no baseline does, so both key alike.
+            # A model is never its own baseline: a candidate that is the served version keys
+            # as it did when it was evaluated before its push, against the version it was
+            # evaluated against then (its lineage's ``evaluated_against``; None: none), so
+            # that evaluation is reused (a rerun on the same data after a push reruns
+            # nothing). Comparing it with itself would bless it as having no baseline does.
             same = served is not None and served.get("fingerprint") in inputs.values()
-            context["served"] = None if served is None or same else {
-                "version": served.get("version"), "fingerprint": served.get("fingerprint")}
+            context["served"] = (_baseline_key(served.get("evaluated_against")) if same else
+                                 _baseline_key(served))
         cacheable = not step.side_effects and not any(a in uncacheable for a, _ in step.inputs)
         estflow = {**facts.estflow, "code": (code_by_step or {}).get(step.name)}
         key = digest({"estflow": estflow, "step": step.name, "options": list(step.options),

@@ -102,3 +102,14 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     assert (model / f"{trained['checkpoint']}.index").is_file()
     assert (model / trained["export_dir"] / "saved_model.pb").is_file()
     assert os.path.isdir(third.run_dir / "train" / "model" / Files.CHECKPOINTS)
+    # the version it pushed records what it was evaluated against; the same run again finds
+    # it served and reuses every step, its evaluation included (keyed by that baseline)
+    (pushed,) = [v for v in (tmp_path / "serving" / "taxi").iterdir() if v != versions[0]]
+    assert json.loads((pushed / Files.LINEAGE).read_text())["evaluated_against"] == {
+        "version": int(versions[0].name), "fingerprint": lineage["fingerprint"]}
+    assert cli.main(["run", str(_pipeline(tmp_path, "wider", (48, 24)))]) == 0
+    fourth = runs.all_runs()[-1]
+    assert {n: s["status"] for n, s in fourth.data["steps"].items()} == {
+        "ingest": "reused", "transform": "reused", "train": "reused", "evaluate": "reused",
+        "push": "ran"}
+    assert fourth.data["push"]["already_served"]

@@ -36,6 +36,9 @@ class Baseline:
         outputs: ``"scored"`` (it was run on the eval rows) or ``"stored"`` (its outputs on
             the same rows, kept with it since its own evaluation, were read:
             :mod:`estflow.components._evaluate.outputs`); None when it has no metrics.
+        fingerprint: its model's fingerprint, from its lineage (None: it has none). A model
+            pushed after this evaluation records ``{version, fingerprint}`` as what it was
+            evaluated against (:mod:`estflow.components._io.lineage`).
     """
 
     version: int
@@ -43,9 +46,11 @@ class Baseline:
     metrics: Mapping[str, Any] | None = None
     error: str | None = None
     outputs: str | None = None
+    fingerprint: str | None = None
 
     def to_json(self) -> dict:
-        out = {"version": self.version, "path": self.path, "metrics": self.metrics}
+        out = {"version": self.version, "path": self.path, "fingerprint": self.fingerprint,
+               "metrics": self.metrics}
         if self.outputs is not None:
             out["outputs"] = self.outputs
         if self.error is not None:

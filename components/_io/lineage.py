@@ -5,7 +5,12 @@ that made it::
 
     {"fingerprint": "9f2c...", "run": "/home/me/estflow_runs/chicago-taxi/20261124-064512",
      "pipeline": "chicago-taxi", "model_name": "chicago_taxi", "version": 1795502820,
-     "pushed_at": "2026-11-24T06:45:40Z", "estflow": "0.1.0", "metrics": {...}}
+     "pushed_at": "2026-11-24T06:45:40Z", "estflow": "0.1.0", "metrics": {...},
+     "evaluated_against": {"version": 1795416420, "fingerprint": "41ab..."} | null}
+
+``evaluated_against`` is the version the model was blessed against (its evaluation's baseline;
+null: there was none): while the model is the served version, a run of the same model keys its
+evaluate step by it (:func:`estflow.dsl.fingerprints.step_keys`), so that evaluation is reused.
 
 :func:`served` reads the lineage of the version a server serves (the highest complete one):
 from a local directory, through google-cloud-storage for ``gs://`` (no TensorFlow, for the
@@ -28,14 +33,16 @@ from typing import Any
 from estflow.components._io import model_repo
 from estflow.dsl.contracts import Files
 
-__all__ = ["served", "served_in", "staged_with_lineage", "lineage_record"]
+__all__ = ["served", "served_in", "staged_with_lineage", "lineage_record", "read_lineage"]
 
 _SAVED_MODEL = "saved_model.pb"
 
 
 def lineage_record(*, fingerprint: str | None, run: str | None, pipeline: str,
-                   model_name: str, metrics: dict | None = None) -> dict[str, Any]:
-    """The lineage of a version about to be pushed (its number is added once known)."""
+                   model_name: str, metrics: dict | None = None,
+                   evaluated_against: dict | None = None) -> dict[str, Any]:
+    """The lineage of a version about to be pushed (its number is added once known);
+    ``evaluated_against``: ``{"version", "fingerprint"}`` of its evaluation's baseline."""
     try:
         from importlib import metadata
         version = metadata.version("estflow")
@@ -43,6 +50,7 @@ def lineage_record(*, fingerprint: str | None, run: str | None, pipeline: str,
         version = "unknown"
     return {"fingerprint": fingerprint, "run": run, "pipeline": pipeline,
             "model_name": model_name, "estflow": version, "metrics": metrics or {},
+            "evaluated_against": evaluated_against,
             "pushed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -75,21 +83,30 @@ def served_in(destination: model_repo.PushDestination) -> dict | None:
     if version is None:
         return None
     path = f"{destination.model_base}/{version}"
-    lineage = _read_lineage(path)
+    lineage = read_lineage(path)
     return {"version": version, "path": path,
             "fingerprint": (lineage or {}).get("fingerprint"), "lineage": lineage}
 
 
-def _read_lineage(path: str) -> dict | None:
+def read_lineage(path: str) -> dict | None:
+    """The lineage of the version at ``path`` (None: it has none, or it is unreadable)."""
     try:
         return json.loads(model_repo.read_file(f"{path}/{Files.LINEAGE}"))
     except (OSError, ValueError):
         return None
 
 
+def _facts(version: int, path: str, lineage: dict | None) -> dict:
+    """What :func:`served` says of a served version."""
+    lineage = lineage or {}
+    return {"version": version, "path": path, "fingerprint": lineage.get("fingerprint"),
+            "evaluated_against": lineage.get("evaluated_against")}
+
+
 def served(base_path: str, model_name: str, *, clients: dict | None = None) -> dict | None:
     """The version served at a push target and its lineage, read without TensorFlow where
-    possible: ``{"version", "path", "fingerprint"}``, None when nothing is served.
+    possible: ``{"version", "path", "fingerprint", "evaluated_against"}``, None when nothing
+    is served.
 
     Args:
         clients: ``{"gs": storage client, "s3": boto3 client}`` (tests); default: made when
@@ -103,7 +120,7 @@ def served(base_path: str, model_name: str, *, clients: dict | None = None) -> d
         return _served_s3(base_path, model_name, clients)
     # a local directory, or a filesystem only tf.io.gfile reads
     found = served_in(model_repo.destination_for(base_path, model_name))
-    return None if found is None else {k: found[k] for k in ("version", "path", "fingerprint")}
+    return None if found is None else _facts(found["version"], found["path"], found["lineage"])
 
 
 def _has(module: str) -> bool:
@@ -132,8 +149,7 @@ def _served_gcs(base_path: str, model_name: str, clients: dict) -> dict | None:
         if bucket.blob(f"{prefix}{version}/{_SAVED_MODEL}").exists():
             lineage = bucket.blob(f"{prefix}{version}/{Files.LINEAGE}")
             data = json.loads(lineage.download_as_text()) if lineage.exists() else {}
-            return {"version": version, "path": f"gs://{bucket_name}/{prefix}{version}",
-                    "fingerprint": data.get("fingerprint")}
+            return _facts(version, f"gs://{bucket_name}/{prefix}{version}", data)
     return None
 
 
@@ -157,6 +173,5 @@ def _served_s3(base_path: str, model_name: str, clients: dict) -> dict | None:
             data = json.loads(body["Body"].read())
         except Exception:  # noqa: BLE001
             data = {}
-        return {"version": version, "path": f"s3://{bucket}/{prefix}{version}",
-                "fingerprint": data.get("fingerprint")}
+        return _facts(version, f"s3://{bucket}/{prefix}{version}", data)
     return None

@@ -98,7 +98,7 @@ def test_blessing_json_document():
     assert json.loads(json.dumps(doc)) == doc  # plain JSON
     assert doc["blessed"] is False
     assert doc["baseline"] == {"version": 1700000000, "path": "/serving/taxi/1700000000",
-                               "metrics": {**METRICS, "auc": 0.86}}
+                               "fingerprint": None, "metrics": {**METRICS, "auc": 0.86}}
     assert doc["thresholds"] == [{"metric": "auc", "lower_bound": 0.9, "upper_bound": None,
                                   "max_regression": 0.01, "higher_is_better": True}]
     assert [c["condition"] for c in doc["checks"]] == ["lower_bound", "max_regression"]

@@ -158,6 +158,23 @@ def _evaluation(folder: Path) -> Path:
     return evaluation
 
 
+def test_push_records_what_the_model_was_evaluated_against(tmp_path):
+    pipeline = dataclasses.replace(taxi.pipeline,
+                                   push=ef.PushTarget(str(tmp_path / "serving"), "taxi"))
+    _export(tmp_path)
+    evaluation = _evaluation(tmp_path)
+    (evaluation / Files.BLESSING).write_text(json.dumps({
+        "blessed": True, "reasons": [],
+        "baseline": {"version": 3, "path": "/m/3", "fingerprint": "fp-3", "metrics": {}}}))
+    (tmp_path / "p").mkdir()
+    done = push.run(pipeline, str(tmp_path / "model"), str(evaluation), str(tmp_path / "p"),
+                    fingerprint="fp-4", run_ref="/runs/r2")
+    recorded = json.loads((Path(done["path"]) / Files.LINEAGE).read_text())
+    assert recorded["evaluated_against"] == {"version": 3, "fingerprint": "fp-3"}
+    assert lineage.served(str(tmp_path / "serving"), "taxi")["evaluated_against"] == {
+        "version": 3, "fingerprint": "fp-3"}
+
+
 def test_push_records_lineage_and_does_not_push_the_served_model_again(tmp_path):
     pipeline = dataclasses.replace(taxi.pipeline,
                                    push=ef.PushTarget(str(tmp_path / "serving"), "taxi"))
@@ -175,8 +192,10 @@ def test_push_records_lineage_and_does_not_push_the_served_model_again(tmp_path)
     assert recorded["fingerprint"] == "fp-1" and recorded["run"] == "/runs/r1"
     assert recorded["metrics"] == {"auc": 0.9}
     assert not (tmp_path / "model" / Files.EXPORT / Files.LINEAGE).exists()  # artifact as made
+    assert recorded["evaluated_against"] is None  # its evaluation had no baseline
     assert lineage.served(str(tmp_path / "serving"), "taxi") == {
-        "version": first["version"], "path": str(version_dir), "fingerprint": "fp-1"}
+        "version": first["version"], "path": str(version_dir), "fingerprint": "fp-1",
+        "evaluated_against": None}
 
     again = run("fp-1", "p2")
     assert again["pushed"] is False and again["already_served"] is True
@@ -227,10 +246,13 @@ class _ServedStorage:
 
 def test_the_served_version_of_a_bucket_is_read_without_tensorflow():
     blobs = {"models/taxi/5/saved_model.pb": "",
-             f"models/taxi/5/{Files.LINEAGE}": json.dumps({"fingerprint": "fp-5"}),
+             f"models/taxi/5/{Files.LINEAGE}": json.dumps({
+                 "fingerprint": "fp-5",
+                 "evaluated_against": {"version": 4, "fingerprint": "fp-4"}}),
              "models/taxi/9/variables/x": ""}  # 9 is incomplete: not served
     served = lineage.served("gs://b/models", "taxi", clients={"gs": _ServedStorage(blobs)})
-    assert served == {"version": 5, "path": "gs://b/models/taxi/5", "fingerprint": "fp-5"}
+    assert served == {"version": 5, "path": "gs://b/models/taxi/5", "fingerprint": "fp-5",
+                      "evaluated_against": {"version": 4, "fingerprint": "fp-4"}}
 
 
 # --- the step -----------------------------------------------------------------------------------
@@ -268,7 +290,8 @@ def test_gather_reads_the_served_lineage(tmp_path):
     (version / Files.LINEAGE).write_text(json.dumps({"fingerprint": "abc"}))
     found = fingerprint_step.gather(dataclasses.replace(taxi.pipeline, push=target),
                                     str(Path(taxi.__file__).parent), [])
-    assert found.served == {"version": 3, "path": str(version), "fingerprint": "abc"}
+    assert found.served == {"version": 3, "path": str(version), "fingerprint": "abc",
+                            "evaluated_against": None}
 
 
 # --- leftovers ----------------------------------------------------------------------------------

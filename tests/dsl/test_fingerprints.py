@@ -98,6 +98,24 @@ def test_a_model_is_never_its_own_baseline():
     assert other["ingest"].key == keys["ingest"].key
 
 
+def test_a_served_model_keys_its_evaluation_by_what_it_was_evaluated_against():
+    """Night 1: model M is evaluated against the served version 7 and pushed as 8. Night 2,
+    the same data: M is the served version 8, whose lineage says it was evaluated against 7;
+    its evaluation keys as on night 1 (reused), not as against itself (evaluated again)."""
+    model = fp.step_keys(taxi.pipeline, PLAN, FACTS)["train"].outputs["model"]
+    seven = {"version": 7, "fingerprint": "the model before"}
+    night1 = fp.step_keys(taxi.pipeline, PLAN, dataclasses.replace(
+        FACTS, served={**seven, "evaluated_against": None}))
+    night2 = fp.step_keys(taxi.pipeline, PLAN, dataclasses.replace(
+        FACTS, served={"version": 8, "fingerprint": model, "evaluated_against": seven}))
+    assert night2["evaluate"].key == night1["evaluate"].key
+    assert night2["evaluate"].context["served"] == seven
+    # what 7 itself was evaluated against plays no part in its role as the baseline
+    other = fp.step_keys(taxi.pipeline, PLAN, dataclasses.replace(
+        FACTS, served={**seven, "evaluated_against": {"version": 6, "fingerprint": "x"}}))
+    assert other["evaluate"].key == night1["evaluate"].key
+
+
 def test_push_and_what_follows_it_are_never_reused():
     plan = PLAN + [fp.PlanStep("after", (("pushed", "push"),), ("out",))]
     keys = fp.step_keys(taxi.pipeline, plan, FACTS)

@@ -97,10 +97,18 @@ _STAND_IN = textwrap.dedent(f"""
             os.makedirs(export, exist_ok=True)
             with open(os.path.join(export, "saved_model.pb"), "w") as f:
                 f.write(args["--spec"])  # the model: what the spec says of it
-        if NAME == "evaluate":
+        if NAME == "evaluate":  # blessed, against the served version as the real step says
             folder = args["--evaluation"]
+            push = json.loads(args["--spec"])["push"]
+            base = os.path.join(push["base_path"], push["model_name"])
+            served = max((int(v) for v in os.listdir(base) if v.isdigit()), default=None) \
+                if os.path.isdir(base) else None
+            baseline = None
+            if served is not None:
+                with open(os.path.join(base, str(served), {Files.LINEAGE!r})) as f:
+                    baseline = {{"version": served, "fingerprint": json.load(f)["fingerprint"]}}
             with open(os.path.join(folder, {Files.BLESSING!r}), "w") as f:
-                json.dump({{"blessed": True, "reasons": []}}, f)
+                json.dump({{"blessed": True, "reasons": [], "baseline": baseline}}, f)
             with open(os.path.join(folder, {Files.METRICS!r}), "w") as f:
                 json.dump({{"head": "binary", "metrics": {{"auc": 0.9}}}}, f)
             with open(os.path.join(folder, {Files.KFP_METRICS!r}), "w") as f:
@@ -185,11 +193,19 @@ def test_scheduled_runs_reuse_every_step_on_the_same_data_and_push_only_what_is_
     assert _schedule_run(nightly, tmp_path) == []
     assert _versions(models / "taxi") == [first]
 
-    # new rows arrived: everything runs, a new version is pushed
+    # new rows arrived: everything runs, a new version is pushed, evaluated against the first
     data.write_text("".join(rows))
     assert _schedule_run(nightly, tmp_path) == list(_STANDS_IN)
     versions = _versions(models / "taxi")
     assert len(versions) == 2 and versions[0] == first
+    second = json.loads((models / "taxi" / str(versions[1]) / Files.LINEAGE).read_text())
+    assert second["evaluated_against"] == {"version": first,
+                                           "fingerprint": lineage["fingerprint"]}
+
+    # the night after, the same data: every step reused again, evaluate too (the served
+    # version is this model, keyed by what it was evaluated against), nothing pushed
+    assert _schedule_run(nightly, tmp_path) == []
+    assert _versions(models / "taxi") == versions
 
     # only the model changed (recompiled): ingest and transform reused
     wider = dataclasses.replace(pipeline, model=dataclasses.replace(
