@@ -4,7 +4,7 @@
 
     estflow compile PIPELINE -o OUT.yaml [--image IMAGE] [--source-root ROOT] [--no-cache]
     estflow run PIPELINE [--workdir DIR] [--workers N] [--no-cache [STEP]] [--resume [RUN]]
-    estflow runs {list [PIPELINE_NAME],show RUN,diff RUN_A RUN_B}
+    estflow runs {list [PIPELINE_NAME],show RUN,diff RUN_A RUN_B,prune [--keep N]}
     estflow preprocess PIPELINE [--output DIR] [--runner R] [BEAM_OPTION ...]
     estflow submit PIPELINE --host URL [--experiment NAME] [--param k=v ...]
     estflow schedule PIPELINE --cron "0 3 * * *" --host URL [--name NAME] [--param k=v ...]

@@ -361,6 +361,7 @@ class _Run:
                     return
         if self.prestarter is not None:
             self.prestarter.drop(step.name)
+        self.cache.touch(entry)
         self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
         self.reused.append(step.name)
         made = entry.info.get("run") or "an earlier run"

@@ -31,6 +31,7 @@ record whose process is gone reads as interrupted); a step is ``pending``, ``run
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -40,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from estflow.dsl.contracts import Files
+from estflow.pipelines.step_cache import StepCache
 
 __all__ = ["home", "cache_root", "new_run_dir", "RunRecord", "all_runs", "find_run",
            "resumable_run", "effective_status", "spec_changes", "metric_changes",
-           "RunNotFound", "FINISHED"]
+           "RunNotFound", "FINISHED", "Pruned", "prune_cache"]
 
 FINISHED = ("succeeded", "failed", "interrupted")
 
@@ -286,3 +288,69 @@ def metric_changes(a: dict, b: dict) -> list[tuple[str, Any, Any, float | None]]
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (va, vb))
         out.append((name, va, vb, (vb - va) if numbers else None))
     return out
+
+
+@dataclasses.dataclass
+class Pruned:
+    """What :func:`prune_cache` removed (or would remove: ``dry_run``) and kept: lists of
+    ``(step, key, bytes)``; ``busy``: entries a running step holds."""
+
+    removed: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    kept: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    busy: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    runs_kept: int = 0
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for parent, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def prune_cache(keep: int, *, recent_seconds: float = 3600.0, dry_run: bool = False,
+                root: Path | None = None) -> Pruned:
+    """Remove the step cache's entries that no kept run used.
+
+    Kept runs: the last ``keep`` runs of each pipeline, and every run still running. An entry
+    is kept when a kept run ran or reused that step with that key (its completed entry, or the
+    partial one a failed run left for ``--resume``), or when it was used or written in the last
+    ``recent_seconds`` (a run starting now may be about to reuse it); an entry a running step
+    holds is never removed. Run records stay (small JSON): ``runs list|show|diff`` still read
+    them, and an older run's steps run again if it is run again.
+    """
+    if keep < 1:
+        raise ValueError(f"keep: expected at least 1 run per pipeline, received {keep}")
+    home_dir = root or home()
+    cache = StepCache(home_dir / ".cache")
+    by_pipeline: dict[str, list[RunRecord]] = {}
+    for record in all_runs(root=home_dir):
+        by_pipeline.setdefault(record.data.get("pipeline") or "", []).append(record)
+    used: set[tuple[str, str]] = set()
+    result = Pruned()
+    for records in by_pipeline.values():
+        for index, record in enumerate(records):
+            latest = index >= len(records) - keep
+            if not latest and effective_status(record.data) != "running":
+                continue
+            result.runs_kept += 1
+            for name, step in (record.data.get("steps") or {}).items():
+                if step.get("key"):
+                    used.add((name, step["key"]))
+    now_ = time.time()
+    for step, key, path in cache.entries():
+        size = _size(path)
+        if (step, key) in used or now_ - cache.last_used(path) < recent_seconds:
+            result.kept.append((step, key, size))
+        elif dry_run:
+            result.removed.append((step, key, size))
+        elif cache.remove(step, key, path):
+            result.removed.append((step, key, size))
+        else:
+            result.busy.append((step, key, size))
+    return result
+

@@ -15,6 +15,9 @@ An entry appears whole or not at all: the step writes into ``<key>.partial``, th
 ``entry.json`` is written there and the directory renamed to ``<key>``. Entries are plain
 directories: delete any of them (or the whole cache) at any time to make their steps run again.
 
+A run that reuses an entry touches its ``entry.json`` (its modification time is when the entry
+was last used). :meth:`StepCache.prune` removes what ``estflow runs prune`` finds unused.
+
 ``entry.json`` lists every file of the entry with its size (``files``). An entry whose files
 are no longer all there with those sizes (a shard deleted, a file truncated by a full disk) is
 damaged: :meth:`StepCache.lookup` says what is wrong (:attr:`Entry.damage`) and the runner runs
@@ -84,6 +87,52 @@ class StepCache:
         except (OSError, ValueError):
             return None
         return Entry(path, info, _damage(path, info.get("files")))
+
+    def touch(self, entry: Entry) -> None:
+        """Mark ``entry`` as used now (``estflow runs prune`` keeps recently used entries)."""
+        with contextlib.suppress(OSError):
+            os.utime(entry.path / ENTRY_FILE)
+
+    def entries(self) -> Iterator[tuple[str, str, Path]]:
+        """Every entry, completed or partial: (step, key, directory)."""
+        if not self.root.is_dir():
+            return
+        for step_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for path in sorted(p for p in step_dir.iterdir() if p.is_dir()):
+                key = path.name.removesuffix(PARTIAL_SUFFIX)
+                if ".old-" not in key:  # a replaced entry being deleted
+                    yield step_dir.name, key, path
+
+    def last_used(self, path: Path) -> float:
+        """When the entry at ``path`` was last used or written (epoch seconds)."""
+        try:
+            return (path / ENTRY_FILE).stat().st_mtime
+        except OSError:
+            with contextlib.suppress(OSError):
+                return max((p.stat().st_mtime for p in path.rglob("*")),
+                           default=path.stat().st_mtime)
+            return time.time()
+
+    def remove(self, step: str, key: str, path: Path) -> bool:
+        """Delete the entry at ``path`` unless a run holds its lock (computing the step);
+        returns whether it was deleted."""
+        lock = self._dir(step, key).with_name(key + ".lock")
+        with open(lock, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                if err.errno in (errno.EAGAIN, errno.EACCES):
+                    return False
+                raise
+            try:
+                shutil.rmtree(path, ignore_errors=True)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        if not any(p.exists() for p in (self._dir(step, key),
+                                         self._dir(step, key).with_name(key + PARTIAL_SUFFIX))):
+            with contextlib.suppress(OSError):
+                lock.unlink()
+        return not path.exists()
 
     def partial(self, step: str, key: str, *, fresh: bool) -> Path:
         """The directory ``step`` writes into while it runs; ``fresh``: emptied first (else

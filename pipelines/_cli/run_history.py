@@ -1,5 +1,6 @@
-"""``estflow runs list|show|diff``: the local run history (:mod:`estflow.pipelines.runs`),
-read from the runs' ``run.json`` files under ``$ESTFLOW_HOME`` (default ``./estflow_runs``)."""
+"""``estflow runs list|show|diff|prune``: the local run history (:mod:`estflow.pipelines.runs`),
+read from the runs' ``run.json`` files under ``$ESTFLOW_HOME`` (default ``./estflow_runs``), and
+the pruning of the step cache they use."""
 
 from __future__ import annotations
 
@@ -42,6 +43,55 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     diff.add_argument("first", metavar="RUN_A")
     diff.add_argument("second", metavar="RUN_B")
     diff.set_defaults(handler=_diff)
+    prune = sub.add_parser(
+        "prune", help="remove step cache entries that no recent run used",
+        description="Remove the step cache entries ($ESTFLOW_HOME/.cache) that none of the "
+        "last --keep runs of each pipeline (nor a run still running) ran or reused, and that "
+        "were not used in the last --recent-hours. Run records are kept; a pruned step of an "
+        "older run runs again if that run is run again. For a scheduled local retraining "
+        "job, run it after each run.")
+    prune.add_argument("--keep", type=_positive, default=5, metavar="N",
+                       help="runs of each pipeline whose steps stay cached (default 5)")
+    prune.add_argument("--recent-hours", type=float, default=1.0, metavar="H",
+                       help="also keep entries used in the last H hours (default 1)")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="say what would be removed; remove nothing")
+    prune.set_defaults(handler=_prune)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, received {text!r}")
+    return int(text)
+
+
+def _bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TB"
+
+
+def _prune(args: argparse.Namespace) -> int:
+    if args.recent_hours < 0:
+        raise UsageError(f"--recent-hours: expected 0 or more hours, received "
+                         f"{args.recent_hours}")
+    pruned = runs.prune_cache(args.keep, recent_seconds=args.recent_hours * 3600,
+                              dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for step, key, size in pruned.removed:
+        print(f"  {verb} {step} {key[:12]} ({_bytes(size)})")
+    for step, key, size in pruned.busy:
+        print(f"  kept {step} {key[:12]} ({_bytes(size)}): a running step holds it")
+    total = sum(size for *_, size in pruned.removed)
+    kept = sum(size for *_, size in pruned.kept + pruned.busy)
+    print(f"estflow runs prune: {verb} {len(pruned.removed)} cache entries "
+          f"({_bytes(total)}); kept {len(pruned.kept) + len(pruned.busy)} ({_bytes(kept)}), "
+          f"those of the last {args.keep} run(s) of each pipeline ({pruned.runs_kept} runs "
+          f"in all) or used in the last {args.recent_hours:g} hour(s), under "
+          f"{runs.cache_root()}")
+    return 0
 
 
 def _find(ref: str) -> runs.RunRecord:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -345,4 +347,65 @@ def test_a_damaged_cache_entry_is_named_and_its_step_runs_again(tmp_path, monkey
     assert (entry / "transformed" / "train" / "part-00001.gz").read_text() == "b" * 30
     _, third, _ = _run(monkeypatch, capsys, target, steps=shards)
     assert _statuses(third)["transform"] == "reused"  # whole again
+
+
+def _entries() -> set[tuple[str, str]]:
+    return {(step, key) for step, key, _ in StepCache(runs.cache_root()).entries()}
+
+
+def _keys(record: dict) -> set[tuple[str, str]]:
+    return {(name, step["key"]) for name, step in record["steps"].items()
+            if name != "push" and step.get("key")}
+
+
+def test_prune_keeps_what_the_last_runs_used_and_removes_the_rest(tmp_path, monkeypatch,
+                                                                   capsys):
+    target = _pipeline_file(tmp_path)
+    _, first, _ = _run(monkeypatch, capsys, target)
+    wider = _pipeline_file(tmp_path, "wider", model="dnn_hidden_units=(64, 32)")
+    _, second, _ = _run(monkeypatch, capsys, wider)  # ingest and transform shared with first
+    with open(tmp_path / "data.csv") as f:
+        lines = f.readlines()
+    (tmp_path / "data.csv").write_text("".join(lines[:-1]))
+    _, third, _ = _run(monkeypatch, capsys, target)  # new data: every step new
+    everything = _keys(first) | _keys(second) | _keys(third)
+    assert _entries() == everything
+
+    # too recent to prune by default (a run starting now may be about to reuse them)
+    assert runs.prune_cache(1).removed == [] and _entries() == everything
+    dry = runs.prune_cache(1, recent_seconds=0, dry_run=True)
+    assert {(s, k) for s, k, _ in dry.removed} == everything - _keys(third)
+    assert _entries() == everything  # a dry run removes nothing
+    # an entry a running step holds (its lock) is not removed
+    held = sorted(_keys(first) - _keys(third))[0]
+    with StepCache(runs.cache_root()).lock(*held):
+        pruned = runs.prune_cache(1, recent_seconds=0)
+    assert [(s, k) for s, k, _ in pruned.busy] == [held]
+    assert _entries() == _keys(third) | {held}
+    assert all(size > 0 for *_, size in pruned.removed)
+    assert runs.prune_cache(3, recent_seconds=0).removed == []  # the held one: the 3rd last's
+    assert cli.main(["runs", "prune", "--keep", "1", "--recent-hours", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "estflow runs prune: removed" in out and _entries() == _keys(third)
+
+    # the last run again: every step reused; the first run's model again: its steps run
+    _, again, _ = _run(monkeypatch, capsys, target)
+    assert _statuses(again) == REUSED
+    (tmp_path / "data.csv").write_text("".join(lines))
+    _, old, _ = _run(monkeypatch, capsys, target)
+    assert _statuses(old) == ALL_RAN
+    with pytest.raises(ValueError, match="at least 1 run"):
+        runs.prune_cache(0)
+
+
+def test_prune_keeps_what_a_running_run_uses(tmp_path, monkeypatch, capsys):
+    _, first, _ = _run(monkeypatch, capsys, _pipeline_file(tmp_path))
+    _run(monkeypatch, capsys, _pipeline_file(tmp_path, "wider",
+                                             model="dnn_hidden_units=(64, 32)"))
+    record = runs.find_run(first["run"])
+    record.data["status"] = "running"  # as if this process were still running it
+    record.data["attempts"][-1].update(pid=os.getpid(), host=socket.gethostname())
+    record.save()
+    pruned = runs.prune_cache(1, recent_seconds=0)
+    assert pruned.removed == [] and _keys(first) <= _entries()
 
