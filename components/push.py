@@ -42,6 +42,7 @@ from estflow.components._io.model_repo import destination_for
 from estflow.components._runtime import entry
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
+from estflow.dsl.fingerprints import baseline_key
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.specs import PushTarget
 
@@ -221,12 +222,10 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     for stale in destination.clean_staging(STALE_STAGING_SECONDS):
         progress(f"removed stale staging directory {stale} (a push killed over an hour ago)")
     metrics = read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
-    baseline = blessing.get("baseline")
     record = lineage.lineage_record(
         fingerprint=fingerprint, run=run_ref, pipeline=pipeline.name,
         model_name=target.model_name, metrics=metrics,
-        evaluated_against={"version": baseline.get("version"),
-                           "fingerprint": baseline.get("fingerprint")} if baseline else None)
+        evaluated_against=baseline_key(blessing.get("baseline")))
     # the model's outputs on the eval rows go with it: the next evaluation on the same rows
     # reads them instead of scoring this version again as its baseline
     outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS}

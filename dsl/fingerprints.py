@@ -45,7 +45,7 @@ from estflow.dsl.specs import Split
 from estflow.dsl.specs import TrainSpec
 
 __all__ = ["PlanStep", "Facts", "StepKey", "project", "digest", "artifact_fingerprint",
-           "callable_refs", "reads_field", "step_reads", "step_keys", "UNREAD"]
+           "callable_refs", "reads_field", "step_reads", "step_keys", "baseline_key", "UNREAD"]
 
 UNREAD = "unread"
 """The value standing for a part of the spec a step does not read (e.g. a source path)."""
@@ -245,8 +245,10 @@ def callable_refs(value: Any) -> list[CallableRef]:
     return found
 
 
-def _baseline_key(version: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What of a baseline version keys a step: its number and model fingerprint."""
+def baseline_key(version: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What of a baseline version keys a step: its number and model fingerprint (None: no
+    baseline). A pushed version's lineage records its evaluation's baseline so (its
+    ``evaluated_against``), for :func:`step_keys` to compare."""
     if not isinstance(version, Mapping):
         return None
     return {"version": version.get("version"), "fingerprint": version.get("fingerprint")}
@@ -277,8 +279,8 @@ def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
             # that evaluation is reused (a rerun on the same data after a push reruns
             # nothing). Comparing it with itself would bless it as having no baseline does.
             same = served is not None and served.get("fingerprint") in inputs.values()
-            context["served"] = (_baseline_key(served.get("evaluated_against")) if same else
-                                 _baseline_key(served))
+            context["served"] = (baseline_key(served.get("evaluated_against")) if same else
+                                 baseline_key(served))
         cacheable = not step.side_effects and not any(a in uncacheable for a, _ in step.inputs)
         estflow = {**facts.estflow, "code": (code_by_step or {}).get(step.name)}
         key = digest({"estflow": estflow, "step": step.name, "options": list(step.options),

@@ -50,8 +50,8 @@ from typing import Protocol
 
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["StepFailed", "StepInterrupted", "Terminated", "stop_like_ctrl_c", "StepRun", "Executor", "ProcessExecutor",
-           "ClusterExecutor", "Topology", "topology_for", "Prestarter", "PRESTART_MODULE"]
+__all__ = ["StepFailed", "StepInterrupted", "Terminated", "stop_like_ctrl_c", "StepRun",
+           "Executor", "ProcessExecutor", "ClusterExecutor", "Topology", "topology_for", "Prestarter", "PRESTART_MODULE"]
 
 # How many of a failed step's last output lines its error quotes (the log has them all).
 _TAIL_LINES = 30

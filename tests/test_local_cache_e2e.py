@@ -41,6 +41,15 @@ def warm(monkeypatch):
     _executors.stop_warm()
 
 
+# every step reused but push, which always runs (and publishes nothing already served)
+REUSED = {"ingest": "reused", "transform": "reused", "train": "reused", "evaluate": "reused",
+          "push": "ran"}
+
+
+def _statuses(record: runs.RunRecord) -> dict[str, str]:
+    return {name: step["status"] for name, step in record.data["steps"].items()}
+
+
 @pytest.mark.slow
 def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypatch, capsys,
                                                               warm):
@@ -65,9 +74,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     if second.data["estflow_code"] != first.data["estflow_code"]:  # a shared checkout
         pytest.skip("estflow's step code was edited during the test: its steps ran again, as "
                     "they should")
-    assert {n: s["status"] for n, s in second.data["steps"].items()} == {
-        "ingest": "reused", "transform": "reused", "train": "reused", "evaluate": "reused",
-        "push": "ran"}
+    assert _statuses(second) == REUSED
     assert "already serves this model" in out and second.data["push"]["already_served"]
     assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 1
 
@@ -79,11 +86,10 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     while not all(path.exists() for path in spawned):
         assert time.monotonic() < deadline, "the warm processes did not get ready"
         time.sleep(0.1)
-    assert cli.main(["run", str(_pipeline(tmp_path, "wider", (48, 24)))]) == 0
+    wider = _pipeline(tmp_path, "wider", (48, 24))
+    assert cli.main(["run", str(wider)]) == 0
     third = runs.all_runs()[-1]
-    assert {n: s["status"] for n, s in third.data["steps"].items()} == {
-        "ingest": "reused", "transform": "reused", "train": "ran", "evaluate": "ran",
-        "push": "ran"}
+    assert _statuses(third) == {**REUSED, "train": "ran", "evaluate": "ran"}
     assert third.data["push"]["pushed"]
     # the first run left warm train and evaluate processes; this run's steps ran in them
     for step in ("train", "evaluate"):
@@ -107,9 +113,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     (pushed,) = [v for v in (tmp_path / "serving" / "taxi").iterdir() if v != versions[0]]
     assert json.loads((pushed / Files.LINEAGE).read_text())["evaluated_against"] == {
         "version": int(versions[0].name), "fingerprint": lineage["fingerprint"]}
-    assert cli.main(["run", str(_pipeline(tmp_path, "wider", (48, 24)))]) == 0
+    assert cli.main(["run", str(wider)]) == 0
     fourth = runs.all_runs()[-1]
-    assert {n: s["status"] for n, s in fourth.data["steps"].items()} == {
-        "ingest": "reused", "transform": "reused", "train": "reused", "evaluate": "reused",
-        "push": "ran"}
+    assert _statuses(fourth) == REUSED
     assert fourth.data["push"]["already_served"]

@@ -33,9 +33,8 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 __all__ = ["LOCAL_RUNNERS", "IMAGE_ENV", "BeamIO", "BeamLocationError", "LocalOptions",
-           "new_pipeline",
-           "split_options", "is_local", "remote_uri", "resolve_io", "worker_options",
-           "freeze_imports", "main_and_exit"]
+           "new_pipeline", "split_options", "is_local", "remote_uri", "resolve_io",
+           "worker_options", "freeze_imports", "main_and_exit"]
 
 LOCAL_RUNNERS = (None, "FnApiRunner", "DirectRunner")
 
@@ -101,10 +100,9 @@ class LocalOptions(PipelineOptions):
 def new_pipeline(beam_options: Sequence[str]) -> beam.Pipeline:
     """A Beam pipeline for ``beam_options`` (in-memory FnApiRunner, with
     :class:`LocalOptions`, unless a runner is named)."""
-    options = PipelineOptions(list(beam_options))
-    if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
+    if is_local(beam_options):
         return beam.Pipeline(runner=FnApiRunner(), options=LocalOptions(list(beam_options)))
-    return beam.Pipeline(options=options)
+    return beam.Pipeline(options=PipelineOptions(list(beam_options)))
 
 
 def is_local(beam_options: Sequence[str]) -> bool:

@@ -32,6 +32,7 @@ from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
+from estflow.pipelines._cli.usage import positive_int
 from estflow.pipelines._executors import Stops
 from estflow.pipelines._executors import stop_like_ctrl_c
 from estflow.pipelines._executors import warm_seconds
@@ -76,17 +77,11 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="continue the last failed or interrupted run of the pipeline (or "
                      "RUN: a run id or directory) as it was declared: finished steps are "
                      "reused, training continues from its last checkpoint")
-    cmd.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    cmd.add_argument("--workers", type=positive_int, default=None, metavar="N",
                      help="train with N worker processes on localhost ports (TF_CONFIG as a "
                      "Kubeflow TFJob sets it; MultiWorkerMirroredStrategy, worker 0 writes the "
                      "model); default: the pipeline's run_config.cluster, else 1")
     cmd.set_defaults(handler=_run)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, received {text!r}")
-    return int(text)
 
 
 _ALL = "all"

@@ -11,6 +11,7 @@ from pathlib import Path
 from estflow.dsl.contracts import Files
 from estflow.pipelines import runs
 from estflow.pipelines._cli.usage import UsageError
+from estflow.pipelines._cli.usage import positive_int
 
 __all__ = ["add_commands"]
 
@@ -50,19 +51,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "were not used in the last --recent-hours. Run records are kept; a pruned step of an "
         "older run runs again if that run is run again. For a scheduled local retraining "
         "job, run it after each run.")
-    prune.add_argument("--keep", type=_positive, default=5, metavar="N",
+    prune.add_argument("--keep", type=positive_int, default=5, metavar="N",
                        help="runs of each pipeline whose steps stay cached (default 5)")
     prune.add_argument("--recent-hours", type=float, default=1.0, metavar="H",
                        help="also keep entries used in the last H hours (default 1)")
     prune.add_argument("--dry-run", action="store_true",
                        help="say what would be removed; remove nothing")
     prune.set_defaults(handler=_prune)
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, received {text!r}")
-    return int(text)
 
 
 def _bytes(size: int) -> str:

@@ -3,12 +3,15 @@ target and checking its local data."""
 
 from __future__ import annotations
 
+import argparse
+
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.pipelines import data_check
 from estflow.pipelines import loader
 
 __all__ = ["EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_PUSHED", "EXIT_INTERRUPTED", "PIPELINE_HELP",
+           "positive_int",
            "UsageError", "load_target", "check_local_data", "data_mismatch"]
 
 EXIT_FAILED = 1
@@ -21,6 +24,13 @@ EXIT_INTERRUPTED = 130
 """Stopped by Ctrl-C (SIGINT), as shells report it (128 + 2)."""
 
 PIPELINE_HELP = "path/to/file.py[:attr] or package.module[:attr]"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a positive integer."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, received {text!r}")
+    return int(text)
 
 
 class UsageError(Exception):
