@@ -230,13 +230,16 @@ def _whole(entry: Entry | None) -> bool:
 
 
 def _link(link: Path, target: Path) -> None:
-    """``link`` -> ``target`` (replacing what ``link`` was: a link or an old directory)."""
+    """``link`` -> ``target`` (replacing what ``link`` was: a link or an old directory), as a
+    path relative to the link's own folder, which is where the OS resolves it from: the link
+    holds wherever the command runs, and in a copy of the whole ``estflow_runs`` folder."""
     if link.is_symlink() or link.is_file():
         link.unlink()
     elif link.is_dir():
         shutil.rmtree(link)
     link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(target, target_is_directory=True)
+    relative = os.path.relpath(os.path.realpath(target), os.path.realpath(link.parent))
+    link.symlink_to(relative, target_is_directory=True)
 
 
 @dataclasses.dataclass

@@ -73,7 +73,9 @@ class StepCache:
     """The cache under ``root`` (see the module docstring)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
-        self.root = Path(root)
+        # Absolute: the paths it hands out are given to step processes, kept in run records
+        # and printed, and must not depend on the directory they are read from.
+        self.root = Path(os.path.abspath(root))
 
     def _dir(self, step: str, key: str) -> Path:
         return self.root / step / key
