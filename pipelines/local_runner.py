@@ -242,6 +242,23 @@ def _link(link: Path, target: Path) -> None:
     link.symlink_to(relative, target_is_directory=True)
 
 
+def _as_linked(echo: Callable[[str], None], folder: Path,
+               outputs: dict[str, Path]) -> Callable[[str], None]:
+    """``echo`` with the step's output directories (in the cache, partial while it runs)
+    shown as their links ``<run>/<step>/<artifact>``: what a line prints must exist after the
+    step, and a partial directory is renamed when the step's entry is made."""
+    moved = {str(path): str(folder / artifact) for artifact, path in outputs.items()
+             if path != folder / artifact}
+    if not moved:
+        return echo
+
+    def shown(line: str) -> None:
+        for path, link in moved.items():
+            line = line.replace(path, link)
+        echo(line)
+    return shown
+
+
 @dataclasses.dataclass
 class _Run:
     """One run of a plan in progress (what :func:`run_plan` keeps between steps)."""
@@ -419,7 +436,8 @@ class _Run:
         start = time.monotonic()
         try:
             executor_for(step, self.topology, self.prestarter).execute(
-                StepRun(step.name, command, folder, self.echo, self.env))
+                StepRun(step.name, command, folder, _as_linked(self.echo, folder, outputs),
+                        self.env))
         except StepFailed as err:
             rec.update(status="failed", seconds=round(time.monotonic() - start, 3),
                        exit_code=getattr(err, "returncode", None), log=str(folder / "log.txt"))

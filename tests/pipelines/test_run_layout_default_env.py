@@ -23,6 +23,7 @@ import pytest
 
 from estflow.dsl.contracts import Files
 from estflow.pipelines.examples import taxi
+from tests.pipelines import fake_disk_step
 from tests.pipelines import fake_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,9 +88,11 @@ def the_run(cwd: Path) -> Path:
     return run
 
 
-def test_fake_steps_run_in_the_default_home_leave_links_that_resolve(tmp_path):
-    target = write_pipeline(tmp_path, rows=50)
-    version = tmp_path / "serving" / "taxi" / "7"  # where the fake push says it pushed to
+def run_fake_steps(cwd: Path) -> subprocess.CompletedProcess:
+    """``estflow run p.py`` in ``cwd``, in the default environment, with fake steps that print
+    where they wrote (:mod:`tests.pipelines.fake_disk_step`)."""
+    target = write_pipeline(cwd, rows=50)
+    version = cwd / "serving" / "taxi" / "7"  # where the fake push says it pushed to
     version.mkdir(parents=True)
     steps = {"train": {"emit": {Files.TRAIN_RESULT: {"global_step": 200},
                                 **fake_runs.CHECKPOINT}},
@@ -97,10 +100,23 @@ def test_fake_steps_run_in_the_default_home_leave_links_that_resolve(tmp_path):
              "push": {"emit": {Files.PUSH_RESULT: {**fake_runs.PUSHED, "path": str(version)}}}}
     env = default_env()
     assert "ESTFLOW_HOME" not in env
-    done = subprocess.run([sys.executable, "-m", "tests.pipelines.fake_runs", json.dumps(steps),
-                           "run", target.name], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([*fake_disk_step.command(steps), "run", target.name], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_every_path_a_run_prints_exists_after_it(tmp_path):
+    done = run_fake_steps(tmp_path)
+
+    wrote = [line for line in done.stdout.splitlines() if "] wrote " in line]
+    assert len(wrote) == 5, done.stdout  # each step's line saying where it wrote
+    assert missing_paths(done.stdout + done.stderr, tmp_path) == []
+    assert ".partial" not in done.stdout
+
+
+def test_fake_steps_run_in_the_default_home_leave_links_that_resolve(tmp_path):
+    done = run_fake_steps(tmp_path)
 
     home = tmp_path / "estflow_runs"
     run = the_run(tmp_path)
