@@ -1,13 +1,13 @@
-"""Generate ``dsl/REFERENCE.md``, the reference of ``estflow.dsl``, from the code itself.
+"""Generate the DSL reference page of the documentation site from the code itself.
 
 Every part of the reference comes from the declarations: each argument table from the
 dataclass fields (name, type, default) and the class docstring's ``Args:`` (meaning); the
 prose, the methods and the runnable example from the docstrings (Google style: ``Args:``,
 ``Attributes:``, ``Raises:``, ``Example:``); the topic introductions from the module docstrings
-and :data:`TOPICS`. Nothing in REFERENCE.md is written by hand, so it cannot drift from the
-code: edit the docstrings and regenerate.
+and :data:`TOPICS`. Nothing in the page (``docs/pages/reference/dsl.md``) is written by hand,
+so it cannot drift from the code: edit the docstrings and regenerate.
 
-    python -m estflow.dsl._reference --check   # exit 1 when REFERENCE.md is out of date
+    python -m estflow.dsl._reference --check   # exit 1 when the page is out of date
     python -m estflow.dsl._reference --write   # regenerate it
 
 Generation fails, listing every problem, when a name of ``estflow.dsl.__all__`` is in no
@@ -127,8 +127,8 @@ class _Doc:
 
 
 def reference_path() -> Path:
-    """Where REFERENCE.md lives: beside this module (``dsl/`` in a checkout)."""
-    return Path(__file__).resolve().with_name("REFERENCE.md")
+    """Where the page lives in a checkout: ``docs/pages/reference/dsl.md`` (the site's source)."""
+    return Path(__file__).resolve().parents[1] / "docs" / "pages" / "reference" / "dsl.md"
 
 
 def _own_doc(obj) -> str | None:
@@ -460,12 +460,12 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--check``: exit 1 (with a diff) when REFERENCE.md is stale; ``--write``: regenerate."""
+    """``--check``: exit 1 (with a diff) when the page is stale; ``--write``: regenerate."""
     parser = argparse.ArgumentParser(prog="python -m estflow.dsl._reference",
                                      description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="fail when REFERENCE.md is stale")
-    mode.add_argument("--write", action="store_true", help="regenerate REFERENCE.md")
+    mode.add_argument("--check", action="store_true", help="fail when the reference page is stale")
+    mode.add_argument("--write", action="store_true", help="regenerate the reference page")
     parser.add_argument("--path", type=Path, default=reference_path(),
                         help="the reference file (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -1,5 +1,6 @@
-"""dsl/REFERENCE.md: every public declaration has a section, the file is generated from the code
-(``python -m estflow.dsl._reference --check``), and every example in it runs without TensorFlow.
+"""The DSL reference page, docs/pages/reference/dsl.md: every public declaration has a section,
+the page is generated from the code (``python -m estflow.dsl._reference --check``), and every
+example in it runs without TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from estflow.dsl import _reference
 from estflow.dsl import models
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE = REPO / "dsl" / "REFERENCE.md"
+REFERENCE = REPO / "docs" / "pages" / "reference" / "dsl.md"
 _BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 _HEAVY = ("tensorflow", "tensorflow_transform", "apache_beam", "kfp", "keras")
 
@@ -89,7 +90,7 @@ def test_generation_refuses_an_undocumented_public_name(monkeypatch):
 
 def test_the_reference_is_up_to_date():
     assert _reference.render() == REFERENCE.read_text(encoding="utf-8"), (
-        "dsl/REFERENCE.md is out of date: run python -m estflow.dsl._reference --write")
+        "docs/pages/reference/dsl.md is out of date: run python -m estflow.dsl._reference --write")
 
 
 def test_check_mode_as_a_command(tmp_path):
@@ -97,7 +98,7 @@ def test_check_mode_as_a_command(tmp_path):
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
-    stale = tmp_path / "REFERENCE.md"
+    stale = tmp_path / "dsl.md"
     stale.write_text(REFERENCE.read_text(encoding="utf-8").replace("| `0.01` |", "| `0.02` |"),
                      encoding="utf-8")
     assert _reference.main(["--check", "--path", str(stale)]) == 1
@@ -170,10 +171,10 @@ def _run(block: str) -> tuple[dict, object]:
     tree = ast.parse(block)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     namespace: dict = {"__name__": "reference_example"}
-    exec(compile(tree, "REFERENCE.md", "exec"), namespace)  # noqa: S102
+    exec(compile(tree, "dsl.md", "exec"), namespace)  # noqa: S102
     value = None
     if last is not None:
-        value = eval(compile(ast.Expression(last.value), "REFERENCE.md", "eval"),  # noqa: S307
+        value = eval(compile(ast.Expression(last.value), "dsl.md", "eval"),  # noqa: S307
                      namespace)
     return namespace, value
 
@@ -197,7 +198,7 @@ def test_example_runs_and_declares_its_object(name, index, block):
 def test_the_examples_import_no_tensorflow_beam_or_kfp(tmp_path):
     script = "\n".join(
         ["import sys"] +
-        [f"exec(compile({block!r}, 'REFERENCE.md:{name}', 'exec'), {{'__name__': 'ex'}})"
+        [f"exec(compile({block!r}, 'dsl.md:{name}', 'exec'), {{'__name__': 'ex'}})"
          for name, _, block in EXAMPLES] +
         [f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {set(_HEAVY)!r})",
          "print(heavy)"])
