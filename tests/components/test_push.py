@@ -15,8 +15,9 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.components import push
-from estflow.components import serve
 from estflow.components._io import model_repo
+from estflow.components.push import publish
+from estflow.components.serve import __main__ as serve
 from estflow.dsl import serialization
 from estflow.pipelines import local_runner
 from tests.components import _serving_fixtures as serving_fx
@@ -90,7 +91,7 @@ def test_pushed_versions_follow_the_umask(tmp_path, umask, directories, files):
 def test_concurrent_pushes_take_the_next_version(tmp_path, monkeypatch):
     """Pushes in the same second (here: 8 at once, the clock stopped) all succeed, each with its
     own version."""
-    monkeypatch.setattr(push.time, "time", lambda: 1_700_000_000.0)
+    monkeypatch.setattr(publish.time, "time", lambda: 1_700_000_000.0)
     export = _export(tmp_path)
     base = tmp_path / "serving" / "taxi"
     barrier = threading.Barrier(8)
@@ -126,7 +127,7 @@ class _StaleListing(model_repo.LocalDestination):
 
 
 def test_a_push_that_loses_the_race_for_a_version_takes_the_next_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(push.time, "time", lambda: 100.0)
+    monkeypatch.setattr(publish.time, "time", lambda: 100.0)
     export = _export(tmp_path)
     base = tmp_path / "taxi"
     push.push_directory(export, base, version=100)

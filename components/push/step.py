@@ -1,0 +1,135 @@
+"""The push step's work: read the blessing, publish a blessed model once (with its lineage
+and eval outputs), write ``push.json`` and the KServe manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from estflow.components._io import lineage
+from estflow.components._io.jsonfile import read_json
+from estflow.components._io.jsonfile import write_json
+from estflow.components._io.model_repo import STALE_STAGING_SECONDS
+from estflow.components._io.model_repo import PushDestination
+from estflow.components._io.model_repo import destination_for
+from estflow.components._runtime import entry
+from estflow.components.push.kserve import kserve_manifest
+from estflow.components.push.publish import Published
+from estflow.components.push.publish import publish_once
+from estflow.dsl.contracts import Files
+from estflow.dsl.fingerprints import baseline_key
+from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.specs import PushTarget
+
+__all__ = ["run", "read_blessing"]
+
+
+def read_blessing(evaluation_dir: Path) -> dict:
+    """The evaluate step's verdict; a missing file is an error (no blessing, no push)."""
+    path = evaluation_dir / Files.BLESSING
+    if not path.is_file():
+        raise FileNotFoundError(f"expected the evaluate step's {Files.BLESSING} in "
+                                f"{evaluation_dir}; it is missing, so the model cannot be "
+                                "known to be blessed and is not pushed")
+    blessing = read_json(path)
+    if not isinstance(blessing.get("blessed"), bool):
+        raise ValueError(f"{path}: expected 'blessed' to be true or false. Received: "
+                         f"{blessing.get('blessed')!r}")
+    return blessing
+
+
+def _not_pushed(target: PushTarget, blessing: dict, pushed_dir: str,
+                progress: entry.Progress) -> dict:
+    failed = [c["reason"] for c in blessing.get("checks", []) if not c.get("passed", True)]
+    reasons = failed or list(blessing.get("reasons", [])) or ["not blessed"]
+    result = {"pushed": False, "model_name": target.model_name, "reasons": reasons}
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    progress("not pushed: the model is not blessed: " + "; ".join(reasons))
+    return result
+
+
+def _already_served(target: PushTarget, served: dict, pushed_dir: str,
+                    progress: entry.Progress) -> dict:
+    how = ("being published by another push of this model" if served.get("pending")
+           else "already serves this model")
+    result = {"pushed": False, "already_served": True, "model_name": target.model_name,
+              "version": served["version"], "path": served["path"],
+              "fingerprint": served["fingerprint"],
+              "reasons": [f"version {served['version']} {how} (same fingerprint "
+                          f"{served['fingerprint'][:12]})"]}
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    progress(f"not pushed again: version {served['version']} at {served['path']} {how} "
+             f"(fingerprint {served['fingerprint'][:12]})")
+    return result
+
+
+def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str,
+        progress: entry.Progress | None = None, *, fingerprint: str | None = None,
+        run_ref: str | None = None) -> dict:
+    """Push the trained model's export to the pipeline's push target if it is blessed and
+    not already served.
+
+    Args:
+        fingerprint: the model's fingerprint (the train step's key over data, spec and code):
+            when the served version has the same one, nothing is pushed (``push.json`` says
+            ``already_served`` and which version); else the new version records it. Pushes
+            racing each other decide this under the destination's guard
+            (:mod:`estflow.components.push.guard`): the model is published once.
+        run_ref: the run that made the model, recorded in the version's lineage.
+    """
+    progress = progress or entry.Progress("push")
+    target = pipeline.push
+    if target is None:
+        raise ValueError("the pipeline declares no push target (Pipeline.push is None)")
+    blessing = read_blessing(Path(evaluation_dir))
+    if not blessing["blessed"]:
+        return _not_pushed(target, blessing, pushed_dir, progress)
+    destination = destination_for(target.base_path, target.model_name)
+    # unguarded first look: a model already served is not copied at all
+    served = lineage.served_in(destination) if fingerprint else None
+    if served is not None and served["fingerprint"] == fingerprint:
+        return _already_served(target, served, pushed_dir, progress)
+    for stale in destination.clean_staging(STALE_STAGING_SECONDS):
+        progress(f"removed stale staging directory {stale} (a push killed over an hour ago)")
+    metrics = read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
+    record = lineage.lineage_record(
+        fingerprint=fingerprint, run=run_ref, pipeline=pipeline.name,
+        model_name=target.model_name, metrics=metrics,
+        evaluated_against=baseline_key(blessing.get("baseline")))
+    # the model's outputs on the eval rows go with it: the next evaluation on the same rows
+    # reads them instead of scoring this version again as its baseline
+    outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS}
+    with lineage.staged_with_lineage(Path(model_dir) / Files.EXPORT, record,
+                                     outputs) as export:
+        published = publish_once(destination, export, fingerprint=fingerprint,
+                                 keep_versions=target.keep_versions, progress=progress)
+    if not isinstance(published, Published):
+        return _already_served(target, published, pushed_dir, progress)
+    return _pushed(target, destination, published, pushed_dir, progress,
+                   {"metrics": metrics, "fingerprint": fingerprint, "run": run_ref})
+
+
+def _pushed(target: PushTarget, destination: PushDestination, published: Published,
+            pushed_dir: str, progress: entry.Progress, facts: dict) -> dict:
+    result = {"pushed": True, "model_name": target.model_name, "version": published.version,
+              "path": published.path, "model_base": destination.model_base,
+              "base_path": destination.model_base.rsplit("/", 1)[0],
+              "removed_versions": list(published.removed), **facts}
+    if target.kserve_manifest:
+        result["kserve_manifest"] = _write_manifest(target, destination, published,
+                                                    pushed_dir, progress)
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
+    progress(f"pushed version {published.version} to {published.path}" +
+             (f"; removed old versions {list(published.removed)}" if published.removed else ""))
+    return result
+
+
+def _write_manifest(target: PushTarget, destination: PushDestination, published: Published,
+                    pushed_dir: str, progress: entry.Progress) -> str:
+    manifest = Path(pushed_dir) / Files.KSERVE_MANIFEST
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(kserve_manifest(target, destination.model_base, published.version))
+    if "://" not in destination.model_base:
+        progress(f"warning: the manifest's storageUri {destination.model_base} is a local "
+                 "path; KServe reads gs://, s3://, pvc:// or https:// storage")
+    progress(f"KServe manifest: {manifest} (kubectl apply -f {manifest})")
+    return str(manifest)
