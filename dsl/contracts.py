@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-__all__ = ["Option", "add_options", "Step", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
+__all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE"]
 
@@ -65,11 +65,49 @@ def add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) ->
 
 
 @dataclasses.dataclass(frozen=True)
+class Result:
+    """A true/false value a step returns: ``key`` of the JSON file ``file`` in its output
+    ``artifact`` (evaluate's: ``blessed`` of ``evaluation/blessing.json``). A later step's
+    :attr:`Step.runs_if` names the step to run only when it is true: on KFP the task returns it
+    and the gated tasks run in a condition group named ``key``; a local run's gated step reads
+    the file itself (push reads the blessing). ``file`` is a plain name (its stem names a
+    variable of the generated KFP task)."""
+
+    artifact: str
+    file: str
+    key: str
+
+
+@dataclasses.dataclass(frozen=True)
+class UiOutput:
+    """An output of the step's KFP task for the KFP UI only, filled from ``file`` in its output
+    ``artifact`` after the step succeeded (a local run has the file itself).
+
+    ``kind``: ``"metrics"`` (``system.Metrics``: a JSON object of scalars), ``"classification"``
+    (``system.ClassificationMetrics``: a JSON object with ``roc`` (``fpr``, ``tpr``,
+    ``thresholds``) and/or ``confusion_matrix`` (``categories``, ``matrix``)) or ``"html"``
+    (``system.HTML``: the file, copied). ``file`` is a plain name, as :attr:`Result.file`.
+    """
+
+    name: str
+    kind: str
+    artifact: str
+    file: str
+
+
+UI_KINDS = ("metrics", "classification", "html")
+"""The kinds of :class:`UiOutput`."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Step:
     """A step: its name, the component module that runs it, its input artifacts (by the
     producing step's output name), its outputs, its options, whether it runs a Beam job
     (Beam steps take Beam pipeline options: ``--beam-options`` and pass-through ``--x=y``),
-    the parts of the spec it reads, and whether it acts outside its artifacts.
+    the parts of the spec it reads, whether it acts outside its artifacts, and how it runs as
+    a KFP task. Everything that is the step's own is a field here: the planner, the KFP
+    compiler and the local runner read it from the row, so a new step is a new row (and its
+    component folder).
 
     ``reads`` names :class:`~estflow.dsl.Pipeline` fields: ``"model"`` (the whole field),
     ``"model.weight_column"`` (one attribute of it; the rest of the field is a neutral
@@ -80,6 +118,33 @@ class Step:
     ``side_effects``: the step changes something outside its artifacts (push publishes a
     version), so it is never reused from a cache, nor is any step after it that reads its
     outputs.
+
+    ``needs``: a Pipeline field that must be declared (not None) for a pipeline to run the
+    step (push: ``"push"``, the push target; batch prediction: ``"predict"``). None: always.
+
+    ``caching``: whether KFP may reuse the step's task from its cache by default (a step's
+    ``Resources(caching=...)`` and the ``caching`` compile option override it); False for a
+    step whose result is not a function of its inputs (it reads or changes the world now).
+    A step with ``side_effects`` must say False.
+
+    ``requests``: the (cpu, memory) requests of the step's KFP task when its Resources declare
+    neither request nor limit (a pod without requests is BestEffort: first evicted), sized for
+    the example pipelines in the estflow image; declare Resources for real data.
+
+    ``runs_if``: the name of an earlier step with a :attr:`result`; this step runs only when
+    that result is true (push and batch prediction: only when evaluate blessed the model).
+
+    ``result``: the true/false value the step returns (:class:`Result`), or None.
+
+    ``ui_outputs``: the step's KFP task's outputs for the KFP UI (:class:`UiOutput`).
+
+    ``summary``: a JSON file the step writes into its first output: its scalars (and those of
+    its ``metrics`` object) are the step's metrics in the run's record and history. None: no
+    summary.
+
+    ``outside_storage``: the step reads or writes storage outside the run's artifacts that the
+    fingerprint step reads too (ingest's source, push's served versions), so the fingerprint
+    task mounts this step's declared PVCs and secrets.
     """
 
     name: str
@@ -91,6 +156,81 @@ class Step:
     beam: bool = False
     reads: tuple[str, ...] | None = None
     side_effects: bool = False
+    needs: str | None = None
+    caching: bool = True
+    requests: tuple[str, str] = ("1", "2Gi")
+    runs_if: str | None = None
+    result: Result | None = None
+    ui_outputs: tuple[UiOutput, ...] = ()
+    summary: str | None = None
+    outside_storage: bool = False
+
+    def __post_init__(self) -> None:
+        problems = list(self._problems())
+        if problems:
+            raise ValueError(f"Received an invalid contract row for step {self.name!r}: "
+                             + "; ".join(problems))
+
+    def _problems(self):
+        """What is wrong with the row, each as 'field: expected ..., received ...'."""
+        if self.side_effects and self.caching:
+            yield "caching: expected False for a step with side_effects, received True"
+        if not (len(self.requests) == 2 and all(isinstance(r, str) and r
+                                                for r in self.requests)):
+            yield f"requests: expected (cpu, memory) strings, received {self.requests!r}"
+        if self.summary is not None and not self.outputs:
+            yield "summary: expected a step with an output, received outputs=()"
+        for field, artifact in ([("result", self.result.artifact)] if self.result else []) + [
+                (f"ui_outputs[{o.name!r}]", o.artifact) for o in self.ui_outputs]:
+            if artifact not in self.outputs:
+                yield (f"{field}: expected a file of one of its outputs {list(self.outputs)}, "
+                       f"received artifact {artifact!r}")
+        for output in self.ui_outputs:
+            if output.kind not in UI_KINDS:
+                yield (f"ui_outputs[{output.name!r}].kind: expected one of {list(UI_KINDS)}, "
+                       f"received {output.kind!r}")
+
+
+class Files:
+    """File names inside artifact directories (the only place these strings are written)."""
+
+    # ingest -> examples/
+    TRAIN_EXAMPLES = "train"            # directory of TFRecord shards of raw tf.Examples
+    EVAL_EXAMPLES = "eval"
+    SHARD_PREFIX = "part"               # <split>/part-NNNNN-of-MMMMM.gz
+    REJECTED = "rejected.jsonl"         # one JSON object per rejected row: file, line, row, reason
+    INGEST_STATS = "ingest.json"
+    # transform -> transformed/
+    TRANSFORM_FN = "transform_fn"       # tft output dir (transform_fn/ + transformed_metadata/)
+    TRANSFORMED_TRAIN = "train"
+    TRANSFORMED_EVAL = "eval"
+    TRANSFORM_STATS = "transform.json"
+    # train -> model/
+    CHECKPOINTS = "checkpoints"         # model_dir: checkpoints + TensorBoard events
+    EXPORT = "export"                   # the serving SavedModel
+    TRAIN_RESULT = "train.json"
+    # evaluate -> evaluation/
+    METRICS = "metrics.json"           # {"head", "metrics": {...}, "slices": {...}}
+    BLESSING = "blessing.json"         # {"blessed": bool, "reasons": [...], "baseline": ...}
+    REPORT = "report.html"             # self-contained HTML report with inline SVG plots
+    KFP_METRICS = "kfp_metrics.json"   # {metric: number}, for KFP Metrics.log_metric
+    KFP_CLASSIFICATION = "kfp_classification.json"  # {"roc": ..., "confusion_matrix": ...}
+    EVAL_OUTPUTS = "eval_outputs.npz"  # the model's output per eval row (pushed with it)
+    # push -> pushed/
+    PUSH_RESULT = "push.json"          # {"pushed": bool, ...}; {"pushed": false, "reasons"}
+    KSERVE_MANIFEST = "inferenceservice.yaml"  # when PushTarget.kserve_manifest
+    # batch_predict -> predictions/ (or BatchPredict.output, where predict.json is written last)
+    PREDICTIONS_PREFIX = "predictions"  # predictions-SSSSS-of-NNNNN.<jsonl|csv|parquet|...>
+    PREDICT_RESULT = "predict.json"     # the summary; {"skipped": true, ...} when not pushed
+
+    # fingerprint -> fingerprints/
+    FINGERPRINTS = "fingerprints.json"  # {"steps": {step: {"key", "spec", ...}}, "source", ...}
+    # a pushed version (<base>/<model_name>/<version>/): where it came from
+    LINEAGE = "assets.extra/estflow_lineage.json"  # {"fingerprint", "run", ...}
+    SERVED_EVAL_OUTPUTS = "assets.extra/estflow_eval_outputs.npz"  # its EVAL_OUTPUTS
+
+    SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
+    RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)
 
 
 DEFAULT_GZIP_LEVEL = 1
@@ -140,17 +280,25 @@ STEPS = (
                   Option(SOURCE_DIGEST, "the source's fingerprint digest when the run started "
                          "(the fingerprint step's): the step fails if the data it read no "
                          "longer has it (the source changed under the run)")), beam=True,
-         reads=(*_SCHEMA, "source", "split")),
+         reads=(*_SCHEMA, "source", "split"), requests=("1", "2Gi"),
+         summary=Files.INGEST_STATS, outside_storage=True),
     Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
          "analyze + transform with Beam and tf.Transform",
          options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True,
-         reads=(*_SCHEMA, "derive", "split", "model.weight_column")),
+         reads=(*_SCHEMA, "derive", "split", "model.weight_column"), requests=("1", "4Gi"),
+         summary=Files.TRANSFORM_STATS),
     Step("train", "estflow.components.train", ("transformed",), ("model",),
          "train the Estimator, checkpoint, export the serving SavedModel",
-         reads=_TRAIN_READS),
+         reads=_TRAIN_READS, requests=("1", "4Gi"), summary=Files.TRAIN_RESULT),
     Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
          "metrics on the eval split through the exported model",
-         reads=(*_SCHEMA, "model", "eval", "push.base_path", "push.model_name")),
+         reads=(*_SCHEMA, "model", "eval", "push.base_path", "push.model_name"),
+         requests=("1", "2Gi"), summary=Files.METRICS,
+         result=Result("evaluation", Files.BLESSING, "blessed"),
+         ui_outputs=(UiOutput("metrics", "metrics", "evaluation", Files.KFP_METRICS),
+                     UiOutput("classification", "classification", "evaluation",
+                              Files.KFP_CLASSIFICATION),
+                     UiOutput("html_report", "html", "evaluation", Files.REPORT))),
     Step("push", "estflow.components.push", ("model", "evaluation"), ("pushed",),
          "copy the export to <base>/<model_name>/<version>/ atomically",
          options=(Option(MODEL_FINGERPRINT, "fingerprint of the model artifact (the train "
@@ -158,7 +306,9 @@ STEPS = (
                          "pushed again, and a pushed version records it"),
                   Option(RUN_REFERENCE, "the run that made the model (a local run directory "
                          "or a KFP run), recorded in the pushed version's lineage")),
-         reads=(*_SCHEMA, "push"), side_effects=True),
+         reads=(*_SCHEMA, "push"), side_effects=True, needs="push", caching=False,
+         requests=("500m", "1Gi"), runs_if="evaluate", summary=Files.PUSH_RESULT,
+         outside_storage=True),
 )
 
 FINGERPRINT = Step(
@@ -167,7 +317,7 @@ FINGERPRINT = Step(
     options=(_SOURCE_ROOT,
              Option("plan", "the steps to key, as JSON (estflow.dsl.fingerprints.PlanStep)",
                     required=True)),
-    reads=None)
+    reads=None, caching=False, requests=("100m", "256Mi"))
 """The first task of every run: it reads the source's fingerprint (content hashes of local
 files; generation/etag/size of ``gs://``/``s3://`` objects, nothing downloaded), the user code
 the spec names and the served version's lineage, and writes ``fingerprints.json``: each step's
@@ -194,7 +344,7 @@ TFJOB = Step(
                default=86400),
         Option("runtime", "the ClusterTrainingRuntime of a TrainJob",
                default="estflow-tensorflow"),
-    ), reads=_TRAIN_READS)
+    ), reads=_TRAIN_READS, requests=("250m", "512Mi"), summary=Files.TRAIN_RESULT)
 """The train step of a pipeline declaring a multi-process cluster, on Kubeflow: it submits
 the ``Cluster.job_kind`` the pipeline declares."""
 
@@ -226,7 +376,8 @@ _PREDICT_OPTIONS = (_SOURCE_ROOT, _BEAM_OPTIONS[-1], *_remote("predictions"))
 BATCH_PREDICT = Step(
     "batch_predict", "estflow.components.predict", ("pushed",), ("predictions",),
     "score Pipeline.predict's source with the model just pushed (skipped when none was)",
-    options=_PREDICT_OPTIONS, beam=True, side_effects=True)
+    options=_PREDICT_OPTIONS, beam=True, side_effects=True, needs="predict", caching=False,
+    requests=("1", "4Gi"), runs_if="evaluate")
 """Batch prediction in a training pipeline: after push, with the pushed model
 (``Pipeline.predict``). Never reused from a cache: it writes outside its artifact
 (``BatchPredict.output``), and its source's rows change behind the same path (nightly
@@ -235,7 +386,7 @@ scoring)."""
 PREDICT_ONLY = Step(
     "batch_predict", "estflow.components.predict", (), ("predictions",),
     "score Pipeline.predict's source with the served model it names", options=_PREDICT_OPTIONS,
-    beam=True, side_effects=True)
+    beam=True, side_effects=True, caching=False, requests=("1", "4Gi"))
 """The one step of a pipeline that only predicts (and of ``estflow predict``): the same entry
 point as :data:`BATCH_PREDICT`, with the model the spec names instead of a pushed one."""
 
@@ -249,47 +400,7 @@ def step_named(name: str) -> Step:
 
 
 def steps_for(has_push: bool) -> tuple[Step, ...]:
-    """The steps a pipeline runs (no push step without a push target)."""
-    return STEPS if has_push else STEPS[:-1]
-
-
-class Files:
-    """File names inside artifact directories (the only place these strings are written)."""
-
-    # ingest -> examples/
-    TRAIN_EXAMPLES = "train"            # directory of TFRecord shards of raw tf.Examples
-    EVAL_EXAMPLES = "eval"
-    SHARD_PREFIX = "part"               # <split>/part-NNNNN-of-MMMMM.gz
-    REJECTED = "rejected.jsonl"         # one JSON object per rejected row: file, line, row, reason
-    INGEST_STATS = "ingest.json"
-    # transform -> transformed/
-    TRANSFORM_FN = "transform_fn"       # tft output dir (transform_fn/ + transformed_metadata/)
-    TRANSFORMED_TRAIN = "train"
-    TRANSFORMED_EVAL = "eval"
-    TRANSFORM_STATS = "transform.json"
-    # train -> model/
-    CHECKPOINTS = "checkpoints"         # model_dir: checkpoints + TensorBoard events
-    EXPORT = "export"                   # the serving SavedModel
-    TRAIN_RESULT = "train.json"
-    # evaluate -> evaluation/
-    METRICS = "metrics.json"           # {"head", "metrics": {...}, "slices": {...}}
-    BLESSING = "blessing.json"         # {"blessed": bool, "reasons": [...], "baseline": ...}
-    REPORT = "report.html"             # self-contained HTML report with inline SVG plots
-    KFP_METRICS = "kfp_metrics.json"   # {metric: number}, for KFP Metrics.log_metric
-    KFP_CLASSIFICATION = "kfp_classification.json"  # {"roc": ..., "confusion_matrix": ...}
-    EVAL_OUTPUTS = "eval_outputs.npz"  # the model's output per eval row (pushed with it)
-    # push -> pushed/
-    PUSH_RESULT = "push.json"          # {"pushed": bool, ...}; {"pushed": false, "reasons"}
-    KSERVE_MANIFEST = "inferenceservice.yaml"  # when PushTarget.kserve_manifest
-    # batch_predict -> predictions/ (or BatchPredict.output, where predict.json is written last)
-    PREDICTIONS_PREFIX = "predictions"  # predictions-SSSSS-of-NNNNN.<jsonl|csv|parquet|...>
-    PREDICT_RESULT = "predict.json"     # the summary; {"skipped": true, ...} when not pushed
-
-    # fingerprint -> fingerprints/
-    FINGERPRINTS = "fingerprints.json"  # {"steps": {step: {"key", "spec", ...}}, "source", ...}
-    # a pushed version (<base>/<model_name>/<version>/): where it came from
-    LINEAGE = "assets.extra/estflow_lineage.json"  # {"fingerprint", "run", ...}
-    SERVED_EVAL_OUTPUTS = "assets.extra/estflow_eval_outputs.npz"  # its EVAL_OUTPUTS
-
-    SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
-    RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)
+    """The steps of :data:`STEPS` a training pipeline runs (no push step without a push
+    target): the rows whose :attr:`Step.needs` is not ``"push"``, and those too with
+    ``has_push``."""
+    return tuple(s for s in STEPS if s.needs != "push" or has_push)

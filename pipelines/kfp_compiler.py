@@ -65,15 +65,16 @@ from kfp import dsl
 from kfp.dsl import graph_component
 from kfp.dsl import pipeline_task
 
+from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import Step
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.pipelines import beam_options as beam
 from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines._kfp import tasks as kfp_tasks
-from estflow.pipelines._kfp.settings import DEFAULT_REQUESTS
-from estflow.pipelines._kfp.settings import SMALL_REQUESTS
 from estflow.pipelines._kfp.settings import TASK_SETTINGS
 from estflow.pipelines._kfp.settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
@@ -89,25 +90,14 @@ __all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "DEFAULT_KFP_BACKEND", "TASK_SETT
 DEFAULT_IMAGE = "ghcr.io/estflow/estflow:0.1.0"
 
 # Caching per step, set at compile time (a KFP client's `enable_caching=False` reaches only
-# root-level tasks). Push has an effect outside its artifacts (a new serving version), so it
-# always runs. The others are functions of their inputs, ingest included as long as the data
-# behind its path does not change; when it does, compile with caching={"ingest": False}.
-# Precedence: this default < a step's Resources(caching=...) < the `caching` compile option.
-DEFAULT_CACHING: Mapping[str, bool] = {
-    "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
-    # Scoring writes outside its artifact (BatchPredict.output) and its data changes behind
-    # the same path every night: a cached run would score nothing.
-    "batch_predict": False,
-}
+# root-level tasks): each contract row's `caching` (push has an effect outside its artifacts, a
+# new serving version, so it always runs; batch prediction writes outside its artifact and its
+# data changes behind the same path). Precedence: a planned step's row < its
+# Resources(caching=...) < the `caching` compile option. This view: the table's rows.
+DEFAULT_CACHING: Mapping[str, bool] = {s.name: s.caching for s in (*STEPS, BATCH_PREDICT)}
 
 # The oldest KFP backend the default output runs on (its exit handler's final status).
 DEFAULT_KFP_BACKEND = str(kfp_backends.DEFAULT)
-
-# The gate: push (and batch prediction, which scores with the pushed model) runs only when
-# evaluate's result (the blessing) is true; consecutive gated steps share one condition group,
-# as KFP requires of a task that consumes another's output inside a condition.
-_GATED = {"push": "evaluate", "batch_predict": "evaluate"}
-
 
 class CompileError(ValueError):
     """An option of the compilation (not the declaration) is invalid."""
@@ -133,7 +123,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      beam_options: Sequence[str] = (),
                      kfp_backend: str = DEFAULT_KFP_BACKEND,
                      push_base_path: str | None = None,
-                     small_image: str | None = None) -> CompiledPipeline:
+                     small_image: str | None = None,
+                     steps: Sequence[Step] | None = None) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
@@ -146,7 +137,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             loaded pipeline's portable source root, or ``""`` (the task's working directory)
             for a bare Pipeline.
         caching: step name -> whether KFP may reuse the step's cached result; overrides the
-            steps' declared ``Resources(caching=...)`` and :data:`DEFAULT_CACHING`.
+            steps' declared ``Resources(caching=...)`` and their rows' ``caching``
+            (:data:`DEFAULT_CACHING`).
         beam_runner: the Beam runner of the ingest and transform tasks (``dataflow``,
             ``flink``, ``spark``, ``portable``, or None/``local``: in-memory in the pod).
         beam_options: further Beam options (``["--project=p", "--region=r", ...]``); with the
@@ -161,6 +153,9 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         small_image: the image of the report and placement tasks, which import neither
             TensorFlow nor Beam (``pipelines/docker/Dockerfile.slim``, ~1/20 of the size).
             Default: :func:`small_image_for` ``image``.
+        steps: the contract rows a training pipeline may run (default: the contract table's,
+            :data:`estflow.pipelines.plan.TRAINING_STEPS`); each task's defaults (requests,
+            caching, gate, KFP UI outputs) are its row's.
 
     Returns:
         The written path, the step task names (the ``report`` and placement tasks aside), the
@@ -185,17 +180,18 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     _check_image(image)
     small_image = small_image or small_image_for(image)
     _check_image(small_image)
-    _check_caching(caching or {})
     target = _check_backend(kfp_backend)
     _check_push_target(pipeline, given=push_base_path is not None)
     pipeline, notes = _for_backend(pipeline, target)
     plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
                       beam_options=kfp_components.param_placeholder("beam_options"),
-                      sdk_image=image)
+                      sdk_image=image, steps=steps)
+    _check_caching(caching or {}, plan)
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
-                           caching={**DEFAULT_CACHING, **declared, **(caching or {})},
+                           caching={**{s.name: s.caching for s in plan.steps}, **declared,
+                                    **(caching or {})},
                            beam_options=beam_default, kfp_backend=str(target))
     needs = _write(graph, path, target)
     return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps),
@@ -211,9 +207,8 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``)."""
     target = kfp_backends.parse(kfp_backend)
     keyed = plan.fingerprint is not None
-    components = {s.name: kfp_components.build_component(_as_tfjob(s, plan.pipeline, image),
-                                                          image, keyed=keyed)
-                  for s in plan.steps}
+    components = {s.name: kfp_components.build_component(s, image, keyed=keyed)
+                  for s in _task_steps(plan, image)}
     if keyed:
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
@@ -234,7 +229,8 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         exit_task = report()
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
-            _add_steps(plan, components, placements, arguments, caching)
+            _add_steps(plan, _task_steps(plan, image), components, placements, arguments,
+                       caching)
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan, target))
@@ -242,16 +238,18 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
 
 def _add_fingerprint(plan: Plan, components: dict, arguments: dict,
                      ) -> pipeline_task.PipelineTask | None:
-    """The fingerprint task (never cached: it reads the data's and the served model's state
-    now), with the storage (PVCs, secrets) of the steps whose data it reads: ingest's source
-    and push's target."""
+    """The fingerprint task (never cached, as its row says: it reads the data's and the served
+    model's state now), with the storage (PVCs, secrets) of the steps whose data outside the
+    run it reads (``Step.outside_storage``: ingest's source and push's target)."""
     if plan.fingerprint is None:
         return None
-    component = components[plan.fingerprint.name]
+    step = plan.fingerprint
+    component = components[step.name]
     task = component(**{name: arguments[name] for name in component.component_spec.inputs})
-    _apply_settings(task, TaskContext(name=plan.fingerprint.name, caching=False,
-                                      resources=_storage_of(plan.pipeline, ("ingest", "push")),
-                                      default_requests=SMALL_REQUESTS))
+    outside = [s.name for s in plan.steps if s.outside_storage]
+    _apply_settings(task, TaskContext(name=step.name, caching=step.caching,
+                                      resources=_storage_of(plan.pipeline, outside),
+                                      default_requests=step.requests))
     return task
 
 
@@ -284,21 +282,24 @@ def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | No
             "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
 
 
-def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
-               caching: Mapping[str, bool]) -> None:
-    """The fingerprint task, then one task per step (in plan order), each fed by the artifacts
-    of the steps before it and keyed by the fingerprint task."""
+def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, placements: dict,
+               arguments: dict, caching: Mapping[str, bool]) -> None:
+    """The fingerprint task, then one task per step (in plan order: ``steps``, the plan's as
+    their tasks run them), each fed by the artifacts of the steps before it and keyed by the
+    fingerprint task; the steps ``runs_if`` an earlier one inside its condition, consecutive
+    gated steps in one group (as KFP requires of a task that consumes another's output inside
+    a condition)."""
     available = dict(arguments)
     fingerprint = _add_fingerprint(plan, components, arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
     gates, open_gate = contextlib.ExitStack(), None
-    for step in plan.steps:
+    for step in steps:
         resources = _task_resources(step.name, plan.pipeline)
-        gate = _GATED.get(step.name) if _GATED.get(step.name) in tasks else None
-        if gate != open_gate:
+        if step.runs_if != open_gate:
             gates.close()
-            gates.enter_context(_gate(step.name, tasks))
-            open_gate = gate
+            if step.runs_if is not None:
+                gates.enter_context(_gate(plan.step(step.runs_if), tasks))
+            open_gate = step.runs_if
         placement = None
         if step.name in placements:
             placement = _add_placement(step.name, resources, placements[step.name],
@@ -306,10 +307,9 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
         component = components[step.name]
         given = {**available, **_step_inputs(step, fingerprint)}
         task = component(**{name: given[name] for name in component.component_spec.inputs})
-        ctx = TaskContext(name=step.name, caching=caching.get(step.name, True),
+        ctx = TaskContext(name=step.name, caching=caching.get(step.name, step.caching),
                           resources=resources, placement=placement,
-                          default_requests=DEFAULT_REQUESTS[
-                              "tfjob" if _runs_tfjob(step.name, plan.pipeline) else step.name])
+                          default_requests=step.requests)
         _apply_settings(task, ctx)
         tasks[step.name] = task
         available.update({a: task.outputs[a] for a in step.outputs})
@@ -320,6 +320,11 @@ def _add_steps(plan: Plan, components: dict, placements: dict, arguments: dict,
 def _runs_tfjob(step_name: str, pipeline: Pipeline) -> bool:
     cluster = pipeline.run_config.cluster
     return step_name == TFJOB.name and cluster is not None and cluster.distributed
+
+
+def _task_steps(plan: Plan, image: str) -> list[PlannedStep]:
+    """The plan's steps as their tasks run them (see :func:`_as_tfjob`)."""
+    return [_as_tfjob(s, plan.pipeline, image) for s in plan.steps]
 
 
 def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
@@ -345,7 +350,7 @@ def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
 def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
     """A step's task resources; the TFJob submitter keeps only storage, secrets and timeout
     (the replicas get the compute, accelerator, node pool and node selector, and the retries,
-    as the TFJob's ``backoffLimit``: components/tfjob.py; a KFP retry of the task on top
+    as the TFJob's ``backoffLimit``: components/tfjob/; a KFP retry of the task on top
     would run up to (retries + 1)^2 attempts)."""
     resources = pipeline.resources.get(step_name, Resources())
     if not _runs_tfjob(step_name, pipeline):
@@ -356,12 +361,11 @@ def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
                                ephemeral_storage=None, retries=0, retry_backoff_max=None)
 
 
-def _gate(step: str, tasks: dict) -> contextlib.AbstractContextManager:
-    """The condition a step runs under: push only when evaluate blessed the model."""
-    if step in _GATED and _GATED[step] in tasks:
-        blessed = tasks[_GATED[step]].outputs[kfp_components.RESULT_OUTPUT]
-        return dsl.If(blessed == True, name="blessed")  # noqa: E712 (a KFP condition)
-    return contextlib.nullcontext()
+def _gate(gate: PlannedStep, tasks: dict) -> contextlib.AbstractContextManager:
+    """The condition the steps ``runs_if`` ``gate`` run under, named as its result (push runs
+    only when evaluate blessed the model: ``blessed``)."""
+    value = tasks[gate.name].outputs[kfp_components.RESULT_OUTPUT]
+    return dsl.If(value == True, name=gate.result.key)  # noqa: E712 (a KFP condition)
 
 
 def _add_placement(step: str, resources: Resources, component, arguments: dict):
@@ -516,11 +520,12 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
     return dataclasses.replace(pipeline, resources=resources), tuple(notes)
 
 
-def _check_caching(caching: Mapping[str, bool]) -> None:
-    unknown = sorted(set(caching) - set(DEFAULT_CACHING))
+def _check_caching(caching: Mapping[str, bool], plan: Plan) -> None:
+    known = {*DEFAULT_CACHING, *(s.name for s in plan.steps)}
+    unknown = sorted(set(caching) - known)
     if unknown:
         raise CompileError("Received an invalid value for `caching`, expected step names, "
-                           f"some of {sorted(DEFAULT_CACHING)}. Received: {unknown}")
+                           f"some of {sorted(known)}. Received: {unknown}")
 
 
 def _compact_json(text: str) -> str:

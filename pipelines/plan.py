@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from collections.abc import Sequence
 
 from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import FINGERPRINT
@@ -19,13 +20,19 @@ from estflow.dsl.contracts import PREDICT_ONLY
 from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import RUN_REFERENCE
 from estflow.dsl.contracts import SOURCE_DIGEST
+from estflow.dsl.contracts import STEPS
+from estflow.dsl.contracts import Result
 from estflow.dsl.contracts import Step
-from estflow.dsl.contracts import steps_for
+from estflow.dsl.contracts import UiOutput
 from estflow.dsl.fingerprints import PlanStep
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan", "fingerprint_step",
-           "late_input", "LATE_INPUTS"]
+           "late_input", "LATE_INPUTS", "TRAINING_STEPS"]
+
+TRAINING_STEPS: tuple[Step, ...] = (*STEPS, BATCH_PREDICT)
+"""The contract rows a training pipeline may run, in order (each one whose
+:attr:`~estflow.dsl.contracts.Step.needs` the pipeline declares)."""
 
 # Options known only when the run runs (the push step's model fingerprint and run reference,
 # the ingest step's source digest):
@@ -43,8 +50,9 @@ def late_input(name: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class PlannedStep:
     """One step: ``inputs`` maps an input artifact name to the step that produces it;
-    ``reads`` and ``side_effects`` as the contract's :class:`Step` (what its cache key
-    covers, and whether it may be reused)."""
+    ``options`` are its option values. The other fields are its contract row's
+    (:class:`~estflow.dsl.contracts.Step`), copied by :meth:`from_step`: what its cache key
+    covers, whether it may be reused, how its KFP task runs, its summary file."""
 
     name: str
     module: str
@@ -54,6 +62,13 @@ class PlannedStep:
     description: str
     reads: tuple[str, ...] | None = None
     side_effects: bool = False
+    caching: bool = True
+    requests: tuple[str, str] = ("1", "2Gi")
+    runs_if: str | None = None
+    result: Result | None = None
+    ui_outputs: tuple[UiOutput, ...] = ()
+    summary: str | None = None
+    outside_storage: bool = False
 
     @classmethod
     def from_step(cls, step: Step, producers: Mapping[str, str],
@@ -80,11 +95,10 @@ class PlannedStep:
         if unknown:
             raise ValueError(f"Received options {unknown} for step {step.name!r}, expected "
                              f"some of the options it declares: {declared}")
-        return cls(name=step.name, module=step.module,
-                   inputs=tuple((a, producers[a]) for a in step.inputs), outputs=step.outputs,
-                   options=tuple((f, options[f]) for f in declared if f in options),
-                   description=step.description, reads=step.reads,
-                   side_effects=step.side_effects)
+        copied = {f.name: getattr(step, f.name) for f in dataclasses.fields(cls)
+                  if f.name not in ("inputs", "options")}
+        return cls(**copied, inputs=tuple((a, producers[a]) for a in step.inputs),
+                   options=tuple((f, options[f]) for f in declared if f in options))
 
     def argv(self, spec: str, paths: dict[str, str],
              late: Mapping[str, str] | None = None) -> list[str]:
@@ -133,7 +147,8 @@ class Plan:
 
 
 def build_plan(pipeline: Pipeline, *, source_root: str,
-               beam_options: str | None = None, sdk_image: str | None = None) -> Plan:
+               beam_options: str | None = None, sdk_image: str | None = None,
+               steps: Sequence[Step] | None = None) -> Plan:
     """Plan the steps of ``pipeline``.
 
     Args:
@@ -146,8 +161,11 @@ def build_plan(pipeline: Pipeline, *, source_root: str,
         sdk_image: the image a non-local Beam runner's workers run (``--sdk-image`` of the
             Beam steps): a compiled pipeline's own image, so its workers hold the same estflow
             and tf.Transform as the task that launched them. None: the step's default.
+        steps: the contract rows a training pipeline may run, in order (default:
+            :data:`TRAINING_STEPS`); those whose ``needs`` the pipeline declares are planned.
+            A pipeline that only predicts runs :data:`~estflow.dsl.contracts.PREDICT_ONLY`.
     """
-    plan = _plan(pipeline, _steps(pipeline),
+    plan = _plan(pipeline, _steps(pipeline, TRAINING_STEPS if steps is None else steps),
                  {"source-root": source_root,
                   **({"sdk-image": sdk_image} if sdk_image else {}),
                   **{flag: late_input(name) for flag, name in LATE_INPUTS.items()}},
@@ -162,13 +180,13 @@ def fingerprint_step(plan: Plan, source_root: str) -> PlannedStep:
         "plan": PlanStep.list_to_json([s.plan_step() for s in plan.steps])})
 
 
-def _steps(pipeline: Pipeline) -> tuple[Step, ...]:
-    """The contract rows a pipeline runs: training (push with a push target), then batch
-    prediction when declared; a pipeline that only predicts runs that one step."""
+def _steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
+    """The contract rows a pipeline runs: of ``rows``, those whose ``needs`` it declares (push
+    with a push target, batch prediction with ``predict``); a pipeline that only predicts runs
+    that one step."""
     if not pipeline.trains:
         return (PREDICT_ONLY,)
-    steps = steps_for(pipeline.push is not None)
-    return steps + ((BATCH_PREDICT,) if pipeline.predict is not None else ())
+    return tuple(s for s in rows if s.needs is None or getattr(pipeline, s.needs) is not None)
 
 
 def build_preprocess_plan(pipeline: Pipeline, *, source_root: str, gzip_level: int = 1,
@@ -191,8 +209,9 @@ def _plan(pipeline: Pipeline, steps: tuple[Step, ...], values: Mapping[str, str]
     """Plan ``steps`` in order, each taking those of ``values`` it declares, and the Beam
     steps ``beam_options`` when given."""
     producers: dict[str, str] = {}
-    planned = []
+    planned: list[PlannedStep] = []
     for step in steps:
+        _check_gate(step, planned)
         declared = {o.flag for o in step.options}
         options = {k: v for k, v in values.items() if k in declared}
         if beam_options is not None and step.beam:
@@ -200,3 +219,14 @@ def _plan(pipeline: Pipeline, steps: tuple[Step, ...], values: Mapping[str, str]
         planned.append(PlannedStep.from_step(step, producers, options))
         producers.update({a: step.name for a in step.outputs})
     return Plan(pipeline=pipeline, steps=tuple(planned))
+
+
+def _check_gate(step: Step, before: Sequence[PlannedStep]) -> None:
+    """A step's ``runs_if`` must name an earlier planned step that returns a result."""
+    if step.runs_if is None:
+        return
+    gate = next((s for s in before if s.name == step.runs_if), None)
+    if gate is None or gate.result is None:
+        raise ValueError(f"Received runs_if={step.runs_if!r} for step {step.name!r}, expected "
+                         f"an earlier step with a result; the steps before it: "
+                         f"{[(s.name, s.result is not None) for s in before]} (name, result)")

@@ -14,11 +14,12 @@ local run call the same entry point with the same arguments, and the Plan stays 
 that knows them. Lightweight (not container) components, because ``kfp.local.SubprocessRunner``
 runs only those; ``install_kfp_package=False`` because the estflow image already has kfp.
 
-A step may also return a parameter (:data:`RESULTS`): evaluate returns whether the model is
-blessed, read from the blessing it wrote, and the compiler runs push only when it is.
+A step may also return a parameter (its contract row's ``result``: :func:`result_of`): evaluate
+returns whether the model is blessed, read from the blessing it wrote, and the compiler runs push
+only when it is.
 
-A step may also have outputs for the KFP UI only (:data:`UI_OUTPUTS`), filled from files the
-step wrote: evaluate logs ``metrics`` (``system.Metrics``: the scalar metrics of
+A step may also have outputs for the KFP UI only (its row's ``ui_outputs``: :func:`ui_outputs`),
+filled from files the step wrote: evaluate logs ``metrics`` (``system.Metrics``: the scalar metrics of
 ``kfp_metrics.json``), ``classification`` (``system.ClassificationMetrics``: ROC curve and
 confusion matrix of ``kfp_classification.json``; empty for regression) and ``html_report``
 (``system.HTML``: ``report.html``), which the run page shows as metrics, plots and the report.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import linecache
+import os
 import re
 import typing
 from collections.abc import Callable
@@ -39,10 +41,11 @@ from kfp import dsl
 from kfp.dsl import python_component
 
 from estflow.dsl.contracts import Files
+from estflow.dsl.contracts import UiOutput
 from estflow.pipelines.plan import PlannedStep
 
-__all__ = ["ARTIFACT_TYPES", "UI_OUTPUTS", "PARAMETERS", "RESULTS", "RESULT_OUTPUT",
-           "CACHE_KEY", "param_placeholder", "fingerprint_result",
+__all__ = ["ARTIFACT_TYPES", "UI_TYPES", "PARAMETERS", "RESULT_OUTPUT", "CACHE_KEY",
+           "param_placeholder", "ui_outputs", "result_of", "fingerprint_result",
            "build_component", "render_source", "define"]
 
 # Artifact name (dsl/contracts.py) -> KFP artifact type. Directories all; the types only tell
@@ -56,68 +59,41 @@ ARTIFACT_TYPES: dict[str, type] = {
     "predictions": dsl.Dataset,  # predict.json (+ the predictions without BatchPredict.output)
 }
 
-# Step name -> ((output name, KFP artifact type), ...): outputs for the KFP UI, logged by the
-# lines of UI_LOGGING after ``main`` succeeded (not part of the Plan: local runs have the files).
-UI_OUTPUTS: dict[str, tuple[tuple[str, type], ...]] = {
-    "evaluate": (("metrics", dsl.Metrics), ("classification", dsl.ClassificationMetrics),
-                 ("html_report", dsl.HTML)),
-}
-# What components.evaluate.log_to_kfp does, inline: the task must not depend on more of the
+# UiOutput.kind (dsl/contracts.py) -> the KFP artifact type of a step's output for the KFP UI,
+# logged by the lines of _ui_logging after ``main`` succeeded (not part of the Plan: local
+# runs have the files).
+UI_TYPES: dict[str, type] = {"metrics": dsl.Metrics, "classification": dsl.ClassificationMetrics,
+                             "html": dsl.HTML}
+# What each kind's logging does with the file (variable ``{file}``) into the output (``{out}``): what
+# components.evaluate.log_to_kfp does, inline, since the task must not depend on more of the
 # step module than ``main`` (a test checks both log the same metadata).
-UI_LOGGING: dict[str, tuple[str, ...]] = {
-    "evaluate": (
-        "import json",
-        "import os",
-        "import shutil",
-        f"kfp_metrics = os.path.join(evaluation.path, {Files.KFP_METRICS!r})",
-        "if os.path.isfile(kfp_metrics):",
-        "    with open(kfp_metrics) as f:",
+_UI_LINES: dict[str, tuple[str, ...]] = {
+    "metrics": (
+        "    with open({file}) as f:",
         "        for name, value in sorted(json.load(f).items()):",
-        "            metrics.log_metric(name, value)",
-        f"kfp_classification = os.path.join(evaluation.path, {Files.KFP_CLASSIFICATION!r})",
-        "if os.path.isfile(kfp_classification):",
-        "    with open(kfp_classification) as f:",
+        "            {out}.log_metric(name, value)",
+    ),
+    "classification": (
+        "    with open({file}) as f:",
         "        plots = json.load(f)",
         "    if 'roc' in plots:",
         "        roc = plots['roc']",
-        "        classification.log_roc_curve(roc['fpr'], roc['tpr'], roc['thresholds'])",
+        "        {out}.log_roc_curve(roc['fpr'], roc['tpr'], roc['thresholds'])",
         "    if 'confusion_matrix' in plots:",
         "        matrix = plots['confusion_matrix']",
-        "        classification.log_confusion_matrix(matrix['categories'], matrix['matrix'])",
-        f"report = os.path.join(evaluation.path, {Files.REPORT!r})",
-        "if os.path.isfile(report):",
-        "    shutil.copyfile(report, html_report.path)",
-        # Each artifact also as a file: a cache (kfp.local's) reuses a task only while its
-        # outputs' files exist.
-        "for logged in (metrics, classification):",
-        "    with open(logged.path, 'w') as f:",
-        "        json.dump(logged.metadata, f, sort_keys=True)",
+        "        {out}.log_confusion_matrix(matrix['categories'], matrix['matrix'])",
     ),
+    "html": ("    shutil.copyfile({file}, {out}.path)",),
 }
 
 # Pipeline parameters a step's argv may use (string-typed, in this order in each signature).
 PARAMETERS = ("spec", "source_root", "beam_options")
 
-# Step name -> (return annotation, lines run after ``main`` succeeded). One unnamed return
-# value, so KFP names the output "Output": kfp.local 2.17 evaluates a condition only on
-# outputs named "<task>-Output" or "<task>--<key>" (enhanced_dag_orchestrator's
-# ConditionEvaluator), so a named "blessed" output would skip push under kfp.local.
+# A step's Result (dsl/contracts.py) is returned as one unnamed value, so KFP names the output
+# "Output": kfp.local 2.17 evaluates a condition only on outputs named "<task>-Output" or
+# "<task>--<key>" (enhanced_dag_orchestrator's ConditionEvaluator), so a named "blessed" output
+# would skip push under kfp.local.
 RESULT_OUTPUT = "Output"
-RESULTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "evaluate": ("bool", (
-        "import json",
-        "import os",
-        f"blessing = os.path.join(evaluation.path, {Files.BLESSING!r})",
-        "if not os.path.isfile(blessing):",
-        f"    raise RuntimeError('estflow step evaluate wrote no {Files.BLESSING}')",
-        "with open(blessing) as f:",
-        "    blessed = json.load(f)['blessed']",
-        "if not isinstance(blessed, bool):",
-        f"    raise TypeError('{Files.BLESSING}: blessed is not a bool: %r' % (blessed,))",
-        "print('estflow step evaluate: blessed=%s' % blessed)",
-        "return blessed",
-    )),
-}
 
 _PLACEHOLDER = re.compile(r"\{\{estflow-(param|path|input):(\w+)\}\}")
 
@@ -142,6 +118,60 @@ def param_placeholder(name: str) -> str:
 
 def _path_placeholder(artifact: str) -> str:
     return "{{estflow-path:" + artifact + "}}"
+
+
+def ui_outputs(step: PlannedStep) -> tuple[tuple[str, type], ...]:
+    """(output name, KFP artifact type) of each of ``step``'s outputs for the KFP UI."""
+    return tuple((o.name, UI_TYPES[o.kind]) for o in step.ui_outputs)
+
+
+def _variable(file: str) -> str:
+    """The generated code's variable holding the path of ``file`` (its stem)."""
+    return os.path.splitext(file)[0]
+
+
+def _ui_logging(outputs: tuple[UiOutput, ...]) -> tuple[str, ...]:
+    """The lines filling ``outputs`` from their files, each when its file exists; then each
+    metadata output also written as a file: a cache (kfp.local's) reuses a task only while its
+    outputs' files exist."""
+    if not outputs:
+        return ()
+    kinds = {o.kind for o in outputs}
+    lines = [*(["import json"] if kinds - {"html"} else []), "import os",
+             *(["import shutil"] if "html" in kinds else [])]
+    for output in outputs:
+        file = _variable(output.file)
+        lines += [f"{file} = os.path.join({output.artifact}.path, {output.file!r})",
+                  f"if os.path.isfile({file}):",
+                  *(line.format(file=file, out=output.name) for line in _UI_LINES[output.kind])]
+    logged = [o.name for o in outputs if o.kind != "html"]
+    if logged:
+        lines += [f"for logged in ({', '.join(logged)}{',' if len(logged) == 1 else ''}):",
+                  "    with open(logged.path, 'w') as f:",
+                  "        json.dump(logged.metadata, f, sort_keys=True)"]
+    return tuple(lines)
+
+
+def result_of(step: PlannedStep) -> tuple[str, tuple[str, ...]]:
+    """The return annotation and the lines returning ``step``'s
+    :class:`~estflow.dsl.contracts.Result`, run after ``main`` succeeded (none without one)."""
+    if step.result is None:
+        return "", ()
+    artifact, file, key = step.result.artifact, step.result.file, step.result.key
+    variable = _variable(file)
+    return "bool", (
+        "import json",
+        "import os",
+        f"{variable} = os.path.join({artifact}.path, {file!r})",
+        f"if not os.path.isfile({variable}):",
+        f"    raise RuntimeError('estflow step {step.name} wrote no {file}')",
+        f"with open({variable}) as f:",
+        f"    {key} = json.load(f)[{key!r}]",
+        f"if not isinstance({key}, bool):",
+        f"    raise TypeError('{file}: {key} is not a bool: %r' % ({key},))",
+        f"print('estflow step {step.name}: {key}=%s' % {key})",
+        f"return {key}",
+    )
 
 
 def build_component(step: PlannedStep, image: str, *, keyed: bool = False,
@@ -201,11 +231,10 @@ def render_source(step: PlannedStep, *, keyed: bool = False,
     signature += [f"{CACHE_KEY}: str"] if keyed else []
     signature += [f"{a}: Input[{_type_name(a)}]" for a, _ in step.inputs]
     signature += [f"{a}: Output[{_type_name(a)}]" for a in step.outputs]
-    signature += [f"{name}: Output[{kind.__name__}]" for name, kind in
-                  UI_OUTPUTS.get(step.name, ())]
+    signature += [f"{name}: Output[{kind.__name__}]" for name, kind in ui_outputs(step)]
     package, _, module = step.module.rpartition(".")
     failure = f"estflow step {step.name} exited with code %s"
-    returns, result = result or RESULTS.get(step.name, ("", ()))
+    returns, result = result or result_of(step)
     lines = [f"def {step.name}(", *(f"    {s}," for s in signature),
              f"){' -> ' + returns if returns else ''}:",
              f"    {_docstring(step)}",
@@ -217,7 +246,7 @@ def render_source(step: PlannedStep, *, keyed: bool = False,
              "    ])",
              "    if exit_code:",
              f"        raise RuntimeError({failure!r} % exit_code)",
-             *(f"    {line}" for line in UI_LOGGING.get(step.name, ())),
+             *(f"    {line}" for line in _ui_logging(step.ui_outputs)),
              *(f"    {line}" for line in result),
              ""]
     return "\n".join(lines)

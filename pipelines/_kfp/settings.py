@@ -4,11 +4,12 @@ Each reads a :class:`TaskContext` and sets one thing on a ``PipelineTask``: the 
 caching, pod labels, cpu/memory, the accelerator, node selectors, tolerations, secrets, PVC
 mounts, scratch space (``ephemeral_storage``), retries, the timeout.
 
-Every task gets cpu and memory requests: the declared ones, else :data:`DEFAULT_REQUESTS`
-(a pod without requests is BestEffort: first evicted, scheduled anywhere). A declared limit
-without a request leaves the request to Kubernetes (which sets it to the limit). kfp-kubernetes writes its part (node selectors, tolerations,
-secrets, PVCs, timeout, labels) into the task's platform config, which the compiler emits as the
-second YAML document (the PlatformSpec).
+Every task gets cpu and memory requests: the declared ones, else its default ones (a step's:
+its contract row's ``requests``; estflow's small tasks: :data:`SMALL_REQUESTS`), since a pod
+without requests is BestEffort: first evicted, scheduled anywhere. A declared limit without a
+request leaves the request to Kubernetes (which sets it to the limit). kfp-kubernetes writes its
+part (node selectors, tolerations, secrets, PVCs, timeout, labels) into the task's platform
+config, which the compiler emits as the second YAML document (the PlatformSpec).
 
 A step with ``Resources(placement_parameters=True)`` gets its accelerator, node selector and
 accelerator tolerations from its placement task's outputs (see :mod:`.tasks`); every other
@@ -26,17 +27,9 @@ from kfp.dsl import pipeline_task
 from estflow.dsl.placement import Placement
 from estflow.dsl.resources import Resources
 
-__all__ = ["TaskContext", "TaskSetting", "TASK_SETTINGS", "POD_LABELS", "DEFAULT_REQUESTS",
-           "SMALL_REQUESTS", "SCRATCH_VOLUME", "SCRATCH_PATH"]
+__all__ = ["TaskContext", "TaskSetting", "TASK_SETTINGS", "POD_LABELS", "SMALL_REQUESTS",
+           "SCRATCH_VOLUME", "SCRATCH_PATH"]
 
-# (cpu, memory) requests of a task whose Resources declare neither request nor limit. Sized
-# for the example pipelines' steps in the estflow image (Python + TensorFlow or Beam loaded);
-# declare Resources(cpu_request=..., memory_request=...) for real data.
-DEFAULT_REQUESTS: dict[str, tuple[str, str]] = {
-    "ingest": ("1", "2Gi"), "transform": ("1", "4Gi"), "train": ("1", "4Gi"),
-    "evaluate": ("1", "2Gi"), "push": ("500m", "1Gi"), "batch_predict": ("1", "4Gi"),
-    "tfjob": ("250m", "512Mi"),  # the train task that submits a TFJob and follows it
-}
 SMALL_REQUESTS = ("100m", "256Mi")  # report and placement tasks: a few lines of Python
 
 # Resources.ephemeral_storage: an emptyDir of that size limit, where temporary files go.

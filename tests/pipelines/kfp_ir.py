@@ -9,13 +9,14 @@ kubernetes executor configs included, so a misspelled field fails the test that 
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 import yaml
 from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
+
+from estflow.pipelines import goldens
 
 ROOT = "root"
 
@@ -133,12 +134,5 @@ class Ir:
                 spec.task_output_parameter.output_parameter_key)
 
 
-_SDK_VERSION = re.compile(rb"^sdkVersion: kfp-[0-9][^\n]*$", re.MULTILINE)
-
-
-def as_golden(compiled: bytes) -> bytes:
-    """Compiled YAML as a golden compares it: with the stamp of the kfp release that compiled
-    it (``sdkVersion: kfp-2.17.x``) left out, since ``kfp==2.17.*`` installs the newest patch
-    release and the stamp is all a patch release changes in the output; every other byte
-    counts."""
-    return _SDK_VERSION.sub(b"sdkVersion: kfp-<release>", compiled)
+# Goldens compare as `python -m estflow.pipelines.goldens --check` compares them.
+as_golden = goldens.comparable

@@ -29,6 +29,7 @@ import estflow.components
 import estflow.dsl as ef
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
+from estflow.dsl.contracts import step_named
 from estflow.pipelines import goldens
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
@@ -198,7 +199,7 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
 def _ui_outputs(step_name: str, folder: Path) -> dict:
     """The KFP UI artifacts a step's task fills (evaluate's), as the executor passes them."""
     return {name: kind(name=name, uri=str(folder / name))
-            for name, kind in kfp_components.UI_OUTPUTS.get(step_name, ())}
+            for name, kind in kfp_components.ui_outputs(step_named(step_name))}
 
 
 def _write_blessing(folder: Path, blessed) -> None:
@@ -239,7 +240,7 @@ def test_evaluate_task_logs_the_kfp_ui_artifacts_as_the_evaluate_step_would(
     report need system.Metrics / ClassificationMetrics / HTML outputs with their metadata. The
     task fills them from the files the step wrote, logging exactly what
     components.evaluate.log_to_kfp logs (its own implementation, on the same files)."""
-    from estflow.components import evaluate as evaluate_step
+    from estflow.components.evaluate import __main__ as evaluate_step
 
     function = _task_function(ir, "evaluate", monkeypatch, lambda argv: 0)
     evaluation = tmp_path / "evaluation"

@@ -14,12 +14,13 @@ import re
 import pytest
 
 import estflow.dsl as ef
+from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import step_named
 from estflow.dsl.placement import Placement
 from estflow.pipelines import goldens
 from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
 from estflow.pipelines._kfp import tasks as kfp_tasks
-from estflow.pipelines._kfp.settings import DEFAULT_REQUESTS
 from estflow.pipelines._kfp.settings import SMALL_REQUESTS
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import Ir
@@ -74,7 +75,7 @@ def test_cpu_and_memory_requests_and_limits(taxi, tmp_path):
     assert (resources["cpuRequest"], resources["cpuLimit"]) == (0.5, 2.0)
     assert resources["memoryLimit"] == pytest.approx(8 * 2**30 / 1e9)
     for name in set(STEP_NAMES) - {"transform"}:  # the others: the default requests only
-        assert _requests(ir.container(name)) == DEFAULT_REQUESTS[name]
+        assert _requests(ir.container(name)) == step_named(name).requests
         assert not {"resourceCpuLimit", "resourceMemoryLimit"} & set(
             ir.container(name)["resources"])
 
@@ -89,7 +90,7 @@ def test_the_gpu_example_sizes_transform_and_train(gpu):
     assert gpu.container("transform")["resources"]["resourceMemoryRequest"] == "8Gi"
     assert gpu.container("train")["resources"]["resourceMemoryRequest"] == "16Gi"
     for name in ("ingest", "evaluate", "push"):
-        assert _requests(gpu.container(name)) == DEFAULT_REQUESTS[name]
+        assert _requests(gpu.container(name)) == step_named(name).requests
     for name in ("report", "train-placement"):
         assert _requests(gpu.container(name)) == SMALL_REQUESTS
 
@@ -281,7 +282,7 @@ def test_the_backoff_factor_is_a_whole_number(taxi, tmp_path):
 @pytest.mark.parametrize("job_kind", ["tfjob", "trainjob"])
 def test_a_multi_worker_train_task_is_not_retried_twice(taxi, tmp_path, job_kind):
     """The training job retries (a TFJob's backoffLimit restarts its replicas; a failed TrainJob
-    is submitted again, components/tfjob.py): a KFP retry of the submitting task on top would
+    is submitted again, components/tfjob/): a KFP retry of the submitting task on top would
     run up to (retries + 1)^2 attempts. The task keeps the timeout."""
     train = ef.Resources(retries=2, timeout_seconds=3600, cpu_request="4")
     pipeline = dataclasses.replace(
@@ -290,7 +291,7 @@ def test_a_multi_worker_train_task_is_not_retried_twice(taxi, tmp_path, job_kind
     ir = Ir(kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml").path)
     assert not ir.task("train").HasField("retry_policy")
     assert ir.k8s("train").active_deadline_seconds == 3600
-    assert _requests(ir.container("train")) == DEFAULT_REQUESTS["tfjob"]  # not the replicas'
+    assert _requests(ir.container("train")) == TFJOB.requests  # not the replicas'
 
 
 def test_timeout_where_declared(gpu):
