@@ -61,3 +61,38 @@ def test_import_linter_contracts_hold():
     result = subprocess.run([str(lint_imports)], cwd=REPO, env=_env(), capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _step_modules() -> list[str]:
+    from estflow.dsl import contracts
+
+    extra = (contracts.PREPROCESS, contracts.TFJOB, contracts.BATCH_PREDICT)
+    return sorted({s.module for s in (*contracts.STEPS, *extra)} | {contracts.SERVE_MODULE})
+
+
+@pytest.mark.parametrize("module", _step_modules())
+def test_each_step_is_one_folder_whose_main_is_its_entry_point(module):
+    """A step's code lives in one place: ``components/<step>/``, run by ``python -m
+    estflow.components.<step>`` through its ``__main__.py``; no ``components/<step>.py`` and no
+    private ``components/_<step>/`` beside it."""
+    name = module.removeprefix("estflow.components.")
+    folder = REPO / "components" / name
+    assert (folder / "__main__.py").is_file(), f"{module}: no {folder}/__main__.py"
+    assert (folder / "__init__.py").is_file(), f"{module}: no {folder}/__init__.py"
+    assert not (REPO / "components" / f"{name}.py").exists(), f"{module}: a module beside it"
+    assert not (REPO / "components" / f"_{name}").exists(), f"{module}: a private folder"
+
+
+def test_the_wheel_lists_every_package_folder():
+    """pyproject lists the packages by hand (setuptools' discovery cannot map the three top
+    folders to ``estflow.*``): a folder with an ``__init__.py`` missing from the list would
+    silently leave the wheel."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {}
+    for package, top in config["package-dir"].items():
+        for init in (REPO / top).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO / top).parts
+            folders[".".join((package, *parts))] = init.parent
+    assert sorted(config["packages"]) == sorted(folders)

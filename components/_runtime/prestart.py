@@ -52,8 +52,12 @@ __all__ = ["preimport", "main", "serve_warm"]
 
 def preimport(module: str) -> None:
     """Execute the top-level ``import`` statements of ``module``'s source (``from __future__``
-    aside) in a scratch namespace: what ``python -m module`` would import first."""
+    aside) in a scratch namespace: what ``python -m module`` would import first. For a package
+    (a step: ``estflow.components.<step>``), the source of its ``__main__``, which
+    ``python -m`` runs (the package's ``__init__`` imports nothing heavy)."""
     spec = importlib.util.find_spec(module)
+    if spec is not None and spec.submodule_search_locations is not None:
+        spec = importlib.util.find_spec(f"{module}.__main__")
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise ImportError(f"no Python source for {module!r}")
     with open(spec.origin, encoding="utf-8") as f:

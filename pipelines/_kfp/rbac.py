@@ -1,5 +1,5 @@
 """The Kubernetes RBAC the multi-worker train task needs: its pod submits a training job
-(``components/tfjob.py``: a Training Operator ``TFJob``, ``kubeflow.org/v1``; Kubeflow Trainer
+(``components/tfjob/``: a Training Operator ``TFJob``, ``kubeflow.org/v1``; Kubeflow Trainer
 v2's ``TrainJob``, ``trainer.kubeflow.org``, likewise), follows it and deletes it, with the
 credentials of the run's service account.
 

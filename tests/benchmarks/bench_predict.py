@@ -52,7 +52,7 @@ def one(model: str, csv: str, out: str) -> None:
     import resource
 
     import estflow.dsl as ef
-    from estflow.components import predict
+    from estflow.components.predict import __main__ as predict
     from estflow.dsl.contracts import Files
 
     pipeline = ef.Pipeline(name="bench", predict=ef.BatchPredict(

@@ -76,9 +76,9 @@ def worker(mode: str, csv: Path, out: Path) -> None:
     """Runs in its own process: time one preprocessing run through the steps' entry points
     (what ``estflow preprocess`` / ``estflow run`` execute), print a JSON line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from estflow.components import ingest
-    from estflow.components import preprocess
-    from estflow.components import transform
+    from estflow.components.ingest import __main__ as ingest
+    from estflow.components.preprocess import __main__ as preprocess
+    from estflow.components.transform import __main__ as transform
 
     spec = _pipeline(csv).to_json()
     examples, transformed = str(out / "examples"), str(out / "transformed")

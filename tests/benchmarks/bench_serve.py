@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: import tests.com
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from estflow.components import serve  # noqa: E402
+from estflow.components.serve import __main__ as serve  # noqa: E402
 from tests.components import _serving_fixtures as fx  # noqa: E402
 
 

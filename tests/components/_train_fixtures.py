@@ -177,7 +177,7 @@ def input_fn(transformed: Path, split: str, label: str, batch_size: int = 16, *,
     """The train step's input_fn over one split of the fixture."""
     import tensorflow_transform as tft
 
-    from estflow.components import train
+    from estflow.components.train import __main__ as train
 
     spec = tft.TFTransformOutput(str(transformed / "transform_fn")).transformed_feature_spec()
     return train.make_input_fn(str(transformed / split / "*.tfrecord.gz"), spec, label,

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 import estflow.dsl as ef
-from estflow.components import train
 from estflow.components._runtime import accelerators as acc
+from estflow.components.train import __main__ as train
 from estflow.pipelines.examples import taxi
 
 TPU = ef.Accelerator("tpu-v5-lite-podslice", count=4, tpu_topology="2x2")

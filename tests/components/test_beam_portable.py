@@ -239,7 +239,7 @@ def test_portable_runners_get_estflows_image_unless_their_environment_is_chosen(
 
 
 def test_the_ingest_step_refuses_a_local_output_for_dataflow(spec, tmp_path, capsys):
-    from estflow.components import ingest
+    from estflow.components.ingest import __main__ as ingest
 
     code = ingest.main(["--spec", str(spec), "--examples", str(tmp_path / "examples"),
                         "--runner=DataflowRunner", "--project=p", "--region=r",

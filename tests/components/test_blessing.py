@@ -5,9 +5,9 @@ import json
 import pytest
 
 import estflow.dsl as ef
-from estflow.components._evaluate import blessing as _blessing
-from estflow.components._evaluate.blessing import Baseline
-from estflow.components._evaluate.blessing import bless
+from estflow.components.evaluate import blessing as _blessing
+from estflow.components.evaluate.blessing import Baseline
+from estflow.components.evaluate.blessing import bless
 
 METRICS = {"auc": 0.82, "loss": 0.41, "accuracy": 0.8, "examples": 500}
 

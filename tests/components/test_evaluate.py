@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import estflow.dsl as ef
-from estflow.components import evaluate
 from estflow.components import push
-from estflow.components._evaluate import metrics
-from estflow.components._evaluate import outputs as _outputs
+from estflow.components.evaluate import __main__ as evaluate
+from estflow.components.evaluate import metrics
+from estflow.components.evaluate import outputs as _outputs
 from estflow.dsl.contracts import Files
 from tests.components import _eval_fixtures as fx
 

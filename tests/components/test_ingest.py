@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components import ingest
-from estflow.components._ingest import csv_blocks
-from estflow.components._ingest import csv_parse
 from estflow.components._io.fingerprint import source_fingerprint
+from estflow.components.ingest import __main__ as ingest
+from estflow.components.ingest import csv_blocks
+from estflow.components.ingest import csv_parse
 from estflow.dsl.contracts import Files
 
 HEADER = b"id,x,n,color,label,extra\n"

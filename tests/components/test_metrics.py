@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from estflow.components._evaluate import metrics
+from estflow.components.evaluate import metrics
 
 
 def _auc_by_pairs(y, s):

@@ -28,11 +28,11 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components import predict
-from estflow.components import serve
-from estflow.components._ingest.csv_source import ReadCsv
-from estflow.components._predict import text
-from estflow.components._predict.sinks import STALE_SECONDS
+from estflow.components.ingest.csv_source import ReadCsv
+from estflow.components.predict import __main__ as predict
+from estflow.components.predict import text
+from estflow.components.predict.sinks import STALE_SECONDS
+from estflow.components.serve import __main__ as serve
 from estflow.dsl.contracts import Files
 from estflow.pipelines.examples import taxi
 from tests.components import _serving_fixtures as fx
@@ -311,8 +311,8 @@ def test_parquet_and_tfrecord_sources_with_typed_keys(models, tmp_path):
 # --- the model, the keys, the signature ----------------------------------------------------------
 
 def test_model_references_resolve_to_the_same_saved_model(models, tmp_path):
-    from estflow.components._predict.model import ModelError
-    from estflow.components._predict.model import resolve_model
+    from estflow.components.predict.model import ModelError
+    from estflow.components.predict.model import resolve_model
 
     assert resolve_model(str(models / "taxi")).version == 2  # the latest version
     assert resolve_model(str(models / "taxi" / "1")).path == str(models / "taxi" / "1")
@@ -434,7 +434,7 @@ def test_after_push_it_scores_the_pushed_version_or_skips(models, tmp_path):
 def test_a_trained_exports_predict_and_classify_equal_the_servers(tmp_path_factory, tmp_path):
     """The train step's own export (tf.Transform graph, required and optional raw features):
     batch answers equal the server's, and a row without a required feature is rejected."""
-    from estflow.components import train
+    from estflow.components.train import __main__ as train
     from tests.components import _train_fixtures as trainfx
 
     transformed = trainfx.transformed(tmp_path_factory)

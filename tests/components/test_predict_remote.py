@@ -17,8 +17,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 import estflow.dsl as ef
-from estflow.components import predict
-from estflow.components._predict.sinks import STALE_SECONDS
+from estflow.components.predict import __main__ as predict
+from estflow.components.predict.sinks import STALE_SECONDS
 from estflow.dsl.contracts import Files
 from tests.components import _serving_fixtures as fx
 

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from estflow.components import push
-from estflow.components import serve
+from estflow.components.serve import __main__ as serve
 from tests.components import _serving_fixtures as fx
 
 ROWS = [  # (fare, trip_seconds, payment_type)

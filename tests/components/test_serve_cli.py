@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from estflow.components import serve
+from estflow.components.serve import __main__ as serve
 from estflow.dsl.contracts import SERVE_OPTIONS
 from estflow.pipelines import cli
 from tests.components import _serving_fixtures as fx
@@ -70,7 +70,7 @@ def _env():
 
 _MAIN_ON_BUSY_PORT = """
 import sys
-from estflow.components import serve
+from estflow.components.serve import __main__ as serve
 code = serve.main(sys.argv[1:])
 print("exit", code, "tensorflow imported:", "tensorflow" in sys.modules)
 """

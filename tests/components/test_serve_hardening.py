@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from estflow.components import serve
+from estflow.components.serve import __main__ as serve
 from tests.components import _serving_fixtures as fx
 
 KNOWN = sorted(c["name"] for c in fx.RAW_FEATURES["columns"])  # fare, payment_type, trip_seconds

@@ -12,11 +12,11 @@ import pytest
 from kubernetes import client as k8s
 
 import estflow.dsl as ef
-from estflow.components import tfjob
-from estflow.components._train_job import follow
-from estflow.components._train_job import manifests
-from estflow.components._train_job.submitter import Submitter
-from estflow.components._train_job.submitter import job_name
+from estflow.components.tfjob import __main__ as tfjob
+from estflow.components.tfjob import follow
+from estflow.components.tfjob import manifests
+from estflow.components.tfjob.submitter import Submitter
+from estflow.components.tfjob.submitter import job_name
 from estflow.pipelines.examples import taxi
 from tests.components import crd_schemas
 from tests.components.fake_k8s_api import FakeKubernetes

@@ -15,10 +15,10 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components import train
 from estflow.components.estimator import Estimator
 from estflow.components.estimator import EstimatorSpec
 from estflow.components.estimator import ModeKeys
+from estflow.components.train import __main__ as train
 from estflow.dsl.contracts import Files
 from tests.components import _train_fixtures as fx
 
@@ -221,7 +221,7 @@ def test_the_served_export_takes_json_features_and_raw_instances(trained, tmp_pa
     """Over HTTP, as a TF Serving client: :classify with JSON features (whole numbers for float
     columns included), :predict on ``predict_raw`` with raw feature instances; both equal the
     in-process signatures on the same rows as tf.Examples."""
-    from estflow.components import serve
+    from estflow.components.serve import __main__ as serve
     from tests.components._serving_fixtures import http_request
 
     out, _ = trained
@@ -349,7 +349,7 @@ def test_the_train_step_keeps_the_users_keras(start):
     ran only the module's imports (components/_runtime/prestart.py)."""
     load = ("from estflow.components._runtime.prestart import preimport; "
             "preimport('estflow.components.train')" if start == "prestarted"
-            else "import estflow.components.train")
+            else "import estflow.components.train.__main__")
     code = f"{load}; import tensorflow as tf; print(tf.keras.__name__)"
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
                          text=True, timeout=300, check=True)

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components import train
+from estflow.components.train import __main__ as train
 from estflow.dsl.contracts import Files
 from tests.components import _train_fixtures as fx
 

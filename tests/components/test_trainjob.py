@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 import estflow.dsl as ef
-from estflow.components._train_job import follow
-from estflow.components._train_job import manifests
-from estflow.components._train_job import node
-from estflow.components._train_job import tf_config as tfc
-from estflow.components._train_job.submitter import job_name
-from estflow.components._train_job.submitter import submitter_from_pod
+from estflow.components.tfjob import follow
+from estflow.components.tfjob import manifests
+from estflow.components.tfjob import node
+from estflow.components.tfjob import tf_config as tfc
+from estflow.components.tfjob.submitter import job_name
+from estflow.components.tfjob.submitter import submitter_from_pod
 from tests.components import crd_schemas
 from tests.components.fake_k8s_api import FakeKubernetes
 from tests.components.test_tfjob import ARGS
@@ -142,7 +142,7 @@ def test_the_trainjob_carries_the_pods_settings():
             "kind": "ClusterTrainingRuntime"}
         trainer = manifest["spec"]["trainer"]
         assert trainer["numNodes"] == 3 and trainer["image"] == "img:1"
-        assert trainer["command"] == ["python", "-m", "estflow.components._train_job.node"]
+        assert trainer["command"] == ["python", "-m", "estflow.components.tfjob.node"]
         assert trainer["resourcesPerNode"] == {"requests": {"cpu": "4", "memory": "16Gi"},
                                                "limits": {"memory": "16Gi",
                                                           "nvidia.com/gpu": "2"}}
@@ -199,7 +199,7 @@ def test_the_runtime_is_valid_for_both_releases_and_shipped_as_yaml():
     shipped = yaml.safe_load_all(RUNTIME_YAML.read_text())
     assert next(shipped) == runtime, (
         "pipelines/docker/trainer-runtime.yaml is out of date: regenerate it with "
-        "estflow.components._train_job.manifests.cluster_training_runtime")
+        "estflow.components.tfjob.manifests.cluster_training_runtime")
 
 
 # -- the submitter's identity ----------------------------------------------------------------------

@@ -21,9 +21,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 import estflow.dsl as ef
-from estflow.components import transform
 from estflow.components._io.raw_features import raw_feature_spec
-from estflow.components._transform import preprocessing_fn
+from estflow.components.transform import __main__ as transform
+from estflow.components.transform import preprocessing_fn
 from estflow.dsl.contracts import Files
 from tests.components import fixtures_derive
 
@@ -227,7 +227,7 @@ def test_missing_examples_is_an_error(tmp_path):
 
 
 def test_taxi_example_ingest_and_transform(tmp_path):
-    from estflow.components import ingest
+    from estflow.components.ingest import __main__ as ingest
     from estflow.pipelines.examples import taxi
 
     ingest.run(taxi.pipeline, tmp_path / "examples",

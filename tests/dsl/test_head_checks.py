@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import estflow.dsl as ef
-from estflow.components._evaluate import metrics as evaluate_metrics
+from estflow.components.evaluate import metrics as evaluate_metrics
 from estflow.dsl import models as m
 
 COLORS = ("red", "green", "blue")

@@ -1,6 +1,6 @@
 """The RBAC the multi-worker train task needs (``estflow rbac``, pipelines/_kfp/rbac.py).
 
-The check that matters: the submitter (components/tfjob.py and components/_train_job) is driven
+The check that matters: the submitter (components/tfjob/) is driven
 against recording fakes of the Kubernetes API through its paths (submit, follow, copy logs,
 adopt an earlier attempt's job, replace a failed one, read its own pod), for a TFJob and a
 TrainJob, and every call it makes must be allowed by the Role. A call the Role lacks would be
@@ -51,7 +51,7 @@ class _Recorder:
 def _scenario(kind_name: str, existing_state: str | None):
     """Fake clients where the job succeeds; ``existing_state``: a job of that name already
     exists (an earlier attempt's) in that state."""
-    from estflow.components._train_job import follow
+    from estflow.components.tfjob import follow
 
     kind = follow.TFJOB if kind_name == "tfjob" else follow.TRAINJOB
     done = {"tfjob": [{"type": "Succeeded", "status": "True"}],
@@ -99,8 +99,8 @@ def _scenario(kind_name: str, existing_state: str | None):
                          ids=["new", "adopted", "replaced"])
 @pytest.mark.parametrize("kind_name", ["tfjob", "trainjob"])
 def test_every_call_of_the_submitter_is_allowed_by_the_role(kind_name, existing_state):
-    from estflow.components import tfjob
-    from estflow.components._train_job import follow
+    from estflow.components.tfjob import __main__ as tfjob
+    from estflow.components.tfjob import follow
 
     kind, custom, core, manifest = _scenario(kind_name, existing_state)
     calls: list = []

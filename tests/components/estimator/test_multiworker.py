@@ -98,7 +98,7 @@ def _records_input_fn(pattern: str):
     """The train step's input_fn (it names ``input_context``) over ``_write_records``' file."""
     import tensorflow as tf
 
-    from estflow.components._train.inputs import make_input_fn
+    from estflow.components.train.inputs import make_input_fn
 
     spec = {"id": tf.io.FixedLenFeature([1], tf.int64), "x": tf.io.FixedLenFeature([2], tf.float32),
             "y": tf.io.FixedLenFeature([1], tf.float32)}
@@ -367,7 +367,7 @@ def test_train_step_entry_point_as_two_workers(transformed_dir, tmp_path):
 
 def test_evaluator_task_evaluates_checkpoints_until_max_steps(transformed_dir, tmp_path):
     import estflow.dsl as ef
-    from estflow.components import train
+    from estflow.components.train import __main__ as train
     from tests.components import _train_fixtures as fx
 
     pipeline = fx.pipeline(eval=ef.EvalSpec(throttle_secs=0),

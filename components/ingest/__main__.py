@@ -1,0 +1,127 @@
+"""Ingest: read the source, validate every row, split deterministically, write raw tf.Examples.
+
+``python -m estflow.components.ingest --spec S --examples OUT_DIR [--source-root ROOT]
+[--source-digest DIGEST] [--gzip-level N] [--num-shards N] [--beam-options "OPTS"]
+[BEAM_OPTION ...]``
+
+Output layout (names from :class:`estflow.dsl.contracts.Files`)::
+
+    OUT_DIR/train/part-SSSSS-of-NNNNN.tfrecord.gz   GZIP TFRecords of raw tf.train.Example
+    OUT_DIR/eval/part-SSSSS-of-NNNNN.tfrecord.gz    (and one directory per other split)
+    OUT_DIR/rejected.jsonl     {"file", "line", "row", "reason"} per bad row ("row": at most
+                               its first 1 KiB)
+    OUT_DIR/ingest.json        counts, line accounting per file, per-column statistics,
+                               schema report; written last, only on success
+
+Sources: CSV, TFRecord of tf.Example, Parquet (local paths, globs, ``gs://`` and ``s3://``
+through Beam's filesystems) and BigQuery (needs Google Cloud credentials and network). The
+work runs as a Beam pipeline (in-memory FnApiRunner unless Beam options name a runner), with
+CSV blocks parsed and validated vectorised (Arrow), then encoded to Examples with numpy.
+
+A cell left empty in a column with a declared default is written *absent* from the Example: the
+transform graph fills the default, so training and serving (which receives raw Examples that may
+omit the feature) see exactly the same value. No row is ever dropped silently: every row is
+either written to a split or listed in ``rejected.jsonl`` with its reason, and for a CSV
+source ``ingest.json`` proves it per file: lines read = header + lines of kept rows + lines of
+rejected rows + blank lines (``max_rejected_fraction`` counts rejected lines). A failed run
+leaves no temporary directory behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from estflow.components._io.fingerprint import source_fingerprint
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.components.ingest.job import Ingest
+from estflow.components.ingest.job import finish
+from estflow.components.ingest.job import prepare
+from estflow.components.ingest.job import run_job
+from estflow.components.ingest.report import IngestError
+from estflow.dsl.contracts import step_named
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["IngestError", "run", "main"]
+
+
+def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None,
+        beam_options: tuple[str, ...] | list[str] = (),
+        gzip_level: int = DEFAULT_GZIP_LEVEL,
+        num_shards: int = 0, source_digest: str | None = None) -> dict:
+    """Read the pipeline's source, validate and split it, and write raw tf.Examples.
+
+    Args:
+        pipeline: the validated pipeline (its ``source``, ``split`` and raw columns are used).
+        examples_dir: the output artifact directory (previous outputs are replaced).
+        source_root: directory against which a relative source path resolves (default: the
+            current directory).
+        beam_options: Beam pipeline options (default: in-memory FnApiRunner).
+        gzip_level: compression level of the written shards (1 fastest, 9 smallest).
+        num_shards: shards per split (0: the runner decides; one per bundle).
+        source_digest: the source's fingerprint digest when the run started (the fingerprint
+            step's, which keyed this step's cache entry): checked again after the job.
+
+    Returns:
+        The summary also written to ``ingest.json``.
+
+    Raises:
+        IngestError: no file matches the source (or the path is a directory), a file lacks a
+            needed column or cannot be read, there are no data rows, more than
+            ``source.max_rejected_fraction`` of the data lines are rejected, or the source's
+            schema check fails, or the source no longer has ``source_digest`` (it changed
+            under the run: what was written may mix old and new data, and would be cached
+            under the old data's key).
+    """
+    progress = entry.Progress("ingest")
+    out = str(examples_dir)
+    files = prepare(pipeline, out, source_root, progress)
+    beam_pipeline = _beam.new_pipeline(beam_options)
+    _ = beam_pipeline | "Ingest" >> Ingest(pipeline, files, out, gzip_level=gzip_level,
+                                           num_shards=num_shards)
+    progress("running the Beam job: read, validate, split, write")
+    run_job(beam_pipeline, out, pipeline.split.names())
+    if source_digest:
+        _check_unchanged(pipeline, source_root, source_digest)
+    return finish(pipeline, out, files, progress)
+
+
+def _check_unchanged(pipeline: Pipeline, source_root: str | None, digest: str) -> None:
+    """Raise :class:`IngestError` when the source's fingerprint is no longer ``digest``."""
+    now = source_fingerprint(pipeline.source, str(source_root or "."))
+    if now.get("digest") in (None, digest):
+        return
+    objects = now.get("objects") or []
+    shown = ", ".join(f"{o.get('path')} ({o.get('size')} bytes)" for o in objects[:5])
+    more = f" and {len(objects) - 5} more" if len(objects) > 5 else ""
+    raise IngestError(
+        f"the source changed while this run read it: its fingerprint was {digest[:12]} when "
+        f"the run started and is {now['digest'][:12]} now ({len(objects)} object(s): "
+        f"{shown}{more}). What was written may mix old and new data, so nothing is kept; "
+        "run again once the data stops changing (a new run reads it as it is then)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m estflow.components.ingest --spec S --examples DIR``."""
+    parser = entry.step_parser(step_named("ingest"), __doc__)
+    args, extra = parser.parse_known_args(argv)
+    pipeline = entry.load_pipeline(args.spec)
+    _beam.freeze_imports()
+    root = entry.resolve_source_root(args.source_root)
+    try:
+        # A remote runner writes to the artifact's URI, with estflow's image on its workers.
+        io = _beam.resolve_io(args, _beam.split_options(extra, args.beam_options),
+                              ("examples",), ("examples",), os.environ)
+        run(pipeline, io.locations["examples"], source_root=str(root),
+            beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards,
+            source_digest=args.source_digest or None)
+    except (IngestError, _beam.BeamLocationError) as err:
+        print(f"[ingest] error: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    entry.exit_after(main)

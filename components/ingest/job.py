@@ -1,0 +1,219 @@
+"""The ingest stages of a Beam job: read and validate the source, split, write raw Examples.
+
+:class:`Ingest` is used alone by the ingest step and, in front of the transform stages, by the
+fused ``estflow.components.preprocess`` job. Per split it writes GZIP TFRecords of raw
+tf.Examples; it writes every rejected row to ``rejected.jsonl`` and the merged statistics to a
+JSON file the driver reads after the run (a file rather than Beam metrics: it works the same
+on every runner and carries floats).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from estflow.components._io.example_codec import encode_batch
+from estflow.components._io.jsonfile import take_json
+from estflow.components._io.jsonfile import write_json
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._io.tfrecords import TEMP_PREFIX
+from estflow.components._io.tfrecords import Destination
+from estflow.components._io.tfrecords import WriteBlocks
+from estflow.components._io.tfrecords import expand_pattern
+from estflow.components._runtime import entry
+from estflow.components.ingest import sources
+from estflow.components.ingest.chunks import RowChunk
+from estflow.components.ingest.chunks import SourceError
+from estflow.components.ingest.chunks import empty_chunk_stats
+from estflow.components.ingest.chunks import merge_chunk_stats
+from estflow.components.ingest.report import IngestError
+from estflow.components.ingest.report import check_summary
+from estflow.components.ingest.report import summarize
+from estflow.components.ingest.report import summary_lines
+from estflow.components.ingest.split import assign_splits
+from estflow.dsl.contracts import Files
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["STATS_FILE", "Ingest", "prepare", "run_job", "remove_leftovers", "finish"]
+
+"""Shards are ``<split>/part-SSSSS-of-NNNNN.tfrecord.gz`` (readers glob the directory)."""
+STATS_FILE = ".ingest-stats.json"
+"""The job's merged statistics, inside the output directory until the driver has read them."""
+
+# Output tags besides the split names (not identifiers, so no split can be named so).
+_BLOCKS, _STATS = "file blocks", "chunk stats"
+
+
+class _SplitAndEncode(beam.DoFn):
+    """Encode a chunk's rows as raw Examples, assign each row its split, route everything:
+    each split's rows as Arrow (for tf.Transform) and every file block, as
+    ``(Destination, bytes)``, to one output (one writer, fused with this stage)."""
+
+    def __init__(self, pipeline: Pipeline, out: str, gzip_level: int) -> None:
+        self._split = pipeline.split
+        self._names = pipeline.split.names()
+        key = pipeline.split.key
+        self._key = next((c for c in pipeline.raw_columns() if c.name == key), None)
+        self._shards = {name: Destination(FileSystems.join(out, name, Files.SHARD_PREFIX),
+                                          gzip_level=gzip_level) for name in self._names}
+        self._rejected = Destination(FileSystems.join(out, Files.REJECTED), suffix="",
+                                     gzip_level=None, single=True)
+
+    def process(self, chunk: RowChunk):
+        stats = {**chunk.stats, "splits": {}}  # elements are not to be mutated
+        batch = chunk.batch
+        if batch.num_rows:
+            framed = encode_batch(batch)
+            row_hashes = framed.crcs if chunk.hashes is None else chunk.hashes
+            which = assign_splits(self._split, batch, self._key, row_hashes)
+            for index, name in enumerate(self._names):
+                rows = np.flatnonzero(which == index)
+                stats["splits"][name] = len(rows)
+                if len(rows):
+                    yield beam.pvalue.TaggedOutput(name, batch.take(pa.array(rows)))
+                    yield beam.pvalue.TaggedOutput(_BLOCKS, (self._shards[name],
+                                                             framed.take(rows)))
+        if chunk.rejected:  # one block of JSON lines per chunk
+            yield beam.pvalue.TaggedOutput(_BLOCKS, (self._rejected, "".join(
+                line + "\n" for line in chunk.rejected).encode("utf-8")))
+        yield beam.pvalue.TaggedOutput(_STATS, stats)
+
+
+class _MergeStats(beam.CombineFn):
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def create_accumulator(self) -> dict:
+        return empty_chunk_stats(self._pipeline)
+
+    def add_input(self, accumulator: dict, stats: dict) -> dict:
+        return merge_chunk_stats(accumulator, stats)
+
+    def merge_accumulators(self, accumulators) -> dict:
+        merged = self.create_accumulator()
+        for accumulator in accumulators:
+            merge_chunk_stats(merged, accumulator)
+        return merged
+
+    def extract_output(self, accumulator: dict) -> dict:
+        return accumulator
+
+
+class Ingest(beam.PTransform):
+    """Source -> validated, split, written raw Examples; returns ``{split: RecordBatches}``.
+
+    Args:
+        pipeline: the validated pipeline.
+        files: the source files (``sources.source_files``).
+        out: the examples artifact directory (any Beam filesystem path).
+        gzip_level: compression level of the written shards.
+        num_shards: shards per split (0: the runner decides).
+    """
+
+    def __init__(self, pipeline: Pipeline, files: list[str], out: str, *,
+                 gzip_level: int = DEFAULT_GZIP_LEVEL, num_shards: int = 0) -> None:
+        super().__init__()
+        self._pipeline, self._files, self._out = pipeline, files, out
+        self._stats_path = FileSystems.join(out, STATS_FILE)
+        self._gzip, self._shards = gzip_level, num_shards
+
+    def expand(self, pbegin):
+        names = self._pipeline.split.names()
+        parts = (pbegin
+                 | "Read" >> sources.ReadSource(self._pipeline, self._files)
+                 | "SplitAndEncode" >> beam.ParDo(
+                     _SplitAndEncode(self._pipeline, self._out, self._gzip))
+                 .with_outputs(*names, _BLOCKS, _STATS))
+        _ = parts[_BLOCKS] | "Write" >> WriteBlocks(num_shards=self._shards)
+        _ = (parts[_STATS]
+             | "MergeStats" >> beam.CombineGlobally(_MergeStats(self._pipeline))
+             | "WriteStats" >> beam.Map(_write_stats, self._stats_path))
+        return {name: parts[name] for name in names}
+
+
+def run_job(beam_pipeline: beam.Pipeline, out: str, splits: tuple[str, ...]) -> None:
+    """Run the job. When it fails, remove what it left in ``out`` (its unfinished writes and
+    statistics; the split directories are already empty) before the error goes on; a source
+    that cannot be read (a truncated file) becomes an IngestError naming the file and line.
+
+    Raises:
+        IngestError: a source file cannot be read.
+    """
+    try:
+        beam_pipeline.run().wait_until_finish()
+    except BaseException as err:
+        remove_leftovers(out, splits)
+        if isinstance(err, SourceError):  # Beam re-raises a DoFn's error with its context
+            raise IngestError(re.sub(r" \[while running '[^]]*'\]", "", str(err))) from None
+        raise
+
+
+def remove_leftovers(out: str, splits: tuple[str, ...]) -> None:
+    """Remove a failed job's temporary directories (next to the rejected rows and in each
+    split's directory) and its statistics from ``out``."""
+    leftovers = [path for folder in (out, *(FileSystems.join(out, name) for name in splits))
+                 for path in _temp_paths(folder)]
+    for path in leftovers + [FileSystems.join(out, STATS_FILE)]:
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+
+
+def _temp_paths(folder: str) -> list[str]:
+    """The unfinished writes in ``folder``: temporary directories (local) or their files."""
+    pattern = FileSystems.join(folder, TEMP_PREFIX + "*")
+    if "://" not in folder:  # Beam's local match skips these hidden directories
+        return sorted(glob.glob(glob.escape(folder) + os.sep + TEMP_PREFIX + "*"))
+    return expand_pattern(pattern) + expand_pattern(FileSystems.join(pattern, "*"))
+
+
+def prepare(pipeline: Pipeline, out: str, source_root: str | None,
+            progress: entry.Progress) -> list[str]:
+    """Find the source files, check them (headers, schemas) and clear previous outputs."""
+    try:
+        files = sources.source_files(pipeline.source, str(source_root or "."))
+        sources.check_source(pipeline, files)
+    except SourceError as err:
+        raise IngestError(str(err)) from None
+    what = f"{len(files)} file(s): {', '.join(files)}" if files else "BigQuery"
+    progress(f"reading {type(pipeline.source).__name__} {what}")
+    _clear_outputs(out, pipeline.split.names())
+    return files
+
+
+def _clear_outputs(out: str, splits: tuple[str, ...]) -> None:
+    # Replace only what this step writes, so a rerun never mixes old shards with new ones.
+    leftovers = [path for folder in (out, *(FileSystems.join(out, name) for name in splits))
+                 for path in _temp_paths(folder)]
+    for path in [FileSystems.join(out, name) for name in
+                 (*splits, Files.REJECTED, Files.INGEST_STATS, STATS_FILE)] + leftovers:
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+    if "://" not in out:  # local: every split directory exists, even when empty
+        for name in splits:
+            os.makedirs(os.path.join(out, name), exist_ok=True)
+
+
+def finish(pipeline: Pipeline, out: str, files: list[str], progress: entry.Progress) -> dict:
+    """After the job: summarise, show the statistics, enforce the limits, write ingest.json."""
+    stats = take_json(FileSystems.join(out, STATS_FILE))
+    rejected = FileSystems.join(out, Files.REJECTED)
+    if not FileSystems.exists(rejected):  # no rejected row: the file exists all the same
+        FileSystems.create(rejected).close()
+    summary = summarize(pipeline, files, stats, progress.elapsed)
+    for line in summary_lines(summary):
+        progress(line)
+    check_summary(pipeline, summary, rejected)
+    write_json(FileSystems.join(out, Files.INGEST_STATS), summary)
+    return summary
+
+
+def _write_stats(stats: dict, path: str) -> None:
+    """Write the job's statistics from inside the job (one small file on any filesystem the
+    workers reach; lighter than a text sink, whose fixed cost is ~0.1 s of stages per use)."""
+    write_json(path, stats)

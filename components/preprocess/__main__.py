@@ -1,0 +1,100 @@
+"""Preprocess: ingest and transform in one Beam job (what ``estflow preprocess`` runs).
+
+``python -m estflow.components.preprocess --spec S --examples EX_DIR --transformed TR_DIR
+[--source-root ROOT] [--gzip-level N] [--num-shards N] [--beam-options "OPTS"]
+[BEAM_OPTION ...]``
+
+The outputs are exactly those of the ingest step (``EX_DIR``: raw Examples per split,
+``rejected.jsonl``, ``ingest.json``) followed by the transform step (``TR_DIR``:
+``transform_fn/``, transformed Examples per split, ``transform.json``), so train and evaluate
+read them as they read the separate steps'. One job instead of two: the validated rows go from
+the ingest stages straight into tf.Transform as Arrow batches, instead of being written,
+read back and decoded, and Beam and tf.Transform start once.
+
+Ingest's limits (``max_rejected_fraction``, the schema check) are enforced after the job, on
+its statistics; when one fails, the transform outputs are removed (they were computed from
+data that did not pass) and the step fails, pointing to the rejected rows.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.components.ingest.job import Ingest
+from estflow.components.ingest.job import finish as finish_ingest
+from estflow.components.ingest.job import prepare
+from estflow.components.ingest.job import run_job
+from estflow.components.ingest.report import IngestError
+from estflow.components.ingest.rows import arrow_schema
+from estflow.components.transform.job import TransformSplits
+from estflow.components.transform.job import adapter_config
+from estflow.components.transform.job import clear_outputs
+from estflow.components.transform.job import finish as finish_transform
+from estflow.components.transform.job import tft_context
+from estflow.components.transform.report import TransformError
+from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["IngestError", "TransformError", "run", "main"]
+
+
+def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
+        source_root: str | None = None, beam_options: list[str] | tuple[str, ...] = (),
+        gzip_level: int = DEFAULT_GZIP_LEVEL, num_shards: int = 0) -> tuple[dict, dict]:
+    """Ingest and transform in one Beam job.
+
+    Args: as for ``ingest.run`` and ``transform.run``.
+
+    Returns:
+        ``(ingest summary, transform summary)``, also written to ``ingest.json`` and
+        ``transform.json``.
+
+    Raises:
+        IngestError: as the ingest step (then no transform output is left behind).
+    """
+    examples, out = str(examples_dir), str(transformed_dir)
+    progress = entry.Progress("preprocess")
+    files = prepare(pipeline, examples, source_root, progress)
+    clear_outputs(out, pipeline.split.names())
+    beam_pipeline = _beam.new_pipeline(beam_options)
+    options = {"gzip_level": gzip_level, "num_shards": num_shards}
+    raw = beam_pipeline | "Ingest" >> Ingest(pipeline, files, examples, **options)
+    config = adapter_config(pipeline, arrow_schema(pipeline.raw_columns()))
+    with tft_context(out):
+        _ = raw | "Transform" >> TransformSplits(pipeline, config, out, **options)
+        progress("running one Beam job: read, validate, split, write, analyze, transform")
+        try:
+            run_job(beam_pipeline, examples, pipeline.split.names())
+        except BaseException:
+            clear_outputs(out, pipeline.split.names())
+            raise
+    try:
+        ingested = finish_ingest(pipeline, examples, files, progress)
+    except IngestError:
+        clear_outputs(out, pipeline.split.names())
+        raise
+    return ingested, finish_transform(pipeline, out, progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (see the module docstring)."""
+    parser = entry.step_parser(PREPROCESS, __doc__)
+    args, extra = parser.parse_known_args(argv)
+    pipeline = entry.load_pipeline(args.spec)
+    _beam.freeze_imports()
+    root = entry.resolve_source_root(args.source_root)
+    try:
+        run(pipeline, args.examples, args.transformed, source_root=str(root),
+            beam_options=_beam.split_options(extra, args.beam_options),
+            gzip_level=args.gzip_level, num_shards=args.num_shards)
+    except (IngestError, TransformError) as err:
+        print(f"[preprocess] error: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    _beam.main_and_exit(main)

@@ -1,0 +1,115 @@
+"""Transform: analyze the train split and transform every split with Beam + tf.Transform.
+
+``python -m estflow.components.transform --spec S --examples IN_DIR --transformed OUT_DIR
+[--gzip-level N] [--num-shards N] [--beam-options "OPTS"] [BEAM_OPTION ...]``
+
+Output layout (names from :class:`estflow.dsl.contracts.Files`)::
+
+    OUT_DIR/transform_fn/          a TFTransformOutput dir (transform_fn/, transformed_metadata/)
+    OUT_DIR/train/part-*.tfrecord.gz   GZIP TFRecords of transformed tf.train.Example
+    OUT_DIR/eval/part-*.tfrecord.gz    (and one directory per other declared split)
+    OUT_DIR/transform.json         rows per split, "cardinalities" of every categorical
+                                   feature (read by train: a contract), vocabulary sizes,
+                                   train statistics; written last, only on success
+
+The raw Examples are read in blocks and decoded to Arrow by tfx-bsl's C++ decoder, and fed to
+tf.Transform as RecordBatches (its batched path). Locally the Beam pipeline runs on an explicit
+in-memory FnApiRunner: deterministic, offline (no Prism download), and on few cores faster
+than multi-process running. Beam options (``--runner=DataflowRunner ...``) scale the same step
+out: then the job reads and writes the artifacts' remote URIs (``--examples-uri``,
+``--transformed-uri``, or the URIs KFP's local paths stand for) and its workers run estflow's
+image (``--sdk-image``, default ``$ESTFLOW_IMAGE``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from apache_beam.io.filesystems import FileSystems
+
+from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.components.transform.job import ReadRawExamples
+from estflow.components.transform.job import TransformSplits
+from estflow.components.transform.job import adapter_config
+from estflow.components.transform.job import clear_outputs
+from estflow.components.transform.job import finish
+from estflow.components.transform.job import tft_context
+from estflow.components.transform.report import TransformError
+from estflow.dsl.contracts import step_named
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["TransformError", "run", "main"]
+
+
+def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
+        beam_options: list[str] | tuple[str, ...] = (),
+        gzip_level: int = DEFAULT_GZIP_LEVEL,
+        num_shards: int = 0) -> dict:
+    """Analyze the train split, transform every split, and write the transform_fn.
+
+    Args:
+        pipeline: the validated pipeline (raw columns, derive hook, features, label, model).
+        examples_dir: the ingest output (one directory of raw tf.Example shards per split).
+        transformed_dir: the output artifact directory (previous outputs are replaced).
+        beam_options: Beam pipeline options; without ``--runner`` the pipeline runs on an
+            in-memory FnApiRunner.
+        gzip_level, num_shards: compression level and shards per split of the outputs.
+
+    Returns:
+        The summary also written to ``transform.json``.
+
+    Raises:
+        TransformError: a split directory of ``examples_dir`` has no shards.
+        ValueError: the derive fn or the declarations cannot build the transform graph.
+    """
+    progress = entry.Progress("transform")
+    examples, out = str(examples_dir), str(transformed_dir)
+    names = pipeline.split.names()
+    sources = {name: ReadRawExamples(pipeline, _input_dir(examples, name)) for name in names}
+    clear_outputs(out, names)
+    progress("building the Beam pipeline (analyze train, transform " + ", ".join(names) + ")")
+    beam_pipeline = _beam.new_pipeline(beam_options)
+    raw = {name: beam_pipeline | f"Read{name.title()}" >> source
+           for name, source in sources.items()}
+    config = adapter_config(pipeline, sources["train"].arrow_schema())
+    with tft_context(out):
+        _ = raw | "Transform" >> TransformSplits(pipeline, config, out, gzip_level=gzip_level,
+                                                 num_shards=num_shards)
+        progress("running: analyze + transform")
+        beam_pipeline.run().wait_until_finish()
+    return finish(pipeline, out, progress)
+
+
+def _input_dir(examples: str, split: str) -> str:
+    directory = FileSystems.join(examples, split)
+    if not ReadRawExamples.files_in(directory):
+        raise TransformError(f"no example shards in {directory}: expected the output of the "
+                             "ingest step there")
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m estflow.components.transform --spec S --examples IN
+    --transformed OUT [BEAM_OPTION ...]``."""
+    parser = entry.step_parser(step_named("transform"), __doc__)
+    args, extra = parser.parse_known_args(argv)
+    pipeline = entry.load_pipeline(args.spec)
+    _beam.freeze_imports()
+    try:
+        # A remote runner reads and writes the artifacts' URIs, with estflow's image on its
+        # workers.
+        io = _beam.resolve_io(args, _beam.split_options(extra, args.beam_options),
+                              ("examples", "transformed"), ("transformed",), os.environ)
+        run(pipeline, io.locations["examples"], io.locations["transformed"],
+            beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards)
+    except (TransformError, _beam.BeamLocationError) as err:
+        print(f"[transform] error: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    _beam.main_and_exit(main)
