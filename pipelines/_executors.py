@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Protocol
 
 from estflow.dsl.pipeline import Pipeline
+from estflow.pipelines._files import naming
 
 __all__ = ["StepFailed", "StepInterrupted", "Terminated", "stop_like_ctrl_c", "StepRun",
            "Executor", "ProcessExecutor", "ClusterExecutor", "Topology", "topology_for", "Prestarter", "PRESTART_MODULE"]
@@ -675,9 +676,9 @@ def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
     ``prestarter`` has one that fits), writing its output to ``log_path`` and echoing its
     progress lines; raise :class:`StepFailed` with its last lines when it exits non-zero."""
     proc = prestarter.take(run.name, run.command, env) if prestarter is not None else None
-    with open(log_path, "w") as log, proc or subprocess.Popen(
-            run.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=_full_env(env)) as proc:
+    # An OSError here is the log's (a full disk): it is named, and the step, which could no
+    # longer be logged, is stopped.
+    with naming(log_path), open(log_path, "w") as log, proc or _start(run, env) as proc:
         tail: list[str] = []
         try:
             if on_start is not None:
@@ -692,12 +693,29 @@ def _run_process(run: StepRun, log_path: Path, env: Mapping[str, str],
         except KeyboardInterrupt as stop:
             _stop(proc, log, stop)
             raise StepInterrupted(run.name) from None
+        except OSError:
+            proc.kill()
+            raise
     if code != 0:
         shown = "\n".join("    " + t for t in tail)
         failed = StepFailed(f"step {run.name!r} failed (exit code {code}); last lines:\n"
                             f"{shown}\nfull log: {log_path}")
         failed.returncode = code
         raise failed
+
+
+def _start(run: StepRun, env: Mapping[str, str]) -> subprocess.Popen:
+    """The step's process, started plainly.
+
+    Raises:
+        StepFailed: it could not be started (the OS error said).
+    """
+    try:
+        return subprocess.Popen(run.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=_full_env(env))
+    except OSError as err:
+        raise StepFailed(f"step {run.name!r} failed: its process could not be started: "
+                         f"{err}") from err
 
 
 def _stop(proc: subprocess.Popen, log, why: KeyboardInterrupt | None = None) -> None:

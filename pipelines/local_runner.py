@@ -53,6 +53,7 @@ leaves by itself.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -82,6 +83,7 @@ from estflow.pipelines._executors import Topology
 from estflow.pipelines._executors import spawn_warm
 from estflow.pipelines._executors import topology_for
 from estflow.pipelines._executors import warm_seconds
+from estflow.pipelines._files import write_atomically
 from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
@@ -89,8 +91,8 @@ from estflow.pipelines.plan import build_plan
 from estflow.pipelines.step_cache import Entry
 from estflow.pipelines.step_cache import StepCache
 
-__all__ = ["StepFailed", "RunInterrupted", "RunResult", "Topology", "topology_for",
-           "executor_for", "run_local", "run_plan", "default_workdir", "last_checkpoint",
+__all__ = ["StepFailed", "RunnerFailed", "RunInterrupted", "RunResult", "Topology",
+           "topology_for", "executor_for", "run_local", "run_plan", "default_workdir", "last_checkpoint",
            "pin_push_target", "steps_after"]
 
 
@@ -119,6 +121,18 @@ class RunResult:
         if evaluation is None or not (evaluation / Files.BLESSING).is_file():
             return True
         return bool(self.read("evaluation", Files.BLESSING)["blessed"])
+
+
+class RunnerFailed(StepFailed):
+    """The runner could not write its own files (the run record, a cache entry, a link, a
+    spec, a step's log), e.g. on a full disk: ``step`` is the step it was at (None: none),
+    ``error`` the OS error, naming the file. The run stops as after a failed step (its last
+    saved record continues with ``--resume``)."""
+
+    def __init__(self, step: str | None, error: OSError) -> None:
+        where = f"step {step!r} failed" if step else "the runner failed"
+        super().__init__(f"{where}: the runner could not write its files: {error}")
+        self.step, self.error = step, error
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -202,16 +216,12 @@ def steps_after(plan: Plan, names: Collection[str]) -> set[str]:
     return forced
 
 
-# Each artifact's summary file, whose scalars the run record keeps as the step's metrics.
-_RESULT_FILES = {"examples": Files.INGEST_STATS, "transformed": Files.TRANSFORM_STATS,
-                 "model": Files.TRAIN_RESULT, "evaluation": Files.METRICS,
-                 "pushed": Files.PUSH_RESULT}
-
-
-def _metrics_of(paths: dict[str, str], outputs: tuple[str, ...]) -> dict:
+def _metrics_of(paths: dict[str, str], step: PlannedStep) -> dict:
+    """The scalars of ``step``'s summary file (its contract row's ``summary``, in its first
+    output), which the run record keeps as the step's metrics."""
     found: dict = {}
-    for artifact in outputs:
-        path = Path(paths[artifact]) / _RESULT_FILES.get(artifact, "-")
+    for artifact in step.outputs[:1] if step.summary else ():
+        path = Path(paths[artifact]) / step.summary
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -284,9 +294,17 @@ class _Run:
     def run_id(self) -> str | None:
         return self.record.run_id if self.record else None
 
-    def save(self) -> None:
-        if self.record is not None:
+    def save(self, *, quiet: bool = False) -> None:
+        """Save the record; ``quiet``: when the run is failing already, a failure to save is
+        ignored (the last record saved stays; once this process is gone it reads as
+        interrupted, which ``--resume`` continues)."""
+        if self.record is None:
+            return
+        try:
             self.record.save()
+        except OSError:
+            if not quiet:
+                raise
 
     def fingerprint(self, spec: Path) -> None:
         """Run the fingerprint step; keep each step's key."""
@@ -349,7 +367,7 @@ class _Run:
         folder.mkdir(parents=True, exist_ok=True)
         spec_arg = str(spec)
         if info is not None:
-            (folder / "spec.json").write_text(info["spec"])
+            write_atomically(folder / "spec.json", info["spec"])
             spec_arg = str(folder / "spec.json")
         rec = self.record.step(step.name) if self.record else {}
         rec.clear()
@@ -386,7 +404,7 @@ class _Run:
         self.reused.append(step.name)
         made = entry.info.get("run") or "an earlier run"
         rec.update(status="reused", reused_from=made, seconds=0.0,
-                   metrics=_metrics_of(self.paths, step.outputs))
+                   metrics=_metrics_of(self.paths, step))
         self._io(step, rec)
         self.echo(f"<== {step.name} reused: cache key {key[:12]}, made by run {made} in "
                   f"{entry.info.get('seconds', 0):.1f}s")
@@ -448,7 +466,7 @@ class _Run:
             raise
         self.seconds[step.name] = time.monotonic() - start
         rec.update(status="ran", seconds=round(self.seconds[step.name], 3), exit_code=0,
-                   log=str(folder / "log.txt"), metrics=_metrics_of(self.paths, step.outputs))
+                   log=str(folder / "log.txt"), metrics=_metrics_of(self.paths, step))
         self.echo(f"<== {step.name} done in {self.seconds[step.name]:.1f}s")
 
 
@@ -469,29 +487,40 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
             last checkpoint) instead of starting those steps afresh.
         record: the run's record, updated as the steps go.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / Files.SPEC
-    spec.write_text(plan.pipeline.to_json())
     run = _Run(plan, workdir, echo, dict(env or {}), topology, cache,
                steps_after(plan, no_cache), resume, record)
     step = plan.fingerprint or (plan.steps[0] if plan.steps else None)
+    at: str | None = None  # the step the runner is at (what a failure to write names)
     warm = warm_seconds(run.env)
     try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        write_atomically(spec, plan.pipeline.to_json())
         if plan.fingerprint is not None:
+            at = plan.fingerprint.name
             run.fingerprint(spec)
         run.prestart(warm=warm > 0)
         for index, step in enumerate(plan.steps, start=1):
+            at = step.name
             run.step(index, step, spec)
+        at = None
         if warm > 0:
             run.leave_warm(warm)
     except KeyboardInterrupt:
-        run.save()
+        run.save(quiet=True)
         done = tuple(s.name for s in plan.steps if s.name in run.seconds or s.name in run.reused)
         raise RunInterrupted(workdir, step.name if step else "", done, run.run_id) from None
     except StepFailed as err:
-        run.save()
+        run.save(quiet=True)
         err.run_id, err.workdir = run.run_id, workdir
         raise
+    except OSError as err:  # the runner's own write (a full disk): the run fails at that step
+        if run.record is not None and at in run.record.data["steps"]:
+            run.record.step(at).update(status="failed", error=str(err))
+        run.save(quiet=True)
+        failed = RunnerFailed(at, err)
+        failed.run_id, failed.workdir = run.run_id, workdir
+        raise failed from err
     finally:
         if run.prestarter is not None:
             run.prestarter.close()
@@ -539,13 +568,19 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
     topology = topology_for(pipeline, workers)
     data_check.check_local_source(pipeline, loaded.local_source_root)
     plan = build_plan(pipeline, source_root=loaded.local_source_root)
-    if resume is not None:
-        record = resume
-        record.begin_attempt(resumed=True)
-        root = record.run_dir
-    else:
-        root = (Path(workdir) if workdir else default_workdir(pipeline)).resolve()
-        record = runs.RunRecord.start(root, pipeline.name, version=_estflow_version())
+    try:
+        if resume is not None:
+            record = resume
+            record.begin_attempt(resumed=True)
+            root = record.run_dir
+        else:
+            root = (Path(workdir) if workdir else default_workdir(pipeline)).resolve()
+            record = runs.RunRecord.start(root, pipeline.name, version=_estflow_version())
+    except OSError as err:  # no record to continue, but the one resumed
+        failed = RunnerFailed(None, err)
+        if resume is not None:
+            failed.run_id, failed.workdir = resume.run_id, resume.run_dir
+        raise failed from err
     record.data.update(pipeline_file=str(loaded.file),
                        spec_digest=fingerprints.digest(json.loads(pipeline.to_json())))
     forced = {s.name for s in plan.steps} if no_cache is True else set(no_cache or ())
@@ -556,16 +591,27 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
         result = run_plan(plan, root, echo=echo, topology=topology,
                           cache=StepCache(runs.cache_root()), no_cache=forced,
                           resume=resume is not None, record=record)
+        _finish_record(record, result)
+        record.finish("succeeded", time.monotonic() - start)
     except KeyboardInterrupt:
-        record.finish("interrupted", time.monotonic() - start)
+        _finish_quietly(record, "interrupted", time.monotonic() - start)
         raise
+    except OSError as err:  # the record's last save: every step is done, --resume says so
+        failed = RunnerFailed(None, err)
+        failed.run_id, failed.workdir = record.run_id, root
+        raise failed from err
     except BaseException:
-        record.finish("failed", time.monotonic() - start)
+        _finish_quietly(record, "failed", time.monotonic() - start)
         raise
-    _finish_record(record, result)
-    record.finish("succeeded", time.monotonic() - start)
     _summary(result, time.monotonic() - start, echo)
     return result
+
+
+def _finish_quietly(record: runs.RunRecord, status: str, seconds: float) -> None:
+    """Record how the run ended, if the disk lets it (the run is failing or stopping already:
+    its last saved record reads as interrupted once this process is gone)."""
+    with contextlib.suppress(OSError):
+        record.finish(status, seconds)
 
 
 def _finish_record(record: runs.RunRecord, result: RunResult) -> None:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from estflow.dsl.contracts import Files
+from estflow.pipelines._files import write_atomically
 from estflow.pipelines.step_cache import StepCache
 
 __all__ = ["home", "cache_root", "new_run_dir", "RunRecord", "all_runs", "find_run",
@@ -131,11 +132,14 @@ class RunRecord:
         self.save()
 
     def save(self) -> None:
+        """Write ``run.json`` (whole, or not at all: a failed write keeps the last one).
+
+        Raises:
+            OSError: it could not be written (naming it).
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
         # Not sorted: the steps stay in the order they ran.
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
 
 
 def effective_status(data: dict) -> str:

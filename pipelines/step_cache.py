@@ -39,6 +39,8 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 
+from estflow.pipelines._files import write_atomically
+
 __all__ = ["StepCache", "Entry", "ENTRY_FILE", "PARTIAL_SUFFIX"]
 
 ENTRY_FILE = "entry.json"
@@ -173,9 +175,7 @@ class StepCache:
         info = {**info, "step": step, "key": key,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "files": _files(partial)}
-        tmp = partial / (ENTRY_FILE + ".tmp")
-        tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, partial / ENTRY_FILE)
+        write_atomically(partial / ENTRY_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
         final = self._dir(step, key)
         if final.exists():
             retired = final.with_name(f"{key}.old-{os.getpid()}")
@@ -192,7 +192,7 @@ def _files(folder: Path) -> dict[str, int]:
         for name in names:
             path = Path(parent, name)
             relative = path.relative_to(folder).as_posix()
-            if relative in (ENTRY_FILE, ENTRY_FILE + ".tmp"):
+            if relative.startswith(ENTRY_FILE):  # entry.json, or the one being written
                 continue
             try:
                 info = path.lstat()
