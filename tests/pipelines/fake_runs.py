@@ -75,7 +75,7 @@ def fake_plan(pipeline: Pipeline, steps: Mapping[str, Mapping], *,
         planned.append(PlannedStep(name=name, module=FAKE, inputs=inputs, outputs=outputs,
                                    options=tuple(options.items()),
                                    description=f"fake {name}", reads=real.reads,
-                                   side_effects=real.side_effects))
+                                   side_effects=real.side_effects, summary=real.summary))
     plan = Plan(pipeline, tuple(planned))
     if source_root is None:
         return plan
