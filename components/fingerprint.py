@@ -6,12 +6,15 @@ steps' cache keys need from outside the spec and keys every step of the plan.
 
 It reads (without downloading data or importing TensorFlow, for local, ``gs://`` and
 ``s3://`` sources and push targets): the source's fingerprint, the source of the user
-functions the spec names, estflow's code, and the lineage of the version served at the push
-target (:mod:`estflow.components._io.fingerprint`, :mod:`estflow.components._io.lineage`);
+functions the spec names (their source and their helpers', not where they are), estflow's
+code, and the lineage of the version served at the push target
+(:mod:`estflow.components._io.outside_facts`, :mod:`estflow.components._io.user_code`,
+:mod:`estflow.components._io.lineage`);
 then it computes each step's key and the part of the spec the step gets
 (:func:`estflow.dsl.fingerprints.step_keys`), and writes ``OUT_DIR/fingerprints.json``::
 
-    {"source": {"digest": ..., "objects": [...]}, "code": {ref: digest},
+    {"source": {"digest": ..., "objects": [...]},
+     "code": {"derive.fn": {"function": "big_tipper", "digest": ..., "parts": {name: sha256}}},
      "estflow": {"version", "code": {module: digest}},
      "served": {"version", "path", "fingerprint"} | null,
      "steps": {"ingest": {"key", "spec", "inputs", "outputs", "cacheable", "context"}, ...}}
@@ -22,11 +25,13 @@ each key (and spec) to its step's task as inputs, so KFP's cache does the same.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
-from estflow.components._io import fingerprint as facts_lib
 from estflow.components._io import lineage
+from estflow.components._io import outside_facts
+from estflow.components._io import user_code
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import entry
 from estflow.dsl import fingerprints
@@ -42,18 +47,19 @@ def gather(pipeline: Pipeline, source_root: str | None, modules: list[str], *,
     """The outside facts of ``pipeline``'s run (``modules``: the steps' entry points)."""
     root = entry.resolve_source_root(source_root)
     source = ({"kind": None, "digest": None} if pipeline.source is None else
-              facts_lib.source_fingerprint(pipeline.source, root, clients=clients))
-    code = {str(ref): facts_lib.code_fingerprint(ref)
-            for ref in fingerprints.callable_refs(pipeline)}
+              outside_facts.source_fingerprint(pipeline.source, root, clients=clients))
+    functions = {path: user_code.function_facts(ref)
+                 for path, ref in fingerprints.callable_paths(pipeline).items()}
     served = None
     if pipeline.push is not None:
         served = lineage.served(pipeline.push.base_path, pipeline.push.model_name,
                                 clients=clients)
-    return fingerprints.Facts(estflow=facts_lib.estflow_fingerprint(modules), source=source,
-                              code=code, served=served)
+    return fingerprints.Facts(estflow=outside_facts.estflow_fingerprint(modules),
+                              source=source, served=served, functions=functions,
+                              code={path: f["digest"] for path, f in functions.items()})
 
 
-def run(pipeline: Pipeline, plan: list[fingerprints.PlanStep], out_dir: str,
+def run(pipeline: Pipeline, plan: list[fingerprints.StepKeyInput], out_dir: str,
         source_root: str | None = None, progress: entry.Progress | None = None, *,
         clients: dict | None = None, modules: dict[str, str] | None = None) -> dict:
     """Fingerprint the run and key its steps; write and return ``fingerprints.json``'s
@@ -64,10 +70,9 @@ def run(pipeline: Pipeline, plan: list[fingerprints.PlanStep], out_dir: str,
     facts = gather(pipeline, source_root, sorted(set(modules.values())), clients=clients)
     estflow = {"version": facts.estflow["version"],
                "code": {name: facts.estflow["code"][module] for name, module in modules.items()}}
-    keys = fingerprints.step_keys(pipeline, plan, fingerprints.Facts(
-        estflow={"version": estflow["version"]}, source=facts.source, code=facts.code,
-        served=facts.served), code_by_step=estflow["code"])
-    result = {"source": facts.source, "code": dict(facts.code), "estflow": estflow,
+    keys = fingerprints.step_keys(pipeline, plan, dataclasses.replace(
+        facts, estflow={"version": estflow["version"]}), code_by_step=estflow["code"])
+    result = {"source": facts.source, "code": dict(facts.functions or {}), "estflow": estflow,
               "served": facts.served, "steps": {name: k.to_dict() for name, k in keys.items()}}
     write_json(Path(out_dir) / Files.FINGERPRINTS, result)
     progress(_describe(facts))
@@ -93,7 +98,7 @@ def _describe(facts: fingerprints.Facts) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = entry.step_parser(FINGERPRINT, __doc__)
     args = parser.parse_args(argv)
-    plan = fingerprints.PlanStep.list_from_json(args.plan)
+    plan = fingerprints.StepKeyInput.list_from_json(args.plan)
     run(entry.load_pipeline(args.spec), plan, args.fingerprints, args.source_root,
         modules={s.name: s.module for s in plan if s.module})
     return 0

@@ -315,8 +315,8 @@ FINGERPRINT = Step(
     "fingerprint", "estflow.components.fingerprint", (), ("fingerprints",),
     "fingerprint the source data, the user code and the served model; key every step",
     options=(_SOURCE_ROOT,
-             Option("plan", "the steps to key, as JSON (estflow.dsl.fingerprints.PlanStep)",
-                    required=True)),
+             Option("plan", "the steps to key, as JSON "
+                    "(estflow.dsl.fingerprints.StepKeyInput)", required=True)),
     reads=None, caching=False, requests=("100m", "256Mi"))
 """The first task of every run: it reads the source's fingerprint (content hashes of local
 files; generation/etag/size of ``gs://``/``s3://`` objects, nothing downloaded), the user code

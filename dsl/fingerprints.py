@@ -8,11 +8,17 @@ A step's cache key is a SHA-256 over what the step's result depends on:
 * the fingerprints of its input artifacts (each the key of the step that wrote it);
 * what it reads outside its artifacts: the source data (ingest: content hashes of local
   files, generation/etag/size of bucket objects), the user functions its spec names (their
-  source), and for a step that reads the push target the served version (number and model
+  source and their helpers', see ``estflow.components._io.user_code``), and for a step that reads the push target the served version (number and model
   fingerprint): evaluate's baseline, and a train step that declares ``TrainSpec.warm_start``
   (it starts from that version's checkpoint, so a model trained from another start is never
   reused; such a step reads ``push.base_path`` and ``push.model_name``, see
   :func:`step_reads`).
+
+What a step's key covers is about content, never place: in the part of the spec it reads, each
+user function's reference (module, name, file) stands as its code digest, and a local source's
+path (its files' content is hashed) as :data:`UNREAD`; the step itself still gets the spec with
+both (it imports the function, reads the files). A pipeline renamed, copied or run from another
+checkout or CI workspace reuses every step.
 
 Same key, same work: a runner may reuse the step's earlier outputs instead of running it
 (``estflow run`` locally, KFP's cache on Kubeflow, where the keys are task inputs). A step with
@@ -44,8 +50,9 @@ from estflow.dsl.specs import RunConfig
 from estflow.dsl.specs import Split
 from estflow.dsl.specs import TrainSpec
 
-__all__ = ["PlanStep", "Facts", "StepKey", "project", "digest", "artifact_fingerprint",
-           "callable_refs", "reads_field", "step_reads", "step_keys", "baseline_key", "UNREAD"]
+__all__ = ["StepKeyInput", "Facts", "StepKey", "project", "digest", "artifact_fingerprint",
+           "callable_refs", "callable_paths", "keyed_spec", "reads_field", "step_reads",
+           "step_keys", "baseline_key", "UNREAD"]
 
 UNREAD = "unread"
 """The value standing for a part of the spec a step does not read (e.g. a source path)."""
@@ -53,7 +60,7 @@ _UNREAD_FN = CallableRef("estflow.dsl.fingerprints", UNREAD)  # a function a ste
 
 
 @dataclasses.dataclass(frozen=True)
-class PlanStep:
+class StepKeyInput:
     """What keying a step needs of its plan entry: its name, input artifacts (artifact name,
     producing step), outputs, the spec parts it reads (None: all), whether it has side
     effects, its entry module (whose code its key covers) and its options. Travels as JSON
@@ -75,12 +82,12 @@ class PlanStep:
                 "options": [list(o) for o in self.options]}
 
     @staticmethod
-    def list_to_json(steps: Sequence[PlanStep]) -> str:
+    def list_to_json(steps: Sequence[StepKeyInput]) -> str:
         return json.dumps([s.to_dict() for s in steps], sort_keys=True, separators=(",", ":"))
 
     @staticmethod
-    def list_from_json(text: str) -> list[PlanStep]:
-        return [PlanStep(name=d["name"], inputs=tuple(tuple(i) for i in d["inputs"]),
+    def list_from_json(text: str) -> list[StepKeyInput]:
+        return [StepKeyInput(name=d["name"], inputs=tuple(tuple(i) for i in d["inputs"]),
                          outputs=tuple(d["outputs"]),
                          reads=None if d.get("reads") is None else tuple(d["reads"]),
                          side_effects=bool(d.get("side_effects", False)),
@@ -96,17 +103,21 @@ class Facts:
     Attributes:
         estflow: estflow's version and code digest.
         source: the source data's fingerprint (``{"digest": ...}`` plus what it covers).
-        code: ``str(CallableRef)`` -> digest of the function's source.
+        code: where a user function is named in the spec (``"derive.fn"``,
+            ``"model.model_fn"``, :func:`callable_paths`) -> digest of its code.
         served: the version served at the push target: ``{"version", "fingerprint",
             "evaluated_against"}`` (the last: ``{"version", "fingerprint"}`` of the version it
             was evaluated against before its push, from its lineage); None when nothing is
             served (or there is no push target).
+        functions: what each code digest covers (``{"function", "digest", "parts"}`` by
+            spec path), for people (``estflow runs diff``); no part of a key.
     """
 
     estflow: Mapping[str, Any]
     source: Mapping[str, Any]
     code: Mapping[str, str]
     served: Mapping[str, Any] | None = None
+    functions: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,6 +256,58 @@ def callable_refs(value: Any) -> list[CallableRef]:
     return found
 
 
+def callable_paths(pipeline: Pipeline) -> dict[str, CallableRef]:
+    """Where the spec names a user function (paths as ``runs diff`` writes them: ``derive.fn``,
+    ``model.model_fn``, ``x[0].fn``) -> its reference; stand-ins left out."""
+    found: dict[str, CallableRef] = {}
+
+    def collect(path: str, ref: dict) -> dict:
+        found[path] = _ref(ref)
+        return ref
+
+    _map_refs(to_dict(pipeline), collect)
+    return {p: r for p, r in found.items() if r != _UNREAD_FN}
+
+
+def keyed_spec(spec: Pipeline, facts: Facts, reads: tuple[str, ...] | None) -> dict:
+    """What of the projected ``spec`` a key covers: its JSON form, each user function's
+    reference replaced by its code digest (``{"kind": "code", "digest"}``) and, when the
+    source's digest hashes the files' content (``by_content``), the source path by
+    :data:`UNREAD`: where the code and the data are is no part of a key."""
+    def by_digest(path: str, ref: dict) -> dict:
+        if _ref(ref) == _UNREAD_FN:
+            return ref
+        return {"kind": "code", "digest": facts.code.get(path)}
+
+    tree = _map_refs(to_dict(spec), by_digest)
+    source = tree.get("source")
+    if (reads_field(reads, "source") and facts.source.get("by_content")
+            and isinstance(source, dict) and "path" in source):
+        tree["source"] = {**source, "path": UNREAD}
+    return tree
+
+
+def _ref(data: dict) -> CallableRef:
+    return CallableRef(**{k: v for k, v in data.items() if k != "kind"})
+
+
+def _map_refs(tree: Any, change: Any, path: str = "") -> Any:
+    """``tree`` (a spec's :func:`to_dict` form) with each CallableRef object at path P
+    replaced by ``change(P, ref)``."""
+    if isinstance(tree, list):
+        return [_map_refs(v, change, f"{path}[{i}]") for i, v in enumerate(tree)]
+    if not isinstance(tree, dict):
+        return tree
+    kind = tree.get("kind")
+    if kind == "CallableRef":
+        return change(path, tree)
+    if kind == "dict":
+        return {**tree, "items": {k: _map_refs(v, change, f"{path}.{k}" if path else k)
+                                  for k, v in tree["items"].items()}}
+    return {k: v if k == "kind" else _map_refs(v, change, f"{path}.{k}" if path else k)
+            for k, v in tree.items()}
+
+
 def baseline_key(version: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What of a baseline version keys a step: its number and model fingerprint (None: no
     baseline). A pushed version's lineage records its evaluation's baseline so (its
@@ -254,7 +317,7 @@ def baseline_key(version: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {"version": version.get("version"), "fingerprint": version.get("fingerprint")}
 
 
-def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
+def step_keys(pipeline: Pipeline, steps: Sequence[StepKeyInput], facts: Facts, *,
               code_by_step: Mapping[str, str] | None = None) -> dict[str, StepKey]:
     """Key every step of a plan (in plan order) from the full spec and the outside facts;
     ``code_by_step``: step name -> digest of the code it runs (see ``Facts.estflow``)."""
@@ -269,9 +332,9 @@ def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
         context: dict[str, Any] = {}
         if reads_field(reads, "source"):
             context["source"] = facts.source.get("digest")
-        refs = sorted({str(r) for r in callable_refs(spec)})
-        if refs:
-            context["code"] = {r: facts.code.get(r) for r in refs}
+        functions = sorted(callable_paths(spec))
+        if functions:
+            context["code"] = {p: facts.code.get(p) for p in functions}
         if reads_field(reads, "push") and spec.push is not None:
             # A model is never its own baseline: a candidate that is the served version keys
             # as it did when it was evaluated before its push, against the version it was
@@ -284,7 +347,8 @@ def step_keys(pipeline: Pipeline, steps: Sequence[PlanStep], facts: Facts, *,
         cacheable = not step.side_effects and not any(a in uncacheable for a, _ in step.inputs)
         estflow = {**facts.estflow, "code": (code_by_step or {}).get(step.name)}
         key = digest({"estflow": estflow, "step": step.name, "options": list(step.options),
-                      "spec": to_dict(spec), "inputs": inputs, "context": context})
+                      "spec": keyed_spec(spec, facts, reads), "inputs": inputs,
+                      "context": context})
         outputs = {a: artifact_fingerprint(key, a) for a in step.outputs}
         fingerprints.update(outputs)
         if not cacheable:

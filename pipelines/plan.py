@@ -24,7 +24,7 @@ from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Result
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import UiOutput
-from estflow.dsl.fingerprints import PlanStep
+from estflow.dsl.fingerprints import StepKeyInput
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan", "fingerprint_step",
@@ -123,14 +123,15 @@ class PlannedStep:
             args += [f"--{key}={value}"] if value.startswith("-") else [f"--{key}", value]
         return args
 
-    def plan_step(self) -> PlanStep:
-        """What keying this step needs (:class:`estflow.dsl.fingerprints.PlanStep`). Left out
-        of its options: those still waiting for a run-time value or a KFP parameter, and the
-        source root (where the data is; the source's fingerprint says what it is)."""
-        return PlanStep(name=self.name, inputs=self.inputs, outputs=self.outputs,
-                        reads=self.reads, side_effects=self.side_effects, module=self.module,
-                        options=tuple((k, v) for k, v in self.options
-                                      if "{{estflow-" not in v and k != "source-root"))
+    def plan_step(self) -> StepKeyInput:
+        """What keying this step needs (:class:`estflow.dsl.fingerprints.StepKeyInput`). Left
+        out of its options: those still waiting for a run-time value or a KFP parameter, and
+        the source root (where the data is; the source's fingerprint says what it is)."""
+        return StepKeyInput(name=self.name, inputs=self.inputs, outputs=self.outputs,
+                            reads=self.reads, side_effects=self.side_effects,
+                            module=self.module,
+                            options=tuple((k, v) for k, v in self.options
+                                          if "{{estflow-" not in v and k != "source-root"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +178,7 @@ def fingerprint_step(plan: Plan, source_root: str) -> PlannedStep:
     """The :data:`~estflow.dsl.contracts.FINGERPRINT` step keying ``plan``'s steps."""
     return PlannedStep.from_step(FINGERPRINT, {}, {
         "source-root": source_root,
-        "plan": PlanStep.list_to_json([s.plan_step() for s in plan.steps])})
+        "plan": StepKeyInput.list_to_json([s.plan_step() for s in plan.steps])})
 
 
 def _steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:

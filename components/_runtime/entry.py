@@ -94,6 +94,9 @@ def _load_file(name: str, file: str):
         raise ImportError(f"cannot load {file!r}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    folder = str(Path(file).parent)
+    if folder not in sys.path:  # as `python file.py`: the user's modules beside it import
+        sys.path.insert(0, folder)
     spec.loader.exec_module(module)
     return module
 

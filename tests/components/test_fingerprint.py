@@ -1,5 +1,5 @@
-"""The fingerprint step and what it reads (components/fingerprint.py, _io/fingerprint.py,
-_io/lineage.py); push's "only what is new" and the lineage it writes; what a killed train step
+"""The fingerprint step and what it reads (components/fingerprint.py, _io/outside_facts.py,
+_io/user_code.py, _io/lineage.py); push's "only what is new" and the lineage it writes; what a killed train step
 leaves. No TensorFlow: sources and push targets are local files or fake bucket clients."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 import estflow.dsl as ef
 from estflow.components import fingerprint as fingerprint_step
 from estflow.components import push
-from estflow.components._io import fingerprint as facts
+from estflow.components._io import outside_facts as facts
+from estflow.components._io import user_code
 from estflow.components._io import leftovers
 from estflow.components._io import lineage
 from estflow.dsl.contracts import Files
@@ -127,7 +128,8 @@ def test_a_function_s_code_is_its_source_and_the_helpers_it_uses(tmp_path):
 
             MODEL = {model!r}
         """))
-        return facts.code_fingerprint(CallableRef("user_pipeline", "derive", file=str(module)))
+        return user_code.code_fingerprint(CallableRef("user_pipeline", "derive",
+                                                      file=str(module)))
 
     first = write("x + 1", "wide")
     assert write("x + 1", "deep") == first  # another definition of the file: unchanged

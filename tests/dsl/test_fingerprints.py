@@ -12,11 +12,11 @@ from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import TFJOB
 from estflow.pipelines.examples import taxi
 
-PLAN = [fp.PlanStep(s.name, tuple((a, next(p.name for p in STEPS if a in p.outputs))
+PLAN = [fp.StepKeyInput(s.name, tuple((a, next(p.name for p in STEPS if a in p.outputs))
                                   for a in s.inputs), s.outputs, s.reads, s.side_effects,
                     s.module) for s in STEPS]
 FACTS = fp.Facts(estflow={"version": "1"}, source={"digest": "data-1"},
-                 code={"estflow.pipelines.examples.taxi:big_tipper": "code-1"})
+                 code={"derive.fn": "code-1"})
 
 
 def _keys(pipeline=taxi.pipeline, facts=FACTS) -> dict[str, str]:
@@ -49,7 +49,7 @@ def test_a_threshold_change_reruns_only_evaluate_and_push():
 
 
 def test_the_derive_function_s_code_is_transform_s_and_so_everything_after_it():
-    facts = dataclasses.replace(FACTS, code={"estflow.pipelines.examples.taxi:big_tipper": "2"})
+    facts = dataclasses.replace(FACTS, code={"derive.fn": "2"})
     assert _changed(_keys(), _keys(facts=facts)) == ["transform", "train", "evaluate", "push"]
 
 
@@ -117,7 +117,7 @@ def test_a_served_model_keys_its_evaluation_by_what_it_was_evaluated_against():
 
 
 def test_push_and_what_follows_it_are_never_reused():
-    plan = PLAN + [fp.PlanStep("after", (("pushed", "push"),), ("out",))]
+    plan = PLAN + [fp.StepKeyInput("after", (("pushed", "push"),), ("out",))]
     keys = fp.step_keys(taxi.pipeline, plan, FACTS)
     assert {n: k.cacheable for n, k in keys.items()} == {
         "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
@@ -125,7 +125,7 @@ def test_push_and_what_follows_it_are_never_reused():
 
 
 def test_plan_steps_travel_as_json():
-    assert fp.PlanStep.list_from_json(fp.PlanStep.list_to_json(PLAN)) == PLAN
+    assert fp.StepKeyInput.list_from_json(fp.StepKeyInput.list_to_json(PLAN)) == PLAN
 
 
 @pytest.mark.parametrize("label, model, stand_in", [
@@ -138,3 +138,29 @@ def test_the_model_stand_in_fits_the_label(label, model, stand_in):
     pipeline = ef.Pipeline(name="p", source=ef.CsvSource("d.csv"), features=(ef.Numeric("x"),),
                            label=label, model=model, train=ef.TrainSpec(max_steps=1))
     assert fp.project(pipeline, ("name", "features", "label")).model == stand_in
+
+
+def test_a_key_covers_a_function_s_code_not_where_it_is():
+    """The same function loaded from another file, path and module (a renamed or copied
+    pipeline, another checkout): the same keys; the step still gets the reference."""
+    def moved(module: str, file: str) -> ef.Pipeline:
+        ref = ef.CallableRef(module, "big_tipper", file=file)
+        return dataclasses.replace(taxi.pipeline, derive=dataclasses.replace(
+            taxi.pipeline.derive, fn=ref))
+
+    here = fp.step_keys(moved("estflow_user_taxi", "/a/taxi.py"), PLAN, FACTS)
+    there = fp.step_keys(moved("estflow_user_wide", "/ci/build-7/wide.py"), PLAN, FACTS)
+    assert {n: k.key for n, k in here.items()} == {n: k.key for n, k in there.items()}
+    assert there["transform"].spec.derive.fn.file == "/ci/build-7/wide.py"
+    assert there["transform"].context["code"] == {"derive.fn": "code-1"}
+
+
+def test_a_local_source_s_path_is_in_no_key_when_its_content_is():
+    def at(path: str) -> ef.Pipeline:
+        return dataclasses.replace(taxi.pipeline, source=ef.CsvSource(path))
+
+    by_content = dataclasses.replace(FACTS, source={"digest": "data-1", "by_content": True})
+    assert _keys(at("/a/data.csv"), by_content) == _keys(at("/b/data.csv"), by_content)
+    # a source fingerprinted by metadata only (e.g. size and time): its path stays in the key
+    assert _changed(_keys(at("/a/data.csv")), _keys(at("/b/data.csv"))) == [
+        s.name for s in STEPS]

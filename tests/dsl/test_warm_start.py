@@ -12,11 +12,11 @@ from estflow.dsl import fingerprints as fp
 from estflow.dsl.contracts import STEPS
 from estflow.pipelines.examples import taxi
 
-PLAN = [fp.PlanStep(s.name, tuple((a, next(p.name for p in STEPS if a in p.outputs))
+PLAN = [fp.StepKeyInput(s.name, tuple((a, next(p.name for p in STEPS if a in p.outputs))
                                   for a in s.inputs), s.outputs, s.reads, s.side_effects,
                     s.module) for s in STEPS]
 FACTS = fp.Facts(estflow={"version": "1"}, source={"digest": "data-1"},
-                 code={"estflow.pipelines.examples.taxi:big_tipper": "code-1"})
+                 code={"derive.fn": "code-1"})
 SERVED_1 = {"version": 1, "path": "/m/1", "fingerprint": "model-a"}
 SERVED_2 = {"version": 2, "path": "/m/2", "fingerprint": "model-b"}
 TARGET = ef.PushTarget("/srv", "taxi")

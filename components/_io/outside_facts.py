@@ -8,17 +8,14 @@
   BigQuery query has no fingerprint short of running it: it is *volatile* (a fresh value each
   time, so ingest always runs); a table's is its etag and modification time when
   google-cloud-bigquery is installed.
-* :func:`code_fingerprint`: a user function the spec names (``Derive.fn``,
-  ``CustomModel.model_fn``): the source of the function and of the module-level definitions
-  of its file that it uses (read with ``ast``, nothing imported or run), so editing another
-  function of the same file (the model, in a pipeline file) does not rerun the step.
+* the user functions the spec names: :mod:`estflow.components._io.user_code` (their source,
+  not where they are).
 * :func:`estflow_fingerprint`: estflow's version and a digest of the step code (``dsl`` and
   ``components``), so a new estflow, or an edited checkout, reruns the steps.
 """
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import glob
 import hashlib
@@ -32,10 +29,9 @@ from typing import Any
 
 from estflow.dsl import sources as s
 from estflow.dsl.fingerprints import digest
-from estflow.dsl.refs import CallableRef
 
-__all__ = ["source_fingerprint", "code_fingerprint", "estflow_fingerprint", "bucket_url",
-           "file_sha256"]
+__all__ = ["source_fingerprint", "estflow_fingerprint", "bucket_url", "file_sha256",
+           "find_module"]
 
 _CHUNK = 1 << 20
 # KFP mounts buckets at these local paths (the artifact's local path for gs://, s3://).
@@ -62,7 +58,9 @@ def bucket_url(path: str) -> str:
 
 def source_fingerprint(source: Any, root: str | os.PathLike, *, clients: dict | None = None,
                        ) -> dict:
-    """The fingerprint of a pipeline's source: ``{"digest", "kind", ...what it covers}``.
+    """The fingerprint of a pipeline's source: ``{"digest", "kind", ...what it covers}``;
+    ``"by_content": True`` for local files (their content is hashed, so the step keys leave
+    their path out: a moved checkout with the same data reuses ingest).
 
     Args:
         source: a :mod:`estflow.dsl.sources` declaration.
@@ -89,8 +87,11 @@ def source_fingerprint(source: Any, root: str | os.PathLike, *, clients: dict | 
                    for p in sorted(glob.glob(pattern)) if os.path.isfile(p)]
     # What the data is, not where: a copy of the same files elsewhere has the same digest.
     identity = [{k: v for k, v in o.items() if k != "path"} for o in objects]
-    return {"kind": type(source).__name__, "pattern": pattern, "objects": objects,
-            "digest": digest({"kind": type(source).__name__, "objects": identity})}
+    found = {"kind": type(source).__name__, "pattern": pattern, "objects": objects,
+             "digest": digest({"kind": type(source).__name__, "objects": identity})}
+    if not scheme:  # local files, hashed: where they are plays no part in a key
+        found["by_content"] = True
+    return found
 
 
 def _volatile(kind: str, why: str) -> dict:
@@ -167,58 +168,6 @@ def _bigquery(source: s.BigQuerySource) -> dict:
     return {"kind": "BigQuerySource", **facts, "digest": digest(facts)}
 
 
-# -- user code ---------------------------------------------------------------------------------
-
-def code_fingerprint(ref: CallableRef) -> str:
-    """Digest of the function ``ref`` names: its source and that of the module-level
-    definitions of its file it uses (transitively). Unlocatable: a digest of the name and a
-    fresh value, so steps using it always run."""
-    path = _module_file(ref)
-    if path is None:
-        return digest({"ref": str(ref), "unlocated": uuid.uuid4().hex})
-    text = Path(path).read_text(encoding="utf-8")
-    tree = ast.parse(text)
-    defined = _top_level(tree)
-    head = ref.name.split(".")[0]
-    if head not in defined:
-        return digest({"ref": str(ref), "file": hashlib.sha256(text.encode()).hexdigest()})
-    seen: list[str] = []
-    todo = [head]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in defined:
-            continue
-        seen.append(name)
-        node = defined[name]
-        todo += [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
-    sources = {name: ast.get_source_segment(text, defined[name]) for name in sorted(seen)}
-    return digest({"ref": str(ref), "sources": sources})
-
-
-def _module_file(ref: CallableRef) -> str | None:
-    if ref.file and os.path.isfile(ref.file):
-        return ref.file
-    return _find(ref.module)
-
-
-def _top_level(tree: ast.Module) -> dict[str, ast.AST]:
-    """Module-level name -> the statement defining it (defs, classes, assignments)."""
-    out: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        out[name.id] = node
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                out[(alias.asname or alias.name).split(".")[0]] = node
-    return out
-
-
 # -- estflow itself ----------------------------------------------------------------------------
 
 def estflow_fingerprint(modules: list[str]) -> dict:
@@ -250,7 +199,7 @@ def _closure_digest(module: str, files: dict[str, tuple[str, list[str]] | None])
 
 
 def _read_module(name: str) -> tuple[str, list[str]] | None:
-    path = _find(name)
+    path = find_module(name)
     if path is None:
         return None
     text = Path(path).read_bytes()
@@ -283,7 +232,7 @@ def _estflow_imports(module: str, text: str, package: bool) -> list[str]:
     return [name for name in found if name.startswith("estflow.")]
 
 
-def _find(module: str) -> str | None:
+def find_module(module: str) -> str | None:
     """The file of ``module``, found without importing it (an estflow package's
     ``__init__`` may import TensorFlow); other modules through their parent packages."""
     parts = module.split(".")
