@@ -88,6 +88,7 @@ from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
+from estflow.pipelines.step_cache import Claim
 from estflow.pipelines.step_cache import Entry
 from estflow.pipelines.step_cache import StepCache
 
@@ -289,6 +290,7 @@ class _Run:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     reused: list[str] = dataclasses.field(default_factory=list)
     prestarter: Prestarter | None = None
+    claim: Claim | None = None
 
     @property
     def run_id(self) -> str | None:
@@ -325,6 +327,14 @@ class _Run:
                 source=found.get("source"), served_before=found.get("served"),
                 code=found.get("code"), estflow_code=found.get("estflow"),
                 fingerprint_seconds=round(time.monotonic() - start, 3))
+
+    def claim_entries(self) -> None:
+        """Claim the cache entries of every cacheable step's key before deciding what to
+        reuse: ``estflow runs prune`` leaves them until the run ends."""
+        if self.cache is not None:
+            self.claim = self.cache.claim(
+                (step.name, info["key"]) for step in self.plan.steps
+                if (info := self.keys.get(step.name)) is not None and info["cacheable"])
 
     def expected(self) -> list[tuple[str, str]]:
         """(name, module) of the steps expected to run in one process, in order: those
@@ -499,6 +509,7 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
         if plan.fingerprint is not None:
             at = plan.fingerprint.name
             run.fingerprint(spec)
+            run.claim_entries()
         run.prestart(warm=warm > 0)
         for index, step in enumerate(plan.steps, start=1):
             at = step.name
@@ -524,6 +535,8 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
     finally:
         if run.prestarter is not None:
             run.prestarter.close()
+        if run.claim is not None:
+            run.claim.release()
     return RunResult(workdir, {k: Path(v) for k, v in run.paths.items()}, run.seconds,
                      tuple(run.reused), record)
 

@@ -10,13 +10,19 @@ Layout, under ``<ESTFLOW_HOME>/.cache/`` (default ``estflow_runs/.cache/``)::
                                      its last checkpoint); a new run starts it afresh
     <step>/<key>.lock                held while the step runs (a second run with the same key
                                      waits, then reuses what the first one made)
+    <step>/<key>.claim               held (shared) by every run that uses or will reuse the
+                                     entry, from its fingerprint step to its end
 
 An entry appears whole or not at all: the step writes into ``<key>.partial``, then
 ``entry.json`` is written there and the directory renamed to ``<key>``. Entries are plain
 directories: delete any of them (or the whole cache) at any time to make their steps run again.
 
 A run that reuses an entry touches its ``entry.json`` (its modification time is when the entry
-was last used). :meth:`StepCache.prune` removes what ``estflow runs prune`` finds unused.
+was last used). :meth:`StepCache.remove` removes what ``estflow runs prune`` finds unused,
+unless a run holds its lock or claims it (:meth:`StepCache.claim`: a run starting claims every
+entry it may reuse before it decides what to reuse, so prune cannot delete one from under it).
+Locks and claims are ``flock`` locks: the kernel drops them when their process ends, so those
+of a run that was killed are stale by themselves and hold nothing.
 
 ``entry.json`` lists every file of the entry with its size (``files``). An entry whose files
 are no longer all there with those sizes (a shard deleted, a file truncated by a full disk) is
@@ -36,12 +42,13 @@ import shutil
 import stat
 import time
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
 
 from estflow.pipelines._files import write_atomically
 
-__all__ = ["StepCache", "Entry", "ENTRY_FILE", "PARTIAL_SUFFIX"]
+__all__ = ["StepCache", "Entry", "Claim", "ENTRY_FILE", "PARTIAL_SUFFIX"]
 
 ENTRY_FILE = "entry.json"
 PARTIAL_SUFFIX = ".partial"
@@ -118,25 +125,40 @@ class StepCache:
             return time.time()
 
     def remove(self, step: str, key: str, path: Path) -> bool:
-        """Delete the entry at ``path`` unless a run holds its lock (computing the step);
-        returns whether it was deleted."""
-        lock = self._dir(step, key).with_name(key + ".lock")
-        with open(lock, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as err:
-                if err.errno in (errno.EAGAIN, errno.EACCES):
+        """Delete the entry at ``path`` unless a run holds its lock (computing the step) or
+        claims it (using or about to reuse it); returns whether it was deleted."""
+        base = self._dir(step, key)
+        held = []
+        try:
+            for suffix in (".lock", ".claim"):
+                fd = _flock(base.with_name(key + suffix), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if fd is None:
                     return False
-                raise
-            try:
-                shutil.rmtree(path, ignore_errors=True)
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-        if not any(p.exists() for p in (self._dir(step, key),
-                                         self._dir(step, key).with_name(key + PARTIAL_SUFFIX))):
-            with contextlib.suppress(OSError):
-                lock.unlink()
+                held.append((fd, base.with_name(key + suffix)))
+            shutil.rmtree(path, ignore_errors=True)
+            if not any(p.exists() for p in (base, base.with_name(key + PARTIAL_SUFFIX))):
+                for _, lock in held:  # unlinked while held: a waiter sees and opens anew
+                    with contextlib.suppress(OSError):
+                        lock.unlink()
+        finally:
+            for fd, _ in held:
+                os.close(fd)
         return not path.exists()
+
+    def claim(self, keys: Iterable[tuple[str, str]]) -> Claim:
+        """Claim the entries of ``keys`` ((step, key) pairs; there or not yet) for this
+        process until :meth:`Claim.release` (or its end): :meth:`remove` leaves them. Waits
+        while a prune is removing one of them (it is gone afterwards)."""
+        fds = []
+        try:
+            for step, key in sorted(set(keys)):
+                path = self._dir(step, key).with_name(key + ".claim")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fds.append(_flock(path, fcntl.LOCK_SH))
+        except BaseException:
+            Claim(fds).release()
+            raise
+        return Claim(fds)
 
     def partial(self, step: str, key: str, *, fresh: bool) -> Path:
         """The directory ``step`` writes into while it runs; ``fresh``: emptied first (else
@@ -154,19 +176,15 @@ class StepCache:
         it, before this one blocks)."""
         path = self._dir(step, key).with_name(key + ".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as err:
-                if err.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if waiting is not None:
-                    waiting()
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        fd = _flock(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fd is None:
+            if waiting is not None:
+                waiting()
+            fd = _flock(path, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            os.close(fd)
 
     def commit(self, step: str, key: str, info: dict) -> Entry:
         """Make the partial directory of ``step``/``key`` its completed entry (replacing an
@@ -183,6 +201,47 @@ class StepCache:
             shutil.rmtree(retired, ignore_errors=True)
         os.replace(partial, final)
         return Entry(final, info)
+
+
+class Claim:
+    """Entries claimed by :meth:`StepCache.claim`, until :meth:`release` (a context manager
+    too)."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self._fds = fds
+
+    def release(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _flock(path: Path, operation: int) -> int | None:
+    """A descriptor of ``path`` (created if missing) holding the ``flock`` ``operation``;
+    None when it has ``LOCK_NB`` and another process holds a conflicting lock. A file deleted
+    or replaced meanwhile (:meth:`StepCache.remove` deletes the locks of what it removed) is
+    opened anew: a lock on a deleted file would hold nothing."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, operation)
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except OSError as err:
+            os.close(fd)
+            if isinstance(err, FileNotFoundError):
+                continue
+            if err.errno in (errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        if same:
+            return fd
+        os.close(fd)
 
 
 def _files(folder: Path) -> dict[str, int]:

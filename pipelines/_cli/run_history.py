@@ -10,6 +10,7 @@ from pathlib import Path
 
 from estflow.dsl.contracts import Files
 from estflow.pipelines import runs
+from estflow.pipelines._cli import run_diff
 from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import positive_int
 
@@ -39,8 +40,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                       "model version directory (its lineage names the run)")
     show.add_argument("--json", action="store_true", help="the record, as JSON")
     show.set_defaults(handler=_show)
-    diff = sub.add_parser("diff", help="what changed between two runs: spec, data, steps, "
-                          "metrics")
+    diff = sub.add_parser("diff", help="what changed between two runs: spec, functions, "
+                          "data, estflow code, which steps ran again and why, metrics")
     diff.add_argument("first", metavar="RUN_A")
     diff.add_argument("second", metavar="RUN_B")
     diff.set_defaults(handler=_diff)
@@ -78,7 +79,8 @@ def _prune(args: argparse.Namespace) -> int:
     for step, key, size in pruned.removed:
         print(f"  {verb} {step} {key[:12]} ({_bytes(size)})")
     for step, key, size in pruned.busy:
-        print(f"  kept {step} {key[:12]} ({_bytes(size)}): a running step holds it")
+        print(f"  kept {step} {key[:12]} ({_bytes(size)}): a running run uses it or will "
+              "reuse it")
     total = sum(size for *_, size in pruned.removed)
     kept = sum(size for *_, size in pruned.kept + pruned.busy)
     print(f"estflow runs prune: {verb} {len(pruned.removed)} cache entries "
@@ -212,23 +214,31 @@ def _lineage(record: runs.RunRecord) -> None:
 
 def _diff(args: argparse.Namespace) -> int:
     a, b = _find(args.first), _find(args.second)
+    fa, fb = run_diff.fingerprints_of(a), run_diff.fingerprints_of(b)
     print(f"runs {a.run_id} -> {b.run_id}")
     spec_a, spec_b = (_spec(r) for r in (a, b))
     changes = runs.spec_changes(spec_a, spec_b)
     print(f"spec: {len(changes)} change(s)")
+    where = {**(fa.get("code") or {}), **(fb.get("code") or {})}
     for path, before, after in changes:
-        print(f"  {path}: {json.dumps(before)} -> {json.dumps(after)}")
+        note = ("  (where it is: in no step's key)"
+                if run_diff.is_placement(path, where, fb.get("source") or {}) else "")
+        print(f"  {path}: {json.dumps(before)} -> {json.dumps(after)}{note}")
+    functions = run_diff.function_changes(a, b, fa, fb)
+    print("functions: " + ("same" if not functions else f"{len(functions)} changed"))
+    for path, change in functions.items():
+        print(f"  {path} {change}")
     source_a, source_b = ((r.data.get("source") or {}).get("digest") for r in (a, b))
     print("data: " + ("same" if source_a == source_b else
                       f"changed ({str(source_a)[:12]} -> {str(source_b)[:12]})"))
-    steps_a, steps_b = a.data.get("steps", {}), b.data.get("steps", {})
+    code_a, code_b = ((r.data.get("estflow_code") or {}).get("code") or {} for r in (a, b))
+    edited = [s for s in dict.fromkeys([*code_a, *code_b]) if code_a.get(s) != code_b.get(s)]
+    print("estflow code: " + (f"changed for {', '.join(edited)}" if edited else "same") + (
+        f" (version {a.data.get('estflow')} -> {b.data.get('estflow')})"
+        if a.data.get("estflow") != b.data.get("estflow") else ""))
     print("steps:")
-    for name in list(dict.fromkeys([*steps_a, *steps_b])):
-        ka, kb = (s.get(name, {}).get("key") for s in (steps_a, steps_b))
-        same = "same inputs" if ka == kb and ka else "different inputs"
-        print(f"  {name}: {same} ({str(ka)[:12]} -> {str(kb)[:12]}); "
-              f"{steps_a.get(name, {}).get('status', '-')} -> "
-              f"{steps_b.get(name, {}).get('status', '-')}")
+    for line in run_diff.step_lines(a, b, fa, fb):
+        print(line)
     print("metrics:")
     for name, before, after, delta in runs.metric_changes(a.data.get("metrics") or {},
                                                           b.data.get("metrics") or {}):

@@ -1,6 +1,9 @@
 """A fake step (:mod:`tests.pipelines.fake_step`, same arguments) that also says where it wrote
 each output, as the real steps do (``[NAME one process] wrote DIR/NAME.json``), and that can
-fill the disk after its work.
+wait, or fill the disk, after its work.
+
+``--wait-for PATH``: once the step's outputs are written, it waits until PATH exists (a run
+paused at that step, for as long as a test needs).
 
 ``--fill PATH`` (when ``--fill-if MARKER`` names a file that exists, or without ``--fill-if``):
 once the step's outputs are written, PATH is written until the file system holding it is full
@@ -17,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,6 +72,8 @@ def main(argv: Sequence[str]) -> int:
     name = args["--name"]
     for artifact in filter(None, args.get("--writes", "").split(",")):
         print(f"[{name} one process] wrote {args[f'--{artifact}']}/{name}.json", flush=True)
+    while "--wait-for" in args and not Path(args["--wait-for"]).exists():
+        time.sleep(0.05)
     if "--fill" in args and ("--fill-if" not in args or Path(args["--fill-if"]).exists()):
         print(f"[{name} one process] filled the disk: {fill(Path(args['--fill']))} bytes",
               flush=True)
