@@ -4,9 +4,10 @@ Run it end to end on this machine::
 
     estflow run pipelines/examples/taxi.py
 
-or compile it for Kubeflow Pipelines::
+or compile it for Kubeflow Pipelines, pushing to a bucket (it pushes to ``serving_models``, a
+relative path, which a Kubeflow task's pod would lose: compile refuses it)::
 
-    estflow compile pipelines/examples/taxi.py -o taxi.yaml
+    estflow compile pipelines/examples/taxi.py -o taxi.yaml --push-base-path gs://BUCKET/models
 
 The data (15,002 real trips with real gaps) ships next to this file; see
 ``data/chicago_taxi/README.md``.

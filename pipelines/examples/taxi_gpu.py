@@ -4,11 +4,20 @@ push reads a serving token from a Kubernetes Secret, and models are pushed to a 
 (:data:`MODELS`): a Kubeflow task's own disk goes with its pod, so a push target there would
 be lost, and every later run would find no baseline to compare with.
 
-The accelerator and node pool of training are run parameters, so the same compiled YAML trains
-on a GPU, a TPU or CPUs::
+Compile it on the GPU image (``pipelines/docker/Dockerfile.gpu``; the default image has no
+CUDA), then submit the compiled file (``estflow submit FILE.py`` would compile it on the default
+image)::
 
-    estflow compile pipelines/examples/taxi_gpu.py -o taxi_gpu.yaml
-    estflow submit pipelines/examples/taxi_gpu.py --host URL \\
+    estflow compile pipelines/examples/taxi_gpu.py -o taxi_gpu.yaml \\
+        --image ghcr.io/estflow/estflow:0.1.0-gpu
+    estflow submit taxi_gpu.yaml --host URL
+
+The accelerator and node pool of training are run parameters, so one compiled YAML trains on
+any GPU or on CPUs, chosen per run; compiled on the TPU image (``Dockerfile.tpu``), on a TPU::
+
+    estflow compile pipelines/examples/taxi_gpu.py -o taxi_tpu.yaml \\
+        --image ghcr.io/estflow/estflow:0.1.0-tpu
+    estflow submit taxi_tpu.yaml --host URL \\
         --param train_accelerator_type=tpu-v5-lite-podslice --param train_tpu_topology=2x2 \\
         --param train_accelerator_count=4 --param train_node_pool=tpu-pool
 
