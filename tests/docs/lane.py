@@ -308,7 +308,8 @@ def _pattern(text: str) -> re.Pattern:
 
 
 def _estflow_argv(text: str) -> list[str] | None:
-    words = shlex.split(text, comments=True)
+    # A backslash-newline joins lines in bash; shlex would make the newline a word of its own.
+    words = shlex.split(text.replace("\\\n", " "), comments=True)
     while words and re.match(r"^\w+=", words[0]):  # VAR=value before the command
         words = words[1:]
     return words[1:] if words[:1] == ["estflow"] else None
