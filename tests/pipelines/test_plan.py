@@ -8,8 +8,12 @@ import dataclasses
 import pytest
 
 from estflow.dsl import contracts
+from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import FINGERPRINT
 from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import STEPS
+from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.pipelines.examples import taxi
 from estflow.pipelines.plan import Plan
@@ -164,3 +168,25 @@ def test_from_step_needs_a_producer_for_every_input():
     with pytest.raises(ValueError, match="evaluate") as info:
         PlannedStep.from_step(step_named("evaluate"), {"examples": "ingest"}, {})
     assert "model" in str(info.value)
+
+
+def test_each_rows_task_facts_are_those_the_compiler_and_runner_used_to_keep_in_tables():
+    """The facts moved from step-name tables (the compiler's caching and gate, the KFP
+    settings' requests, the local runner's summary files) into the rows, unchanged."""
+    rows = {s.name: s for s in (*STEPS, BATCH_PREDICT)}
+    assert {n: s.caching for n, s in rows.items()} == {
+        "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
+        "batch_predict": False}
+    assert {n: s.requests for n, s in rows.items()} == {
+        "ingest": ("1", "2Gi"), "transform": ("1", "4Gi"), "train": ("1", "4Gi"),
+        "evaluate": ("1", "2Gi"), "push": ("500m", "1Gi"), "batch_predict": ("1", "4Gi")}
+    assert (TFJOB.requests, FINGERPRINT.requests, FINGERPRINT.caching) == (
+        ("250m", "512Mi"), ("100m", "256Mi"), False)
+    assert {n: s.runs_if for n, s in rows.items() if s.runs_if} == {
+        "push": "evaluate", "batch_predict": "evaluate"}
+    assert {n: s.summary for n, s in rows.items() if s.summary} == {
+        "ingest": Files.INGEST_STATS, "transform": Files.TRANSFORM_STATS,
+        "train": Files.TRAIN_RESULT, "evaluate": Files.METRICS, "push": Files.PUSH_RESULT}
+    assert TFJOB.summary == Files.TRAIN_RESULT
+    assert [n for n, s in rows.items() if s.outside_storage] == ["ingest", "push"]
+    assert [n for n, s in rows.items() if s.needs] == ["push", "batch_predict"]
