@@ -9,7 +9,7 @@ STAMP := $(VENV)/.estflow-installed
 # Exits 0 for Python $(PYTHON_VERSION); prints the version it is (runs on Python 2 and 3).
 IS_VERSION = -c 'import sys; v = "%d.%d" % sys.version_info[:2]; print(v); sys.exit(v != "$(PYTHON_VERSION)")'
 
-.PHONY: install demo test test-fast lint bench goldens compile clean distclean image
+.PHONY: install demo test test-fast lint bench goldens compile clean distclean image docs docs-build
 
 # A wrong or missing $(PYTHON) stops before .venv exists; a failed creation leaves no .venv.
 $(PY):
@@ -56,6 +56,14 @@ bench: $(STAMP)
 goldens: $(STAMP)
 	$(PY) -m estflow.pipelines.goldens
 
+# The documentation site (docs/pages/, docs/mkdocs.yml): docs serves it with live reload,
+# docs-build builds it into docs/site/ and fails on any warning (a broken link or anchor).
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs serve -f docs/mkdocs.yml
+
+docs-build: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
+
 # The images (pipelines/docker/): CPU, GPU, TPU and the small one for the report and placement
 # tasks, tagged IMAGE_REPO:VERSION[-gpu|-tpu|-slim] (VERSION: pyproject's). Needs a Docker engine
 # with BuildKit; push them, then compile with `--image IMAGE_REPO@sha256:...` to pin a digest.
@@ -75,7 +83,7 @@ image:
 	done
 
 clean:
-	rm -rf estflow_runs serving_models taxi.yaml .pytest_cache
+	rm -rf estflow_runs serving_models taxi.yaml .pytest_cache docs/site
 
 # clean, and the virtual environment too (the next make creates it again).
 distclean: clean

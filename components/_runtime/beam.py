@@ -205,7 +205,7 @@ def main_and_exit(main: Callable[[], int]) -> None:
     """Run ``main``, then leave with ``os._exit``.
 
     Beam + tf.Transform can segfault in interpreter teardown after all work is done
-    (DESIGN.md). Every output is written and closed before ``main`` returns, so skipping the
+    (docs/pages/architecture.md, "The local runner"). Every output is written and closed before ``main`` returns, so skipping the
     teardown loses nothing and keeps a healthy run from exiting with a crash code.
     """
     try:

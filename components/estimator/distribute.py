@@ -346,8 +346,8 @@ def _parameter_server(cluster: ClusterSpec | None) -> tf.distribute.Strategy:
 def _ensure_inter_op_threads(needed: int) -> None:
     """The coordinator runs one blocking remote call per worker on TF's inter-op thread pool,
     plus one to schedule them: with fewer threads than workers + 1 a closure waits for a thread
-    that never frees and training hangs without an error (DESIGN.md, "Distribution"). The pool
-    defaults to the number of cores, so small machines hit this. It can only be sized before
+    that never frees and training hangs without an error (docs/pages/architecture.md,
+    "Distribution"). The pool defaults to the number of cores, so small machines hit this. It can only be sized before
     the TF runtime starts."""
     current = tf.config.threading.get_inter_op_parallelism_threads() or (os.cpu_count() or 1)
     if current >= needed:

@@ -1,8 +1,8 @@
 """``Estimator``: tf.estimator's programming model on TF 2 (model_fn, train/evaluate/predict,
 checkpoints in a model_dir, export).
 
-How it works (DESIGN.md, "The Estimator engine on TF2"): the model_fn is only ever called while
-a ``tf.function`` traces, inside a variable store scope giving AUTO_REUSE semantics
+How it works (docs/pages/architecture.md, "The Estimator engine on TF 2"): the model_fn is
+only ever called while a ``tf.function`` traces, inside a variable store scope giving AUTO_REUSE semantics
 (:mod:`._store`); one ``tf.train.Checkpoint`` holds the store, the global step and the engine's
 optimizers. What the model_fn's first trace creates, in the mode the Estimator is first used in
 (TRAIN to train: as tf.estimator, training never calls the model_fn in PREDICT mode), is *the

@@ -11,8 +11,8 @@ Raw columns: ``x`` (float, required, z-scored), ``z`` (float, default 0.0), ``co
 default "", vocabulary ids), ``label`` (int, required), ``target`` (float, default 0.0: a
 regression label). Transformed features are dense ``[batch]`` tensors, like the real step's.
 
-Beam + tf.Transform may crash at interpreter exit after finishing their work (DESIGN.md), so
-tests call :func:`build_in_subprocess` and judge the run by its outputs.
+Beam + tf.Transform may crash at interpreter exit after finishing their work (see
+docs/pages/architecture.md, "The local runner"), so tests call :func:`build_in_subprocess` and judge the run by its outputs.
 """
 
 from __future__ import annotations
@@ -192,4 +192,4 @@ def cardinalities(transformed: Path) -> dict[str, int]:
 if __name__ == "__main__":
     build(sys.argv[1])
     sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown, where Beam + tft may crash (DESIGN.md)
+    os._exit(0)  # skip interpreter teardown, where Beam + tft may crash (architecture.md)

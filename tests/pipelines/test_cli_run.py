@@ -72,7 +72,7 @@ def test_the_exit_statuses_are_distinct_and_documented():
     codes = {"pushed": 0, "failed": 1, "usage": cli.EXIT_USAGE,
              "not pushed": cli.EXIT_NOT_PUSHED, "interrupted": cli.EXIT_INTERRUPTED}
     assert codes == {"pushed": 0, "failed": 1, "usage": 2, "not pushed": 3, "interrupted": 130}
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "pages" / "getting-started.md").read_text()
     for code in codes.values():
         assert f"| `{code}` |" in readme
     assert "exit status" in cli.__doc__.lower() and "130" in cli.__doc__

@@ -358,7 +358,7 @@ def test_the_report_states_are_the_documented_ones():
     documented = re.findall(r"``([A-Z]+)``", sentence)
     assert tuple(documented) == kfp_tasks.REPORT_STATES
     assert set(kfp_tasks.STATE_NAMES.values()) | {"UNKNOWN"} == set(kfp_tasks.REPORT_STATES)
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "pages" / "kubeflow" / "compatibility.md").read_text()
     assert ", ".join(f"`{s}`" for s in kfp_tasks.REPORT_STATES) in readme
 
 
@@ -514,7 +514,7 @@ def test_dockerfile_installs_this_package():
                in ins.args for ins in instructions)
     assert "kfp==" in (REPO / "pipelines" / "docker" / "requirements.lock").read_text()
     assert "ghcr.io/estflow/estflow:" + metadata.version("estflow") in \
-        (REPO / "pipelines" / "docker" / "README.md").read_text()
+        (REPO / "docs" / "pages" / "kubeflow" / "images.md").read_text()
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def test_the_default_tf_serving_is_tied_to_the_training_tensorflow():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     [pin] = [d for d in pyproject["project"]["dependencies"] if d.startswith("tensorflow==")]
     assert pin == f"tensorflow=={specs.TRAINING_TENSORFLOW}.*"
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "pages" / "serving.md").read_text()
     assert f"TF Serving {specs.DEFAULT_TF_SERVING_VERSION}" in readme
 
 
