@@ -15,6 +15,7 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.components import push
+from estflow.components.serve import models as serve_models
 
 N = 8
 
@@ -79,7 +80,12 @@ def test_the_same_model_pushed_by_8_runs_at_once_is_published_once(tmp_path, mon
     published = [r for r in results if r["pushed"]]
     assert len(published) == 1, [r.get("version") for r in published]
     version = published[0]["version"]
-    assert push.list_versions(tmp_path / "serving" / "chicago_taxi") == [version]
+    base = tmp_path / "serving" / "chicago_taxi"
+    assert push.list_versions(base) == [version]
+    # the lock file lies beside the versions; servers load integer directories only
+    assert (base / ".estflow-push.lock").is_file()
+    assert serve_models._scan(tmp_path / "serving") == ({"chicago_taxi": {
+        version: base / str(version)}}, {})
     others = [r for r in results if not r["pushed"]]
     assert len(others) == N - 1
     assert all(r["already_served"] and r["version"] == version for r in others)
