@@ -17,8 +17,8 @@ Two implementations of :class:`PushDestination`:
 
 Neither ever overwrites a version. A push that picks its version number (``take_next``) and
 finds it taken by a concurrent push takes the next free one, without copying again (locally
-the rename is the atomic claim; on object stores, which have no atomic claim, two pushes in the
-same instant can still collide, and the final verification then fails the later one). Staging
+the rename is the atomic claim; on object stores, which have no atomic claim, the push step
+claims its number first, :mod:`estflow.components.push.guard`). Staging
 directories left by a killed push are removed by a later push once nothing in them changed for
 an hour (:data:`STALE_STAGING_SECONDS`).
 
