@@ -171,9 +171,13 @@ def _exec_file(file: Path):
     module = importlib.util.module_from_spec(spec)
     module.__estflow_file__ = str(file)  # read by dsl refs while the module body runs
     sys.modules[name] = module
-    if str(file.parent) not in sys.path:  # as `python file.py`: its sibling modules import
-        sys.path.insert(0, str(file.parent))
-    spec.loader.exec_module(module)
+    # As `python file.py`: its sibling modules import; only while it runs, so that the file
+    # is not found by module name later (its refs must carry the file for the steps).
+    sys.path.insert(0, str(file.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(file.parent))
     return module
 
 

@@ -245,7 +245,9 @@ def test_runs_list_show_and_diff(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "model.dnn_hidden_units[0]: 32 -> 64" in out
     assert "data: same" in out
-    assert "ingest: same inputs" in out and "train: different inputs" in out
+    assert "ingest: same key" in out and "functions: same" in out
+    assert "train: key changed" in out and "model.dnn_hidden_units[0]" in out.split(
+        "train: key changed")[1].splitlines()[0]  # why train ran again
     assert "auc: 0.9000 -> 0.9500 (+0.0500)" in out
     assert cli.main(["runs", "show", "nope"]) == cli.EXIT_USAGE
     assert cli.main(["runs", "list", "--json"]) == 0
