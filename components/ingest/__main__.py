@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import sys
 
-from estflow.components._io.fingerprint import source_fingerprint
+from estflow.components._io.outside_facts import source_fingerprint
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components._io.fingerprint import source_fingerprint
+from estflow.components._io.outside_facts import source_fingerprint
 from estflow.components.ingest import __main__ as ingest
 from estflow.components.ingest import csv_blocks
 from estflow.components.ingest import csv_parse
