@@ -19,8 +19,8 @@ Layout of a run: ``<workdir>/run.json`` (the record, :mod:`estflow.pipelines.run
 ``<workdir>/<step>/<artifact>``, a link to the artifact in the cache (a directory for a plan
 without a fingerprint step, e.g. ``estflow preprocess``).
 
-How a step runs is an executor's job (:mod:`estflow.pipelines._executors`); this module picks
-one per step (:func:`executor_for`): one process, or, for the train step of a multi-worker
+How a step runs is an executor's job (:mod:`estflow.pipelines._processes`,
+:mod:`estflow.pipelines._cluster`); this module picks one per step (:func:`executor_for`): one process, or, for the train step of a multi-worker
 :class:`Topology` (``estflow run --workers N``, or a declared ``RunConfig.cluster``), one
 process per TF_CONFIG task on localhost ports.
 
@@ -34,7 +34,7 @@ in, once, and the run's spec records the absolute path.
 
 Prestarted processes. Once the step keys are known, the runner knows which steps will run (those
 without a completed cache entry; push always). Their processes are started ahead, one
-importing at a time (:class:`~estflow.pipelines._executors.Prestarter`), so TensorFlow's and
+importing at a time (:class:`~estflow.pipelines._prestart.Prestarter`), so TensorFlow's and
 Beam's imports overlap the work of the steps before them: each step still runs as its own
 ``python -m <module> ARGS`` process, handed its arguments when its turn comes and its inputs
 exist. A prestarted process never used (its step reused after all, a failure, Ctrl-C) is
@@ -42,8 +42,8 @@ killed before :func:`run_plan` returns. ``ESTFLOW_PRESTART=N``: at most N waitin
 (default :data:`PRESTART_AHEAD`); 0 turns prestarting off.
 
 Warm processes (``ESTFLOW_WARM=SECONDS``; by default only for a run at a terminal, see
-:data:`~estflow.pipelines._executors.WARM_ENV`): a run that succeeds leaves, for the steps
-from train on that it ran (push aside, at most :data:`~estflow.pipelines._executors.WARM_STEPS`),
+:data:`~estflow.pipelines._warm.WARM_ENV`): a run that succeeds leaves, for the steps
+from train on that it ran (push aside, at most :data:`~estflow.pipelines._warm.WARM_STEPS`),
 a process that has imported the step's libraries and waits up to SECONDS for the next run, in
 a session of its own. The next run whose Python, estflow code and import environment (``TF_*``,
 ``PYTHON*``, ...) are the same takes it instead of prestarting one: a run where only the model
@@ -72,24 +72,23 @@ from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.pipelines import data_check
 from estflow.pipelines import runs
-from estflow.pipelines._executors import WARM_STEPS
-from estflow.pipelines._executors import ClusterExecutor
-from estflow.pipelines._executors import Executor
-from estflow.pipelines._executors import Prestarter
-from estflow.pipelines._executors import ProcessExecutor
-from estflow.pipelines._executors import StepFailed
-from estflow.pipelines._executors import StepRun
-from estflow.pipelines._executors import Topology
-from estflow.pipelines._executors import spawn_warm
-from estflow.pipelines._executors import topology_for
-from estflow.pipelines._executors import warm_seconds
+from estflow.pipelines._cluster import ClusterExecutor
+from estflow.pipelines._cluster import Topology
+from estflow.pipelines._cluster import topology_for
 from estflow.pipelines._files import write_atomically
+from estflow.pipelines._prestart import Prestarter
+from estflow.pipelines._processes import Executor
+from estflow.pipelines._processes import ProcessExecutor
+from estflow.pipelines._processes import StepRun
+from estflow.pipelines._stopping import StepFailed
+from estflow.pipelines._warm import WARM_STEPS
+from estflow.pipelines._warm import spawn_warm
+from estflow.pipelines._warm import warm_seconds
 from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
 from estflow.pipelines.step_cache import Claim
-from estflow.pipelines.step_cache import Entry
 from estflow.pipelines.step_cache import StepCache
 
 __all__ = ["StepFailed", "RunnerFailed", "RunInterrupted", "RunResult", "Topology",
@@ -235,11 +234,6 @@ def _metrics_of(paths: dict[str, str], step: PlannedStep) -> dict:
     return found
 
 
-def _whole(entry: Entry | None) -> bool:
-    """Whether ``entry`` is a cache entry that can be reused (there, and not damaged)."""
-    return entry is not None and not entry.damage
-
-
 def _link(link: Path, target: Path) -> None:
     """``link`` -> ``target`` (replacing what ``link`` was: a link or an old directory), as a
     path relative to the link's own folder, which is where the OS resolves it from: the link
@@ -346,7 +340,7 @@ class _Run:
             info = self.keys.get(step.name)
             if (self.cache is not None and info is not None and info["cacheable"]
                     and step.name not in self.forced
-                    and _whole(self.cache.lookup(step.name, info["key"]))):
+                    and self.cache.reusable(step.name, info["key"])):
                 continue
             found.append((step.name, step.module))
         return found
@@ -390,27 +384,22 @@ class _Run:
             self._run(step, folder, spec_arg, {a: folder / a for a in step.outputs}, rec)
             return
         key = info["key"]
-        entry = None if step.name in self.forced else self._whole_entry(step.name, key)
-        if entry is None:
-            with self.cache.lock(step.name, key, waiting=lambda: self.echo(
-                    f"    {step.name}: another run is computing the same step; waiting")):
-                entry = None if step.name in self.forced else self._whole_entry(step.name, key)
-                if entry is None:
-                    partial = self.cache.partial(step.name, key, fresh=not self.resume)
-                    self._run(step, folder, spec_arg,
-                              {a: partial / a for a in step.outputs}, rec)
-                    entry = self.cache.commit(step.name, key, {
-                        "run": self.run_id, "run_dir": str(self.workdir),
-                        "seconds": round(self.seconds[step.name], 3),
-                        "outputs": info["outputs"]})
-                    self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
-                    self._io(step, rec)
-                    self.save()
-                    return
+
+        def run(partial: Path) -> dict:
+            self._run(step, folder, spec_arg, {a: partial / a for a in step.outputs}, rec)
+            return {"run": self.run_id, "run_dir": str(self.workdir),
+                    "seconds": round(self.seconds[step.name], 3), "outputs": info["outputs"]}
+
+        entry, reused = self.cache.reuse_or_run(step.name, key, run,
+                                                force=step.name in self.forced,
+                                                fresh=not self.resume, say=self.echo)
+        self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
+        if not reused:
+            self._io(step, rec)
+            self.save()
+            return
         if self.prestarter is not None:
             self.prestarter.drop(step.name)
-        self.cache.touch(entry)
-        self._artifacts(step, folder, {a: entry.artifact(a) for a in step.outputs})
         self.reused.append(step.name)
         made = entry.info.get("run") or "an earlier run"
         rec.update(status="reused", reused_from=made, seconds=0.0,
@@ -419,17 +408,6 @@ class _Run:
         self.echo(f"<== {step.name} reused: cache key {key[:12]}, made by run {made} in "
                   f"{entry.info.get('seconds', 0):.1f}s")
         self.save()
-
-    def _whole_entry(self, step: str, key: str) -> Entry | None:
-        """The cache entry of ``step``/``key`` when it is whole; a damaged one is named (what
-        is wrong with it) and counts as none: the step runs again and replaces it."""
-        entry = self.cache.lookup(step, key)
-        if entry is None or not entry.damage:
-            return entry
-        self.echo(f"    {step}: the cached outputs of key {key[:12]} (made by run "
-                  f"{entry.info.get('run') or 'an earlier run'}) are damaged: "
-                  f"{entry.describe_damage()}. Running the step again")
-        return None
 
     def _artifacts(self, step: PlannedStep, folder: Path, where: dict[str, Path]) -> None:
         """Record where ``step``'s outputs are; ``<run>/<step>/<artifact>`` links to them."""

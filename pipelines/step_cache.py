@@ -13,7 +13,9 @@ Layout, under ``<ESTFLOW_HOME>/.cache/`` (default ``estflow_runs/.cache/``)::
     <step>/<key>.claim               held (shared) by every run that uses or will reuse the
                                      entry, from its fingerprint step to its end
 
-An entry appears whole or not at all: the step writes into ``<key>.partial``, then
+The protocol a run follows for a step, :meth:`StepCache.reuse_or_run`: a whole entry is
+reused; else, holding the key's lock, the step runs into ``<key>.partial`` and its entry is
+committed. An entry appears whole or not at all: the step writes into ``<key>.partial``, then
 ``entry.json`` is written there and the directory renamed to ``<key>``. Entries are plain
 directories: delete any of them (or the whole cache) at any time to make their steps run again.
 
@@ -98,6 +100,50 @@ class StepCache:
         except (OSError, ValueError):
             return None
         return Entry(path, info, _damage(path, info.get("files")))
+
+    def reusable(self, step: str, key: str) -> bool:
+        """Whether ``step``/``key`` has a whole entry (one :meth:`reuse_or_run` would reuse)."""
+        entry = self.lookup(step, key)
+        return entry is not None and not entry.damage
+
+    def reuse_or_run(self, step: str, key: str, run: Callable[[Path], dict], *,
+                     force: bool = False, fresh: bool = True,
+                     say: Callable[[str], None] = print) -> tuple[Entry, bool]:
+        """The entry of ``step``/``key``, and whether it was reused.
+
+        A whole entry is reused (and marked used). Else, holding the key's lock (a run
+        computing the same key meanwhile is waited for, then its entry reused),
+        ``run(partial)`` writes the step's outputs into the partial directory it is given and
+        returns what ``entry.json`` records of how they were made (``run``, ``seconds``,
+        ``outputs``...); the entry is committed from it.
+
+        Args:
+            force: run even when there is a whole entry (``--no-cache``).
+            fresh: start the partial directory empty; else continue what a stopped run left
+                there (``--resume``: training from its last checkpoint).
+            say: told of a damaged entry (which is run again) and of waiting for another run.
+        """
+        entry = None if force else self._whole(step, key, say)
+        if entry is None:
+            with self.lock(step, key, waiting=lambda: say(
+                    f"    {step}: another run is computing the same step; waiting")):
+                entry = None if force else self._whole(step, key, say)
+                if entry is None:
+                    made = run(self.partial(step, key, fresh=fresh))
+                    return self.commit(step, key, made), False
+        self.touch(entry)
+        return entry, True
+
+    def _whole(self, step: str, key: str, say: Callable[[str], None]) -> Entry | None:
+        """The entry of ``step``/``key`` when it is whole; a damaged one is named (what is
+        wrong with it) and counts as none: the step runs again and replaces it."""
+        entry = self.lookup(step, key)
+        if entry is None or not entry.damage:
+            return entry
+        say(f"    {step}: the cached outputs of key {key[:12]} (made by run "
+            f"{entry.info.get('run') or 'an earlier run'}) are damaged: "
+            f"{entry.describe_damage()}. Running the step again")
+        return None
 
     def touch(self, entry: Entry) -> None:
         """Mark ``entry`` as used now (``estflow runs prune`` keeps recently used entries)."""

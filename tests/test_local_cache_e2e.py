@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from estflow.dsl.contracts import Files
-from estflow.pipelines import _executors
+from estflow.pipelines import _warm
 from estflow.pipelines import cli
 from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
@@ -38,7 +38,7 @@ def warm(monkeypatch):
     """Runs leave warm processes (ESTFLOW_WARM); none is left after the test."""
     monkeypatch.setenv("ESTFLOW_WARM", "300")
     yield
-    _executors.stop_warm()
+    _warm.stop_warm()
 
 
 # every step reused but push, which always runs (and publishes nothing already served)
@@ -80,7 +80,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
 
     # the warm processes the first run left (train, evaluate) have imported: a user's edit
     # takes longer than that
-    spawned = [path for path, _ in _executors._SPAWNED]  # noqa: SLF001
+    spawned = [path for path, _ in _warm._SPAWNED]  # noqa: SLF001
     assert len(spawned) == 2
     deadline = time.monotonic() + 120
     while not all(path.exists() for path in spawned):

@@ -33,9 +33,9 @@ from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines._cli.usage import positive_int
-from estflow.pipelines._executors import Stops
-from estflow.pipelines._executors import stop_like_ctrl_c
-from estflow.pipelines._executors import warm_seconds
+from estflow.pipelines._stopping import Stops
+from estflow.pipelines._stopping import stop_like_ctrl_c
+from estflow.pipelines._warm import warm_seconds
 from estflow.pipelines.plan import build_preprocess_plan
 
 __all__ = ["add_commands"]

@@ -30,7 +30,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from estflow.pipelines import _executors
+from estflow.pipelines import _warm
 
 REPO = Path(__file__).resolve().parents[2]
 TAXI = REPO / "pipelines" / "examples" / "taxi.py"
@@ -60,7 +60,7 @@ WARM_SECONDS = "20"
 
 def _sockets() -> set[Path]:
     """The warm processes of this user waiting (their sockets)."""
-    folder = _executors._warm_dir()  # noqa: SLF001
+    folder = _warm._warm_dir()  # noqa: SLF001
     return set(folder.glob("*.sock")) if folder else set()
 
 

@@ -19,7 +19,7 @@ from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
-from estflow.pipelines import _executors
+from estflow.pipelines import _stopping
 from estflow.pipelines import cli
 from estflow.pipelines import local_runner
 from estflow.pipelines._cli import local_runs
@@ -97,7 +97,7 @@ def use_fake_steps(monkeypatch, steps: Mapping[str, Mapping] | None = None) -> N
 
 
 if __name__ == "__main__":
-    _executors.STOP_GRACE_S = (1.0, 1.0, 2.0)  # a step deaf to Ctrl-C is killed sooner
+    _stopping.STOP_GRACE_S = (1.0, 1.0, 2.0)  # a step deaf to Ctrl-C is killed sooner
     for (_module, _name), _planner in _planners(json.loads(sys.argv[1])).items():
         setattr(_module, _name, _planner)
     sys.exit(cli.main(sys.argv[2:]))

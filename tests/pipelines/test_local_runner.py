@@ -14,9 +14,9 @@ import pytest
 import estflow.dsl as ef
 from estflow.dsl.contracts import Files
 from estflow.pipelines import local_runner
-from estflow.pipelines._executors import ClusterExecutor
-from estflow.pipelines._executors import ProcessExecutor
-from estflow.pipelines._executors import StepRun
+from estflow.pipelines._cluster import ClusterExecutor
+from estflow.pipelines._processes import ProcessExecutor
+from estflow.pipelines._processes import StepRun
 from estflow.pipelines.examples import taxi
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep

@@ -1,4 +1,4 @@
-"""Warm processes (``ESTFLOW_WARM``, :func:`estflow.pipelines._executors.spawn_warm`,
+"""Warm processes (``ESTFLOW_WARM``, :func:`estflow.pipelines._warm.spawn_warm`,
 ``prestart.py --listen``): a run leaves processes whose imports are done; the next run with
 the same Python, code and import environment takes them, each for one step, with that run's
 arguments, output, environment and directory; any other run starts its own; one not taken
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from estflow.pipelines import _executors
+from estflow.pipelines import _processes
+from estflow.pipelines import _stopping
+from estflow.pipelines import _warm as warm_module
 from estflow.pipelines import local_runner
 from estflow.pipelines.examples import taxi
 from estflow.pipelines.plan import Plan
@@ -27,7 +29,7 @@ from tests.pipelines.test_local_runner_prestart import _started
 @pytest.fixture(autouse=True)
 def _no_warm_left(tmp_path):
     yield
-    _executors.stop_warm()
+    warm_module.stop_warm()
     assert _none_left(tmp_path, timeout=20), "a warm process was left running"
 
 
@@ -44,7 +46,7 @@ def _run(tmp_path: Path, name: str, steps, **env: str):
 
 
 def _socket(tmp_path: Path, **env: str) -> Path:
-    return _executors.warm_socket(FAKE, _executors._full_env(_env(tmp_path, **env)))  # noqa: SLF001
+    return warm_module.warm_socket(FAKE, _processes.full_env(_env(tmp_path, **env)))
 
 
 def _wait_for(predicate, timeout: float = 60.0) -> None:
@@ -83,7 +85,7 @@ def test_another_import_environment_or_code_starts_its_own(tmp_path, monkeypatch
     _run(tmp_path, "two", _steps(), ESTFLOW_WARM="60", TF_ENABLE_ONEDNN_OPTS="0")
     assert not _warm(_started(tmp_path, "make"))
     with monkeypatch.context() as patched:
-        patched.setattr(_executors, "_code_digest", lambda: "an edited estflow")
+        patched.setattr(warm_module, "_code_digest", lambda: "an edited estflow")
         _run(tmp_path, "three", _steps(), ESTFLOW_WARM="60")
     assert not _warm(_started(tmp_path, "make"))
     assert _socket(tmp_path, ESTFLOW_WARM="60").exists()  # still waiting for its own
@@ -111,10 +113,10 @@ def test_ctrl_c_reaches_a_step_in_a_warm_process(tmp_path, monkeypatch):
     """Its process is in a session of its own (no terminal Ctrl-C): stopping the step sends
     it one at once, and the step's KeyboardInterrupt ends it."""
     _run(tmp_path, "one", _steps(), ESTFLOW_WARM="60")
-    env = _executors._full_env(_env(tmp_path, ESTFLOW_WARM="60"))  # noqa: SLF001
+    env = _processes.full_env(_env(tmp_path, ESTFLOW_WARM="60"))
     _wait_for(_socket(tmp_path, ESTFLOW_WARM="60").exists)
-    proc = _executors.claim_warm(FAKE, env)
-    assert proc is not None and _executors.claim_warm(FAKE, env) is None  # one step each
+    proc = warm_module.claim_warm(FAKE, env)
+    assert proc is not None and warm_module.claim_warm(FAKE, env) is None  # one step each
     spec = tmp_path / "spec.json"
     spec.write_text(taxi.pipeline.to_json())
     proc.stdin.write(json.dumps(["--spec", str(spec), "--name", "slow", "--sleep", "60"]) +
@@ -124,9 +126,9 @@ def test_ctrl_c_reaches_a_step_in_a_warm_process(tmp_path, monkeypatch):
     log = io.StringIO()
     # the first phase must send it (a plain step's first phase only waits): were it not, the
     # step would get SIGINT after 120 s with no grace, then SIGKILL (-9)
-    monkeypatch.setattr(_executors, "STOP_GRACE_S", (120.0, 0.0, 0.0))
+    monkeypatch.setattr(_stopping, "STOP_GRACE_S", (120.0, 0.0, 0.0))
     with proc:
-        _executors._stop(proc, log)  # noqa: SLF001
+        _stopping.stop_process(proc, log)
     assert proc.returncode == 130, log.getvalue()  # KeyboardInterrupt, not a kill
     assert "interrupted (Ctrl-C)" in log.getvalue()
 
@@ -138,11 +140,11 @@ def test_a_bad_warm_value_is_refused_by_name(tmp_path):
 
 def test_unset_warm_means_none_unless_the_run_is_at_a_terminal(monkeypatch):
     monkeypatch.delenv("ESTFLOW_WARM", raising=False)
-    assert _executors.warm_seconds({}) == 0  # pytest's streams: no terminal
+    assert warm_module.warm_seconds({}) == 0  # pytest's streams: no terminal
     for stream in ("stdin", "stdout"):
-        monkeypatch.setattr(getattr(_executors.sys, stream), "isatty", lambda: True)
-    assert _executors.warm_seconds({}) == _executors.WARM_AT_A_TERMINAL
-    assert _executors.warm_seconds({"ESTFLOW_WARM": "0"}) == 0
+        monkeypatch.setattr(getattr(warm_module.sys, stream), "isatty", lambda: True)
+    assert warm_module.warm_seconds({}) == warm_module.WARM_AT_A_TERMINAL
+    assert warm_module.warm_seconds({"ESTFLOW_WARM": "0"}) == 0
 
 
 def test_a_run_says_which_warm_processes_it_leaves(tmp_path):
