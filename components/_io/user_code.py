@@ -130,6 +130,11 @@ def _follow(files: dict[str, _File], file: str, prefix: str, name: str, attr: st
         other = _read(module_path, files)
     if attr is not None and attr in other.defined:
         return [(module_path, as_written + ".", attr, None)]
+    sub = (_module_path(other.path.parent, attr)
+           if attr is not None and other.path.name == "__init__.py" else None)
+    if sub is not None:  # ``import pkg.sub`` then ``pkg.sub.f``: the submodule, whole
+        parts[f"{as_written}.{attr}"] = _sha(_read(sub, files).text)
+        return []
     parts[as_written] = _sha(other.text)  # the module used whole
     return []
 

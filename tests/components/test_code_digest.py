@@ -130,6 +130,18 @@ def test_a_helper_s_module_level_names_and_a_package_s_relative_import_are_follo
     assert write(1) == write(1)
 
 
+def test_a_submodule_of_a_user_package_is_followed(tmp_path):
+    (tmp_path / "feats").mkdir()
+    (tmp_path / "feats" / "__init__.py").write_text("")
+    text = "import feats.scaling\n\ndef derive(x):\n    return feats.scaling.scale(x)\n"
+
+    def write(factor: int) -> str:
+        (tmp_path / "feats" / "scaling.py").write_text(f"def scale(x):\n    return x * {factor}\n")
+        return _digest(tmp_path, "p.py", "p", text)
+
+    assert write(2) != write(3)
+
+
 def test_an_installed_module_is_keyed_by_its_import_not_its_files(tmp_path):
     text = "import json\n\ndef derive(x):\n    return json.dumps(x)\n"
     first = _digest(tmp_path, "p.py", "p", text)
