@@ -54,6 +54,7 @@ import numpy as np
 import tensorflow as tf
 
 from estflow.components.estimator._engine.session_hooks import CheckpointSaverListener
+from estflow.components.estimator._engine.session_hooks import LossWatcher
 from estflow.components.estimator._engine.session_hooks import NanLossDuringTrainingError
 from estflow.components.estimator._engine.session_hooks import NanLossError
 from estflow.components.estimator._engine.session_hooks import SessionRunArgs
@@ -61,6 +62,7 @@ from estflow.components.estimator._engine.session_hooks import SessionRunContext
 from estflow.components.estimator._engine.session_hooks import SessionRunHook
 from estflow.components.estimator._engine.session_hooks import SessionRunValues
 from estflow.components.estimator._engine.session_hooks import TrainHook
+from estflow.components.estimator._engine.session_hooks import graph_name
 
 __all__ = ["NanLossError", "NanLossDuringTrainingError", "SessionRunArgs", "SessionRunValues",
            "SessionRunContext", "SessionRunHook", "CheckpointSaverListener", "TrainHook",
@@ -108,13 +110,6 @@ def _check_cadence(every_n_steps, every_n_secs, steps_name: str, required: bool)
 
 def _default_format(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{tag} = {value}" for tag, value in values.items())
-
-
-def graph_name(fetch):
-    """A fetch as the engine takes it: a tensor of a traced model_fn (a graph tensor, which
-    outlives its trace) as its name (``"dense/BiasAdd:0"``), resolved in the trace that
-    returns it; anything else as it is."""
-    return fetch.name if tf.is_symbolic_tensor(fetch) else fetch
 
 
 class LoggingTensorHook(SessionRunHook):
@@ -215,7 +210,7 @@ class StopAtStepHook(SessionRunHook):
             run_context.request_stop()
 
 
-class NanTensorHook(SessionRunHook):
+class NanTensorHook(LossWatcher):
     """Fails (raises :class:`NanLossError`) or stops when a tensor, the loss by default, is
     not finite at a loop boundary. Either way nothing from that loop is checkpointed and the
     in-memory state goes back to the latest checkpoint.

@@ -50,7 +50,7 @@ from estflow.dsl.contracts import step_named
 from estflow.dsl.models import head_of
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["Scores", "run", "main", "evaluate_saved_model", "score_examples", "slice_metrics",
+__all__ = ["Scores", "run", "main", "evaluate_saved_model", "score_eval_split", "slice_metrics",
            "curves", "log_to_kfp", "MISSING", "ROC_POINTS"]
 
 MISSING = "<missing>"
@@ -81,7 +81,7 @@ class Scores:
     digest: str | None = None
 
 
-def score_examples(export_dir: str, eval_files: list[str], *, label: str, head: str,
+def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head: str,
                    slice_dtypes: dict[str, str] | None = None, baseline_dir: str | None = None,
                    batch_size: int = 512, max_batches: int | None = None) -> Scores:
     """Score serialized raw tf.Examples from ``eval_files`` (GZIP TFRecords) with a SavedModel
@@ -217,7 +217,7 @@ def evaluate_saved_model(export_dir: str, eval_files: list[str], *, label: str, 
                          batch_size: int = 512, max_batches: int | None = None) -> dict:
     """The head's metrics (see :mod:`estflow.components.evaluate.metrics`) of a SavedModel on
     ``eval_files``."""
-    scores = score_examples(export_dir, eval_files, label=label, head=head,
+    scores = score_eval_split(export_dir, eval_files, label=label, head=head,
                             batch_size=batch_size, max_batches=max_batches)
     return metrics_lib.head_metrics(head, scores.labels, scores.outputs)
 
@@ -332,7 +332,7 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
     progress(f"scoring {len(eval_files)} eval file(s) through {export_dir} ({head} head); "
              f"{baseline}")
     dtypes = {c.name: c.dtype for c in pipeline.raw_columns()}
-    scores = score_examples(export_dir, eval_files, label=pipeline.label.name, head=head,
+    scores = score_eval_split(export_dir, eval_files, label=pipeline.label.name, head=head,
                             slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},
                             baseline_dir=found[1] if found and stored is None else None,
                             **batches)

@@ -36,11 +36,11 @@ from estflow.components._io.outside_facts import source_fingerprint
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
+from estflow.components._sources.report import IngestError
 from estflow.components.ingest.job import Ingest
 from estflow.components.ingest.job import finish
 from estflow.components.ingest.job import prepare
 from estflow.components.ingest.job import run_job
-from estflow.components.ingest.report import IngestError
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 

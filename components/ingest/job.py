@@ -27,16 +27,16 @@ from estflow.components._io.tfrecords import Destination
 from estflow.components._io.tfrecords import WriteBlocks
 from estflow.components._io.tfrecords import expand_pattern
 from estflow.components._runtime import entry
-from estflow.components.ingest import sources
-from estflow.components.ingest.chunks import RowChunk
-from estflow.components.ingest.chunks import SourceError
-from estflow.components.ingest.chunks import empty_chunk_stats
-from estflow.components.ingest.chunks import merge_chunk_stats
-from estflow.components.ingest.report import IngestError
-from estflow.components.ingest.report import check_summary
-from estflow.components.ingest.report import summarize
-from estflow.components.ingest.report import summary_lines
-from estflow.components.ingest.split import assign_splits
+from estflow.components._sources import registry as sources
+from estflow.components._sources.chunks import RowChunk
+from estflow.components._sources.chunks import SourceError
+from estflow.components._sources.chunks import empty_chunk_stats
+from estflow.components._sources.chunks import merge_chunk_stats
+from estflow.components._sources.report import IngestError
+from estflow.components._sources.report import check_summary
+from estflow.components._sources.report import summarize
+from estflow.components._sources.report import summary_lines
+from estflow.components._sources.split import assign_splits
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 

@@ -40,7 +40,6 @@ import re
 import sys
 import time
 
-import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
@@ -51,16 +50,13 @@ from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
-from estflow.components.ingest import sources
-from estflow.components.ingest import typed_sources
-from estflow.components.ingest.chunks import SourceError
-from estflow.components.ingest.chunks import empty_chunk_stats
-from estflow.components.ingest.chunks import merge_chunk_stats
-from estflow.components.ingest.csv_blocks import DEFAULT_BLOCK_BYTES
-from estflow.components.ingest.csv_source import ReadCsv
-from estflow.components.ingest.report import IngestError
-from estflow.components.ingest.report import check_summary
-from estflow.components.ingest.report import summarize
+from estflow.components._sources import registry as sources
+from estflow.components._sources.chunks import SourceError
+from estflow.components._sources.chunks import empty_chunk_stats
+from estflow.components._sources.chunks import merge_chunk_stats
+from estflow.components._sources.report import IngestError
+from estflow.components._sources.report import check_summary
+from estflow.components._sources.report import summarize
 from estflow.components.predict.formats import FormatError
 from estflow.components.predict.formats import formatter_for
 from estflow.components.predict.job import Merge
@@ -109,39 +105,6 @@ class ScoringSchema:
 
     def raw_columns(self) -> tuple[Column, ...]:
         return self.columns
-
-
-class _ScoringCsv(ReadCsv):
-    """Ingest's CSV reader without the split's row hashes (scoring splits nothing, and hashing
-    every row's text is 40% of reading it); chunks are otherwise ingest's, line accounting
-    included (tests/components/test_predict.py compares the two)."""
-
-    def __init__(self, pipeline, block_bytes: int) -> None:
-        super().__init__(pipeline, block_bytes, row_hashes=False)
-
-
-class _Read(beam.PTransform):
-    """The source's rows, validated against the scoring schema (ingest's ReadSource, with
-    the CSV reader above)."""
-
-    def __init__(self, schema: ScoringSchema, files: list[str]) -> None:
-        super().__init__()
-        self._schema, self._files = schema, files
-
-    def expand(self, pbegin):
-        source = self._schema.source
-        if isinstance(source, s.BigQuerySource):
-            return pbegin | "ReadBigQuery" >> typed_sources.ReadBigQuery(self._schema)
-        if isinstance(source, s.CsvSource):
-            read = _ScoringCsv(self._schema, DEFAULT_BLOCK_BYTES)
-        elif isinstance(source, s.ParquetSource):
-            read = typed_sources.ReadParquet(self._schema)
-        else:
-            read = typed_sources.ReadTFRecord(self._schema)
-        return (pbegin
-                | "Files" >> beam.Create(self._files)
-                | "SpreadFiles" >> beam.Reshuffle()
-                | "ReadAndValidate" >> beam.ParDo(read))
 
 
 def _key_columns(source, files: list[str], keys: tuple[str, ...],
@@ -242,8 +205,8 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
     beam_pipeline = _beam.new_pipeline(beam_options)
     merge = Merge(functools.partial(empty_chunk_stats, schema), merge_chunk_stats)
     _ = beam_pipeline | "BatchPredict" >> ScoreAndWrite(
-        _Read(schema, files), merge, model, spec.keys, formatter, spec.batch_size, output,
-        handle)
+        sources.ReadSource(schema, files, row_hashes=False), merge, model, spec.keys, formatter,
+        spec.batch_size, output, handle)
     start = time.monotonic()
     try:
         manifest, stats = run_job(beam_pipeline, output)

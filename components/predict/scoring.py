@@ -31,7 +31,7 @@ from apache_beam.utils import shared
 from estflow.components._io.example_codec import encode_examples
 from estflow.components.predict.formats import Formatter
 
-__all__ = ["PENDING", "ScoreChunks", "load_model", "score_examples", "key_values"]
+__all__ = ["PENDING", "ScoreChunks", "load_model", "signature_outputs", "key_values"]
 
 PENDING = 2
 """Chunks scored ahead of the one being read, per DoFn instance."""
@@ -49,7 +49,7 @@ def load_model(handle: shared.Shared, path: str):
     return handle.acquire(lambda: _Loaded(path), tag=path).model
 
 
-def score_examples(function, input_name: str, data: np.ndarray, starts: np.ndarray,
+def signature_outputs(function, input_name: str, data: np.ndarray, starts: np.ndarray,
                    lengths: np.ndarray, batch_size: int) -> dict[str, np.ndarray]:
     """Outputs of ``function`` for the serialized Examples ``data[starts[i]:+lengths[i]]``,
     called on ``batch_size`` examples at a time."""
@@ -129,7 +129,7 @@ class ScoreChunks(beam.DoFn):
 
     def _score(self, batch: pa.RecordBatch) -> tuple[str, object, int]:
         examples = encode_examples(batch, self._columns)
-        outputs = score_examples(self._function, self._input, examples.data, examples.starts,
+        outputs = signature_outputs(self._function, self._input, examples.data, examples.starts,
                                  examples.lengths, self._batch_size)
         keys = {name: key_values(batch, name) for name in self._keys}
         return self._predictions, self._formatter.payload(keys, outputs), batch.num_rows

@@ -23,12 +23,12 @@ import sys
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
+from estflow.components._sources.report import IngestError
+from estflow.components._sources.rows import arrow_schema
 from estflow.components.ingest.job import Ingest
 from estflow.components.ingest.job import finish as finish_ingest
 from estflow.components.ingest.job import prepare
 from estflow.components.ingest.job import run_job
-from estflow.components.ingest.report import IngestError
-from estflow.components.ingest.rows import arrow_schema
 from estflow.components.transform.job import TransformSplits
 from estflow.components.transform.job import adapter_config
 from estflow.components.transform.job import clear_outputs

@@ -31,8 +31,8 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from estflow.components.ingest import csv_blocks
-from estflow.components.ingest import csv_parse
+from estflow.components._sources import csv_blocks
+from estflow.components._sources import csv_parse
 
 WIDTH = 3
 TOKENS = [b"a", b"b", b"\xc3\xa9", b",", b";", b'"', b'""', b"\n", b"\n", b"\r\n", b"\r", b" ",

@@ -17,9 +17,9 @@ import tensorflow as tf
 
 import estflow.dsl as ef
 from estflow.components._io.outside_facts import source_fingerprint
+from estflow.components._sources import csv_blocks
+from estflow.components._sources import csv_parse
 from estflow.components.ingest import __main__ as ingest
-from estflow.components.ingest import csv_blocks
-from estflow.components.ingest import csv_parse
 from estflow.dsl.contracts import Files
 
 HEADER = b"id,x,n,color,label,extra\n"

@@ -28,7 +28,8 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.ingest.csv_source import ReadCsv
+from estflow.components._sources.csv_source import ReadCsv
+from estflow.components._sources.registry import READERS
 from estflow.components.predict import __main__ as predict
 from estflow.components.predict import text
 from estflow.components.predict.sinks import STALE_SECONDS
@@ -204,13 +205,15 @@ def test_bad_rows_are_rejected_with_reasons_and_every_line_is_accounted_for(mode
 
 
 def test_the_csv_reader_gives_ingests_chunks_without_the_split_hashes(models, tmp_path):
-    """The scoring CSV reader is ingest's with one cost left out: their chunks must agree."""
+    """Batch prediction reads through ingest's reader lookup with one cost left out (the
+    split's row hashes): their chunks must agree."""
     path = _csv(tmp_path / "in.csv", GOOD + list(BAD) + ['t12,1,1,"open', "t13,2,2,Cash,K"])
     source = ef.CsvSource(str(path), multiline_values=True, max_row_lines=3)
     columns = (ef.Column("fare", "float", 0.0), ef.Column("trip_seconds", "int", 0),
                ef.Column("payment_type", "string", ""), ef.Column("trip_id", "string", ""))
     schema = predict.ScoringSchema(source, columns)
-    ours = list(predict._ScoringCsv(schema, 64).process(str(path)))
+    reader = READERS[ef.CsvSource]
+    ours = list(reader.files(schema, [str(path)], 64, False).process(str(path)))
     theirs = list(ReadCsv(schema, 64).process(str(path)))
     assert len(ours) == len(theirs) > 2
     for a, b in zip(ours, theirs, strict=True):

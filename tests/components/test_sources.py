@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
+from estflow.components._sources import cells as _cells
+from estflow.components._sources import typed_sources
 from estflow.components.ingest import __main__ as ingest
-from estflow.components.ingest import cells as _cells
-from estflow.components.ingest import typed_sources
 from estflow.dsl.contracts import Files
 from tests.components.test_ingest import by_id
 

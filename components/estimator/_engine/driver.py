@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from estflow.components.estimator._engine.reporting import Reporter
 from estflow.components.estimator._engine.reporting import crosses
+from estflow.components.estimator._engine.session_hooks import LossWatcher
 from estflow.components.estimator._engine.session_hooks import NanLossError
 from estflow.components.estimator._engine.session_hooks import SessionRunArgs
 from estflow.components.estimator._engine.session_hooks import SessionRunContext
@@ -27,8 +28,7 @@ from estflow.components.estimator._engine.session_hooks import SessionRunHook
 from estflow.components.estimator._engine.session_hooks import SessionRunValues
 from estflow.components.estimator._engine.session_hooks import TrainHook
 from estflow.components.estimator._engine.session_hooks import TrainHookAdapter
-from estflow.components.estimator.hooks import NanTensorHook
-from estflow.components.estimator.hooks import graph_name
+from estflow.components.estimator._engine.session_hooks import graph_name
 
 __all__ = ["HookSession", "HookRunner", "TrainDriver", "LoopEngine", "as_hooks",
            "as_listeners"]
@@ -282,7 +282,7 @@ class TrainDriver:
 
     def _on_nan(self, context: SessionRunContext, step: int) -> int:
         """The loop stopped at a non-finite loss (inside the graph, at ``step``)."""
-        tolerant = [h for h in self.runner.hooks if isinstance(h, NanTensorHook)
+        tolerant = [h for h in self.runner.hooks if isinstance(h, LossWatcher)
                     and h.watches_loss]
         if not tolerant or any(h.fail_on_nan_loss for h in tolerant):
             raise NanLossError(step)

@@ -12,8 +12,8 @@ from typing import Any
 import tensorflow as tf
 
 __all__ = ["NanLossError", "NanLossDuringTrainingError", "SessionRunArgs", "SessionRunValues",
-           "SessionRunContext", "SessionRunHook", "CheckpointSaverListener", "TrainHook",
-           "TrainHookAdapter"]
+           "SessionRunContext", "SessionRunHook", "LossWatcher", "CheckpointSaverListener",
+           "TrainHook", "TrainHookAdapter", "graph_name"]
 
 class NanLossError(RuntimeError):
     """Training produced a non-finite loss; nothing from that loop was checkpointed.
@@ -127,6 +127,31 @@ class SessionRunHook:
         """estflow: the next global step (> ``global_step``) at which a loop must end so this
         hook sees it; None (default) lets loops run ``steps_per_loop`` steps."""
         return None
+
+
+class LossWatcher(SessionRunHook):
+    """A hook the engine tells when its in-graph guard stops a loop at a non-finite loss
+    (:class:`~estflow.components.estimator.hooks.NanTensorHook` is one): the engine lives
+    below the public hooks and knows them only by this contract.
+
+    Attributes:
+        watches_loss: whether the hook watches the loss (and so hears of its NaN).
+        fail_on_nan_loss: raise :class:`NanLossError` (True) or stop without raising.
+    """
+
+    watches_loss: bool = False
+    fail_on_nan_loss: bool = True
+
+    def on_nan(self, run_context: SessionRunContext, step: int) -> None:
+        """A non-finite value at ``step``: raise, or ``run_context.request_rollback()``."""
+        raise NanLossError(step)
+
+
+def graph_name(fetch):
+    """A fetch as the engine takes it: a tensor of a traced model_fn (a graph tensor, which
+    outlives its trace) as its name (``"dense/BiasAdd:0"``), resolved in the trace that
+    returns it; anything else as it is."""
+    return fetch.name if tf.is_symbolic_tensor(fetch) else fetch
 
 
 class CheckpointSaverListener:

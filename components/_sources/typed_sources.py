@@ -24,17 +24,17 @@ from apache_beam.io.filesystems import FileSystems
 from tfx_bsl.coders import example_coder
 
 from estflow.components._io.tfrecords import read_records
-from estflow.components.ingest.cells import CellTypeError
-from estflow.components.ingest.cells import can_hold
-from estflow.components.ingest.chunks import RowChunk
-from estflow.components.ingest.chunks import SourceError
-from estflow.components.ingest.chunks import check_columns
-from estflow.components.ingest.chunks import make_chunk
-from estflow.components.ingest.rows import Validated
-from estflow.components.ingest.rows import merge_stats
-from estflow.components.ingest.rows import validate
-from estflow.components.ingest.split import scalar_values
-from estflow.components.ingest.split import text_hashes
+from estflow.components._sources.cells import CellTypeError
+from estflow.components._sources.cells import can_hold
+from estflow.components._sources.chunks import RowChunk
+from estflow.components._sources.chunks import SourceError
+from estflow.components._sources.chunks import check_columns
+from estflow.components._sources.chunks import make_chunk
+from estflow.components._sources.rows import Validated
+from estflow.components._sources.rows import merge_stats
+from estflow.components._sources.rows import validate
+from estflow.components._sources.split import scalar_values
+from estflow.components._sources.split import text_hashes
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.sources import BigQuerySource
 

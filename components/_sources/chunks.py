@@ -19,10 +19,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from estflow.components.ingest.rows import Validated
-from estflow.components.ingest.rows import arrow_schema
-from estflow.components.ingest.rows import empty_stats
-from estflow.components.ingest.rows import merge_stats
+from estflow.components._sources.rows import Validated
+from estflow.components._sources.rows import arrow_schema
+from estflow.components._sources.rows import empty_stats
+from estflow.components._sources.rows import merge_stats
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["SourceError", "RowChunk", "check_columns", "make_chunk", "header_chunk",

@@ -27,9 +27,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from estflow.components.ingest.csv_exact import CsvRules
-from estflow.components.ingest.csv_exact import oversized_reason
-from estflow.components.ingest.csv_exact import scan_record
+from estflow.components._sources.csv_exact import CsvRules
+from estflow.components._sources.csv_exact import oversized_reason
+from estflow.components._sources.csv_exact import scan_record
 
 __all__ = ["Block", "CsvRules", "Header", "HeaderError", "ReadError", "read_blocks",
            "structure_ok", "field_counts", "DEFAULT_BLOCK_BYTES", "ROW_PREFIX_BYTES"]

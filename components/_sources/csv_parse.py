@@ -21,13 +21,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from estflow.components.ingest.csv_blocks import Block
-from estflow.components.ingest.csv_blocks import field_counts
-from estflow.components.ingest.csv_blocks import structure_ok
-from estflow.components.ingest.csv_exact import INVALID_UTF8
-from estflow.components.ingest.csv_exact import OVERSIZED
-from estflow.components.ingest.csv_exact import WRONG_FIELD_COUNT
-from estflow.components.ingest.csv_exact import scan_record
+from estflow.components._sources.csv_blocks import Block
+from estflow.components._sources.csv_blocks import field_counts
+from estflow.components._sources.csv_blocks import structure_ok
+from estflow.components._sources.csv_exact import INVALID_UTF8
+from estflow.components._sources.csv_exact import OVERSIZED
+from estflow.components._sources.csv_exact import WRONG_FIELD_COUNT
+from estflow.components._sources.csv_exact import scan_record
 
 __all__ = ["CsvLayout", "TextRows", "parse_block"]
 

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from estflow.components.ingest.cells import ARROW_TYPES
-from estflow.components.ingest.cells import Cells
-from estflow.components.ingest.cells import convert
+from estflow.components._sources.cells import ARROW_TYPES
+from estflow.components._sources.cells import Cells
+from estflow.components._sources.cells import convert
 from estflow.dsl.features import Column
 from estflow.dsl.pipeline import Pipeline
 

@@ -12,17 +12,17 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from estflow.components.ingest import csv_blocks
-from estflow.components.ingest.chunks import RowChunk
-from estflow.components.ingest.chunks import SourceError
-from estflow.components.ingest.chunks import check_columns
-from estflow.components.ingest.chunks import header_chunk
-from estflow.components.ingest.chunks import make_chunk
-from estflow.components.ingest.csv_exact import CsvRules
-from estflow.components.ingest.csv_parse import CsvLayout
-from estflow.components.ingest.csv_parse import parse_block
-from estflow.components.ingest.rows import validate
-from estflow.components.ingest.split import text_hashes
+from estflow.components._sources import csv_blocks
+from estflow.components._sources.chunks import RowChunk
+from estflow.components._sources.chunks import SourceError
+from estflow.components._sources.chunks import check_columns
+from estflow.components._sources.chunks import header_chunk
+from estflow.components._sources.chunks import make_chunk
+from estflow.components._sources.csv_exact import CsvRules
+from estflow.components._sources.csv_parse import CsvLayout
+from estflow.components._sources.csv_parse import parse_block
+from estflow.components._sources.rows import validate
+from estflow.components._sources.split import text_hashes
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["ReadCsv", "check_csv_headers", "csv_layout", "na_tokens", "row_hashes"]
