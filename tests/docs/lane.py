@@ -188,10 +188,9 @@ class Lane:
         cmds = commands(block)
         if not cmds:
             return None, ""
-        script, owners = _script(cmds)
+        script, page_lines = _script(block, cmds)
         status, out, line = self._bash(script, _slug(block))
-        failed = owners[min(max(line - _PREAMBLE.count("\n") - 1, 0), len(owners) - 1)] \
-            if line else cmds[-1]
+        failed = _owner(cmds, page_lines, line) if line else cmds[-1]
         want = int(block.arg) if block.marker == "exit" else 0
         if status != want or (status and failed is not cmds[-1]):
             message = f"exit status {want} expected" if want else "failed"
@@ -265,11 +264,21 @@ class Lane:
                 if problem else None), out
 
 
-def _script(cmds: list[Command]) -> tuple[str, list[Command]]:
-    """The commands as one script, and the command each of its lines (after the preamble)
-    belongs to."""
-    owners = [cmd for cmd in cmds for _ in cmd.text.splitlines()]
-    return _PREAMBLE + "\n".join(cmd.text for cmd in cmds) + "\n", owners
+def _script(block: Block, cmds: list[Command]) -> tuple[str, list[int]]:
+    """The block as a script, and the page line of each of its lines after the preamble: a bash
+    block verbatim (a here-document keeps its blank lines), a console block's commands."""
+    if block.lang == "bash":
+        body = block.text
+        return _PREAMBLE + body, [block.line + 1 + n for n in range(len(body.splitlines()))]
+    page_lines = [cmd.line + n for cmd in cmds for n in range(len(cmd.text.splitlines()))]
+    return _PREAMBLE + "\n".join(cmd.text for cmd in cmds) + "\n", page_lines
+
+
+def _owner(cmds: list[Command], page_lines: list[int], script_line: int) -> Command:
+    """The command a line of the script (as bash's $LINENO counts) belongs to."""
+    body = min(max(script_line - _PREAMBLE.count("\n") - 1, 0), len(page_lines) - 1)
+    before = [cmd for cmd in cmds if cmd.line <= page_lines[body]]
+    return before[-1] if before else cmds[0]
 
 
 def _check_console(block: Block, cmds: list[Command], out: str) -> Failure | None:
@@ -353,15 +362,27 @@ def _wait_ready(proc: subprocess.Popen, port: int) -> str | None:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Stops the process's session (SIGTERM, then SIGKILL after 15 s)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=15)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """Stops the process's session, every process in it: SIGTERM, then SIGKILL after 15 s."""
+    deadline = time.monotonic() + 15
+    _signal_group(proc, signal.SIGTERM)
+    while _group_alive(proc) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    proc.poll()  # a leader that exited is reaped, else it would count as alive
+    try:
+        os.killpg(proc.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def _slug(block: Block) -> str:

@@ -59,7 +59,7 @@ def parse_page(path: Path, name: str) -> Page:
     """The page's fenced blocks with their markers; a marker not right before a fence is a
     problem of the page."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    page, i, marked = Page(name, []), 0, set()
+    page, i, skipped = Page(name, []), 0, set()  # skipped: markers used, lines in blocks
     while i < len(lines):
         opening = _FENCE.match(lines[i])
         if not opening:
@@ -67,14 +67,13 @@ def parse_page(path: Path, name: str) -> Page:
             continue
         end = _closing(lines, i, opening)
         marker = _MARKER.match(lines[i - 1]) if i else None
-        if marker:
-            marked.add(i - 1)
+        skipped.update(range(i - 1 if marker else i, end + 1))
         page.blocks.append(Block(name, len(page.blocks) + 1, i + 1, opening["lang"].lower(),
                                  _dedent(lines[i + 1:end], len(opening["indent"])),
                                  marker["name"] if marker else "", marker["arg"] if marker else ""))
         i = end + 1
     page.problems += [f"{name}:{n + 1}: a lane marker not on the line right before a fence"
-                      for n, text in enumerate(lines) if _MARKER.match(text) and n not in marked]
+                      for n, text in enumerate(lines) if _MARKER.match(text) and n not in skipped]
     return page
 
 

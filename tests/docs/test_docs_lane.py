@@ -46,15 +46,15 @@ def _answers(port: int) -> bool:
 def test_blocks_and_markers_are_parsed(tmp_path):
     page = pages.parse_page(_pages(tmp_path, "passing.md")[0], "passing.md")
     found = [(block.lang, block.marker, block.arg) for block in page.blocks]
-    assert found[:4] == [("bash", "", ""), ("text", "output", ""), ("console", "", ""),
-                         ("bash", "exit", "3")]
+    assert found[:6] == [("bash", "", ""), ("text", "output", ""), ("bash", "", ""),
+                         ("text", "output", ""), ("console", "", ""), ("bash", "exit", "3")]
     assert ("bash", "skip", "needs a GPU, which this page pretends to need") in found
     assert {marker for _, marker, _ in found} == set(pages.MARKERS) | {""}
-    console = page.blocks[2]
-    assert console.line == 18
+    console = page.blocks[4]
+    assert console.line == 32
     assert pages.commands(console) == [
-        pages.Command(19, 'echo ready', ("ready",)),
-        pages.Command(21, "test -f README.md        # the workspace holds the repository's files")]
+        pages.Command(33, "echo ready", ("ready",)),
+        pages.Command(35, "test -f README.md        # the workspace holds the repository's files")]
     assert pages.problems(page) == []
 
 
