@@ -159,7 +159,7 @@ class EstimatorSpec:
             one whose ``saver`` is a ``tf.train.Checkpoint`` (its objects are saved in every
             checkpoint, restorable by that object layout) and refuses the other fields.
 
-    Hooks are ``SessionRunHook`` objects (``estflow.components.estimator.hooks``); the engine
+    Hooks are ``SessionRunHook`` objects (``estflow.estimator.hooks``); the engine
     takes them from the model_fn's latest trace in that mode. Tensors are recognised by their
     ``dtype`` and ``shape``, so a NumPy value passes the checks too (handy in unit tests of a
     model_fn's contract).

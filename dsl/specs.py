@@ -359,7 +359,7 @@ class EvalSpec:
         _checks.positive_int(self.throttle_secs, "throttle_secs", minimum=0)
 
 
-# tf.distribute strategies by name (estflow.components.estimator.distribute builds them).
+# tf.distribute strategies by name (estflow.estimator.distribute builds them).
 DISTRIBUTE_STRATEGIES = ("mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
 _SHARED_DIR = re.compile(r"^(/[^\0]*|[a-z][a-z0-9+.-]*://\S+)$")
 

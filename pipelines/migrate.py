@@ -8,7 +8,7 @@ the program, TensorFlow or estflow's engine.
 What it rewrites (each change is reported with its line number):
 
 - ``tf.estimator.X`` / ``tf.compat.v1.estimator.X`` -> ``estimator.X``, with
-  ``import estflow.components.estimator as estimator`` added after the TensorFlow import
+  ``import estflow.estimator as estimator`` added after the TensorFlow import
   (``tf_estimator`` or ``estflow_estimator`` when the program already uses the name
   ``estimator``); ``tf.estimator.experimental.stop_if_*`` -> ``estimator.stop_if_*``,
   ``make_early_stopping_hook`` -> ``estimator.early_stopping.make_early_stopping_hook``;
@@ -60,9 +60,11 @@ from dataclasses import field
 
 __all__ = ["Change", "Migration", "migrate_source", "migrate_file", "ESTFLOW_MODULE"]
 
-ESTFLOW_MODULE = "estflow.components.estimator"
+ESTFLOW_MODULE = "estflow.estimator"
+# The engine's name before estflow 0.2 (its folder's path); migrate rewrites it.
+_OLD_ENGINE = "estflow.components.estimator"
 
-# What estflow.components.estimator exports under tf.estimator's names (tests check that each
+# What estflow.estimator exports under tf.estimator's names (tests check that each
 # is there).
 ESTIMATOR_NAMES = frozenset({
     "BaselineClassifier", "BaselineRegressor", "BestExporter", "BinaryClassHead",
@@ -234,7 +236,7 @@ class _Migrator:
         self.aliases: dict[str, tuple[str, ...]] = {}
         # alias name -> the estflow module path ("" or "feature_column") it now stands for
         self.estflow_aliases: dict[str, str] = {}
-        self.estimator_alias: str | None = None  # the alias of estflow.components.estimator
+        self.estimator_alias: str | None = None  # the alias of estflow.estimator
         self.need_estimator = False
         self.tf_alias: str | None = None  # an alias of plain `tensorflow`
         self.need_tf = False
@@ -362,6 +364,8 @@ class _Migrator:
 
     def collect_imports(self) -> None:
         for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and self._renamed_engine(node):
+                continue
             if isinstance(node, ast.Import):
                 self._import(node)
             elif isinstance(node, ast.ImportFrom):
@@ -370,6 +374,37 @@ class _Migrator:
             if path == ("tensorflow",) and name not in self.estflow_aliases:
                 if self.tf_alias is None or name == "tf":
                     self.tf_alias = name
+
+    def _renamed_engine(self, node: ast.Import | ast.ImportFrom) -> bool:
+        """An import of the engine under its estflow 0.1 name (``estflow.components.estimator``,
+        ``from estflow.components import estimator``) -> ``estflow.estimator``."""
+        def renamed(name: str) -> str:
+            if name == _OLD_ENGINE or name.startswith(_OLD_ENGINE + "."):
+                return ESTFLOW_MODULE + name[len(_OLD_ENGINE):]
+            return name
+
+        def listed(aliases) -> str:
+            return ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in aliases)
+
+        if isinstance(node, ast.Import):
+            if not any(renamed(a.name) != a.name for a in node.names):
+                return False
+            names = [ast.alias(renamed(a.name), a.asname) for a in node.names]
+            self._replace_statement(node, ["import " + listed(names)])
+            return True
+        if node.level or not node.module:
+            return False
+        if renamed(node.module) != node.module:
+            self._replace_statement(node, [f"from {renamed(node.module)} import "
+                                           + listed(node.names)])
+            return True
+        moved = [a for a in node.names if a.name == "estimator"]
+        if node.module != _OLD_ENGINE.rpartition(".")[0] or not moved:
+            return False
+        kept = [a for a in node.names if a.name != "estimator"]
+        lines = [f"from {node.module} import {listed(kept)}"] if kept else []
+        self._replace_statement(node, [*lines, "from estflow import " + listed(moved)])
+        return True
 
     def _import(self, node: ast.Import) -> None:
         rewritten, kept = [], []
@@ -549,7 +584,7 @@ class _Migrator:
         return nodes[max(index, 0)]
 
     def estflow_target(self, canon: tuple[str, ...]) -> tuple[int, str] | None:
-        """(canonical elements consumed, path in estflow.components.estimator) or None."""
+        """(canonical elements consumed, path in estflow.estimator) or None."""
         if canon[:2] == ("tensorflow", "estimator"):
             rest = canon[2:]
             if not rest:

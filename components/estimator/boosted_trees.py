@@ -2,7 +2,7 @@
 decision trees, layer by layer) with tf.estimator's constructor signatures, on core TensorFlow
 ops::
 
-    import estflow.components.estimator as estimator
+    import estflow.estimator as estimator
     fc = estimator.feature_column
 
     cols = [fc.numeric_column("age"),                                 # quantile-bucketized
@@ -39,22 +39,22 @@ from __future__ import annotations
 
 import numbers
 
-from estflow.components.estimator._boosted.features import SUPPORTED
-from estflow.components.estimator._boosted.features import layout_of_columns
-from estflow.components.estimator._boosted.model_fn import TreeHParams
-from estflow.components.estimator._boosted.model_fn import boosted_trees_model_fn
-from estflow.components.estimator._boosted.model_fn import closed_form_applies
-from estflow.components.estimator._boosted.model_fn import num_quantiles
-from estflow.components.estimator._boosted.model_fn import per_example_maxent_loss
-from estflow.components.estimator._boosted.trees import PRUNING_MODES
-from estflow.components.estimator._fc.dense import BucketizedColumn
-from estflow.components.estimator._fc.dense import IndicatorColumn
-from estflow.components.estimator._fc.dense import NumericColumn
-from estflow.components.estimator._fc.layers import normalize_columns
-from estflow.components.estimator.estimator import Estimator
-from estflow.components.estimator.heads import BinaryClassHead
-from estflow.components.estimator.heads import MultiClassHead
-from estflow.components.estimator.heads import RegressionHead
+from estflow.estimator._boosted.features import SUPPORTED
+from estflow.estimator._boosted.features import layout_of_columns
+from estflow.estimator._boosted.model_fn import TreeHParams
+from estflow.estimator._boosted.model_fn import boosted_trees_model_fn
+from estflow.estimator._boosted.model_fn import closed_form_applies
+from estflow.estimator._boosted.model_fn import num_quantiles
+from estflow.estimator._boosted.model_fn import per_example_maxent_loss
+from estflow.estimator._boosted.trees import PRUNING_MODES
+from estflow.estimator._fc.dense import BucketizedColumn
+from estflow.estimator._fc.dense import IndicatorColumn
+from estflow.estimator._fc.dense import NumericColumn
+from estflow.estimator._fc.layers import normalize_columns
+from estflow.estimator.estimator import Estimator
+from estflow.estimator.heads import BinaryClassHead
+from estflow.estimator.heads import MultiClassHead
+from estflow.estimator.heads import RegressionHead
 
 __all__ = ["BoostedTreesClassifier", "BoostedTreesRegressor", "tree_hparams",
            "check_tree_hparams"]

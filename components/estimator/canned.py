@@ -2,7 +2,7 @@
 :mod:`.feature_column` columns: code written for ``tf.estimator.DNNClassifier`` & co. ports by
 changing imports::
 
-    import estflow.components.estimator as estimator
+    import estflow.estimator as estimator
     fc = estimator.feature_column
 
     cols = [fc.numeric_column("x"),
@@ -44,27 +44,27 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator._engine.tf1 import is_v1_optimizer
-from estflow.components.estimator._fc.dense import DenseColumn
-from estflow.components.estimator._fc.dense import NumericColumn
-from estflow.components.estimator._fc.layers import normalize_columns
-from estflow.components.estimator._premade.model_fns import BASELINE_LEARNING_RATE
-from estflow.components.estimator._premade.model_fns import LINEAR_LEARNING_RATE
-from estflow.components.estimator._premade.model_fns import OPTIMIZERS
-from estflow.components.estimator._premade.model_fns import PartFn
-from estflow.components.estimator._premade.model_fns import baseline_part
-from estflow.components.estimator._premade.model_fns import dnn_part
-from estflow.components.estimator._premade.model_fns import linear_part
-from estflow.components.estimator._premade.model_fns import linear_rate
-from estflow.components.estimator._premade.model_fns import make_optimizer
-from estflow.components.estimator._premade.model_fns import premade_model_fn
-from estflow.components.estimator.estimator import Estimator
-from estflow.components.estimator.feature_column import CategoricalColumn
-from estflow.components.estimator.feature_column import DenseFeatures
-from estflow.components.estimator.feature_column import LinearModel
-from estflow.components.estimator.heads import Head
-from estflow.components.estimator.heads import LossReduction
-from estflow.components.estimator.heads import head_for
+from estflow.estimator._engine.tf1 import is_v1_optimizer
+from estflow.estimator._fc.dense import DenseColumn
+from estflow.estimator._fc.dense import NumericColumn
+from estflow.estimator._fc.layers import normalize_columns
+from estflow.estimator._premade.model_fns import BASELINE_LEARNING_RATE
+from estflow.estimator._premade.model_fns import LINEAR_LEARNING_RATE
+from estflow.estimator._premade.model_fns import OPTIMIZERS
+from estflow.estimator._premade.model_fns import PartFn
+from estflow.estimator._premade.model_fns import baseline_part
+from estflow.estimator._premade.model_fns import dnn_part
+from estflow.estimator._premade.model_fns import linear_part
+from estflow.estimator._premade.model_fns import linear_rate
+from estflow.estimator._premade.model_fns import make_optimizer
+from estflow.estimator._premade.model_fns import premade_model_fn
+from estflow.estimator.estimator import Estimator
+from estflow.estimator.feature_column import CategoricalColumn
+from estflow.estimator.feature_column import DenseFeatures
+from estflow.estimator.feature_column import LinearModel
+from estflow.estimator.heads import Head
+from estflow.estimator.heads import LossReduction
+from estflow.estimator.heads import head_for
 
 __all__ = ["DNNClassifier", "DNNRegressor", "DNNEstimator", "LinearClassifier",
            "LinearRegressor", "LinearEstimator", "DNNLinearCombinedClassifier",
@@ -177,7 +177,7 @@ def _classifier_head(n_classes, weight_column, label_vocabulary, loss_reduction)
 def _given_head(head, owner: str) -> Head:
     """The ``head`` of a head-based Estimator (``DNNEstimator`` & co.)."""
     if not isinstance(head, Head):
-        raise _invalid(TypeError, "head", "a head of estflow.components.estimator.heads "
+        raise _invalid(TypeError, "head", "a head of estflow.estimator.heads "
                        f"(BinaryClassHead(), RegressionHead(), ...) for {owner}", head)
     return head
 

@@ -25,8 +25,8 @@ import os
 import time
 from collections.abc import Callable
 
-from estflow.components.estimator._engine.reporting import read_scalars
-from estflow.components.estimator._engine.session_hooks import SessionRunHook
+from estflow.estimator._engine.reporting import read_scalars
+from estflow.estimator._engine.session_hooks import SessionRunHook
 
 __all__ = ["make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
            "stop_if_no_increase_hook", "stop_if_no_decrease_hook", "read_eval_metrics"]
@@ -183,7 +183,7 @@ def stop_if_no_decrease_hook(estimator, metric_name: str, max_steps_without_decr
 
     Example:
         >>> import tempfile
-        >>> from estflow.components.estimator import Estimator
+        >>> from estflow.estimator import Estimator
         >>> est = Estimator(lambda features, labels, mode: None, tempfile.mkdtemp(),
         ...                 progress=lambda line: None)
         >>> hook = stop_if_no_decrease_hook(est, "loss", 100, run_every_secs=None,

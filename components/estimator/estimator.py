@@ -24,7 +24,7 @@ boundaries (:mod:`.hooks`, :mod:`._driver`).
 Example::
 
     import estflow.dsl as ef
-    from estflow.components.estimator import Estimator, model_fn_for
+    from estflow.estimator import Estimator, model_fn_for
 
     est = Estimator(model_fn_for(ef.DNNClassifier((64, 32), ("x",)), cardinalities={}),
                     model_dir="/tmp/m", config=ef.RunConfig(steps_per_loop=100))
@@ -46,39 +46,39 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator import export as export_lib
-from estflow.components.estimator._engine import tf1
-from estflow.components.estimator._engine.calls import ModelFn
-from estflow.components.estimator._engine.calls import call_input_fn
-from estflow.components.estimator._engine.calls import split_element
-from estflow.components.estimator._engine.driver import HookRunner
-from estflow.components.estimator._engine.driver import HookSession
-from estflow.components.estimator._engine.driver import LoopEngine
-from estflow.components.estimator._engine.driver import TrainDriver
-from estflow.components.estimator._engine.driver import as_hooks
-from estflow.components.estimator._engine.driver import as_listeners
-from estflow.components.estimator._engine.evaluation import Evaluator
-from estflow.components.estimator._engine.evaluation import Predictor
-from estflow.components.estimator._engine.evaluation import select_keys
-from estflow.components.estimator._engine.evaluation import unbatch
-from estflow.components.estimator._engine.loop import Optimizers
-from estflow.components.estimator._engine.loop import Trainer
-from estflow.components.estimator._engine.reporting import Reporter
-from estflow.components.estimator._engine.reporting import print_progress
-from estflow.components.estimator._engine.reporting import write_scalars
-from estflow.components.estimator._engine.session_hooks import NanLossError
-from estflow.components.estimator._engine.session_hooks import TrainHook
-from estflow.components.estimator._engine.store import VariableStore
-from estflow.components.estimator._engine.store import checkpoint_template
-from estflow.components.estimator.distribute import Distribution
-from estflow.components.estimator.run_config import RunConfig
-from estflow.components.estimator.run_config import as_run_config
-from estflow.components.estimator.warm_starting import WarmStartSettings
-from estflow.components.estimator.warm_starting import as_settings
-from estflow.components.estimator.warm_starting import warm_start
 from estflow.dsl import specs as dsl_specs
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator import export as export_lib
+from estflow.estimator._engine import tf1
+from estflow.estimator._engine.calls import ModelFn
+from estflow.estimator._engine.calls import call_input_fn
+from estflow.estimator._engine.calls import split_element
+from estflow.estimator._engine.driver import HookRunner
+from estflow.estimator._engine.driver import HookSession
+from estflow.estimator._engine.driver import LoopEngine
+from estflow.estimator._engine.driver import TrainDriver
+from estflow.estimator._engine.driver import as_hooks
+from estflow.estimator._engine.driver import as_listeners
+from estflow.estimator._engine.evaluation import Evaluator
+from estflow.estimator._engine.evaluation import Predictor
+from estflow.estimator._engine.evaluation import select_keys
+from estflow.estimator._engine.evaluation import unbatch
+from estflow.estimator._engine.loop import Optimizers
+from estflow.estimator._engine.loop import Trainer
+from estflow.estimator._engine.reporting import Reporter
+from estflow.estimator._engine.reporting import print_progress
+from estflow.estimator._engine.reporting import write_scalars
+from estflow.estimator._engine.session_hooks import NanLossError
+from estflow.estimator._engine.session_hooks import TrainHook
+from estflow.estimator._engine.store import VariableStore
+from estflow.estimator._engine.store import checkpoint_template
+from estflow.estimator.distribute import Distribution
+from estflow.estimator.run_config import RunConfig
+from estflow.estimator.run_config import as_run_config
+from estflow.estimator.warm_starting import WarmStartSettings
+from estflow.estimator.warm_starting import as_settings
+from estflow.estimator.warm_starting import warm_start
 
 __all__ = ["Estimator", "TrainHook", "NanLossError"]
 

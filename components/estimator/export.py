@@ -314,7 +314,7 @@ _UNTRACKED_TABLE = (
     "tf.feature_column / tf.compat.v1.feature_column vocabulary and hash columns (through "
     "tf.compat.v1.feature_column.input_layer, tf.keras.layers.DenseFeatures) create a new "
     "table on every trace and keep none of them. Use "
-    "estflow.components.estimator.feature_column (same names: input_layer, DenseFeatures, "
+    "estflow.estimator.feature_column (same names: input_layer, DenseFeatures, "
     "categorical_column_with_vocabulary_list, ...): its lookups are constant ops; or pass "
     "the objects owning the tables as ServingInputReceiver trackables.")
 
@@ -396,7 +396,7 @@ def _export_signatures(estimator, receiver: ServingInputReceiver,
                if t not in (ClassificationOutput, RegressionOutput, PredictOutput)}
     if unknown:
         raise TypeError(f"Expected export_outputs values to be ClassificationOutput, "
-                        f"RegressionOutput or PredictOutput (estflow.components.estimator); "
+                        f"RegressionOutput or PredictOutput (estflow.estimator); "
                         f"received {unknown}")
     string_input = _string_input(receiver)
     signatures, methods = {}, {}

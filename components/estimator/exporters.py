@@ -30,7 +30,7 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
-from estflow.components.estimator._engine.reporting import read_scalars
+from estflow.estimator._engine.reporting import read_scalars
 
 __all__ = ["Exporter", "LatestExporter", "BestExporter", "FinalExporter", "loss_smaller"]
 

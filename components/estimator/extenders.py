@@ -16,8 +16,8 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 
-from estflow.components.estimator.estimator import Estimator
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator.estimator import Estimator
 
 __all__ = ["add_metrics"]
 

@@ -2,7 +2,7 @@
 
 Code written against ``tf.feature_column`` ports by changing the import::
 
-    from estflow.components.estimator import feature_column as fc
+    from estflow.estimator import feature_column as fc
 
     color = fc.categorical_column_with_vocabulary_list("color", ["red", "green", "blue"])
     columns = [fc.numeric_column("x"), fc.embedding_column(color, dimension=4)]
@@ -33,26 +33,26 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator._fc.categorical import CategoricalColumn
-from estflow.components.estimator._fc.categorical import CrossedColumn
-from estflow.components.estimator._fc.categorical import HashedCategoricalColumn
-from estflow.components.estimator._fc.categorical import IdentityCategoricalColumn
-from estflow.components.estimator._fc.categorical import VocabularyFileColumn
-from estflow.components.estimator._fc.categorical import VocabularyListColumn
-from estflow.components.estimator._fc.categorical import WeightedCategoricalColumn
-from estflow.components.estimator._fc.dense import BucketizedColumn
-from estflow.components.estimator._fc.dense import DenseColumn
-from estflow.components.estimator._fc.dense import EmbeddingColumn
-from estflow.components.estimator._fc.dense import IndicatorColumn
-from estflow.components.estimator._fc.dense import NumericColumn
-from estflow.components.estimator._fc.dense import SharedEmbeddingColumn
-from estflow.components.estimator._fc.dense import SharedEmbeddingGroup
-from estflow.components.estimator._fc.layers import DenseFeatures
-from estflow.components.estimator._fc.layers import LinearModel
-from estflow.components.estimator._fc.layers import input_layer
-from estflow.components.estimator._fc.layers import linear_model
-from estflow.components.estimator._fc.layers import make_parse_example_spec
-from estflow.components.estimator._fc.lookup import vocabulary_dtype
+from estflow.estimator._fc.categorical import CategoricalColumn
+from estflow.estimator._fc.categorical import CrossedColumn
+from estflow.estimator._fc.categorical import HashedCategoricalColumn
+from estflow.estimator._fc.categorical import IdentityCategoricalColumn
+from estflow.estimator._fc.categorical import VocabularyFileColumn
+from estflow.estimator._fc.categorical import VocabularyListColumn
+from estflow.estimator._fc.categorical import WeightedCategoricalColumn
+from estflow.estimator._fc.dense import BucketizedColumn
+from estflow.estimator._fc.dense import DenseColumn
+from estflow.estimator._fc.dense import EmbeddingColumn
+from estflow.estimator._fc.dense import IndicatorColumn
+from estflow.estimator._fc.dense import NumericColumn
+from estflow.estimator._fc.dense import SharedEmbeddingColumn
+from estflow.estimator._fc.dense import SharedEmbeddingGroup
+from estflow.estimator._fc.layers import DenseFeatures
+from estflow.estimator._fc.layers import LinearModel
+from estflow.estimator._fc.layers import input_layer
+from estflow.estimator._fc.layers import linear_model
+from estflow.estimator._fc.layers import make_parse_example_spec
+from estflow.estimator._fc.lookup import vocabulary_dtype
 
 __all__ = [
     "numeric_column", "bucketized_column", "categorical_column_with_vocabulary_list",

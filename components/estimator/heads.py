@@ -1,7 +1,7 @@
 """Heads: the problem type (loss, predictions, EVAL metrics) apart from the network, as
 tf.estimator's v2 heads (``tf.estimator.BinaryClassHead`` ...). Use them from a model_fn::
 
-    from estflow.components.estimator import heads
+    from estflow.estimator import heads
 
     def model_fn(features, labels, mode):
         head = heads.BinaryClassHead(weight_column="w", thresholds=[0.3, 0.7])
@@ -27,15 +27,15 @@ step feeds); no ``classes_for_class_based_metrics``. In PREDICT mode the spec's
 
 from __future__ import annotations
 
-from estflow.components.estimator._heads.base import Head
-from estflow.components.estimator._heads.base import LossReduction
-from estflow.components.estimator._heads.classification import BinaryClassHead
-from estflow.components.estimator._heads.classification import MultiClassHead
-from estflow.components.estimator._heads.classification import MultiLabelHead
-from estflow.components.estimator._heads.multi import MultiHead
-from estflow.components.estimator._heads.regression import LogisticRegressionHead
-from estflow.components.estimator._heads.regression import PoissonRegressionHead
-from estflow.components.estimator._heads.regression import RegressionHead
+from estflow.estimator._heads.base import Head
+from estflow.estimator._heads.base import LossReduction
+from estflow.estimator._heads.classification import BinaryClassHead
+from estflow.estimator._heads.classification import MultiClassHead
+from estflow.estimator._heads.classification import MultiLabelHead
+from estflow.estimator._heads.multi import MultiHead
+from estflow.estimator._heads.regression import LogisticRegressionHead
+from estflow.estimator._heads.regression import PoissonRegressionHead
+from estflow.estimator._heads.regression import RegressionHead
 
 __all__ = ["Head", "LossReduction", "BinaryClassHead", "MultiClassHead", "MultiLabelHead",
            "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead", "MultiHead",

@@ -35,7 +35,7 @@ slower for a tiny one). Without hooks the loop is exactly the hook-free fast pat
 
 Example::
 
-    from estflow.components.estimator import hooks
+    from estflow.estimator import hooks
 
     logging_hook = hooks.LoggingTensorHook({"loss": "loss", "step": "global_step"},
                                            every_n_iter=100)
@@ -53,16 +53,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator._engine.session_hooks import CheckpointSaverListener
-from estflow.components.estimator._engine.session_hooks import LossWatcher
-from estflow.components.estimator._engine.session_hooks import NanLossDuringTrainingError
-from estflow.components.estimator._engine.session_hooks import NanLossError
-from estflow.components.estimator._engine.session_hooks import SessionRunArgs
-from estflow.components.estimator._engine.session_hooks import SessionRunContext
-from estflow.components.estimator._engine.session_hooks import SessionRunHook
-from estflow.components.estimator._engine.session_hooks import SessionRunValues
-from estflow.components.estimator._engine.session_hooks import TrainHook
-from estflow.components.estimator._engine.session_hooks import graph_name
+from estflow.estimator._engine.session_hooks import CheckpointSaverListener
+from estflow.estimator._engine.session_hooks import LossWatcher
+from estflow.estimator._engine.session_hooks import NanLossDuringTrainingError
+from estflow.estimator._engine.session_hooks import NanLossError
+from estflow.estimator._engine.session_hooks import SessionRunArgs
+from estflow.estimator._engine.session_hooks import SessionRunContext
+from estflow.estimator._engine.session_hooks import SessionRunHook
+from estflow.estimator._engine.session_hooks import SessionRunValues
+from estflow.estimator._engine.session_hooks import TrainHook
+from estflow.estimator._engine.session_hooks import graph_name
 
 __all__ = ["NanLossError", "NanLossDuringTrainingError", "SessionRunArgs", "SessionRunValues",
            "SessionRunContext", "SessionRunHook", "CheckpointSaverListener", "TrainHook",

@@ -46,9 +46,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator.estimator import Estimator
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator.estimator import Estimator
 
 __all__ = ["model_to_estimator"]
 

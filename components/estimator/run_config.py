@@ -4,7 +4,7 @@
 Pipelines declare :class:`estflow.dsl.RunConfig` (serialisable, no TensorFlow); the
 Estimator accepts either and works with this one (:func:`as_run_config`). Cluster membership
 is never read from the environment here: the step's entry point parses ``TF_CONFIG`` once
-(:func:`estflow.components.estimator.distribute.parse_tf_config`) and passes the result as
+(:func:`estflow.estimator.distribute.parse_tf_config`) and passes the result as
 ``cluster``; without it the run is a single local task (the chief).
 """
 

@@ -44,12 +44,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator import distribute
-from estflow.components.estimator._engine.driver import as_hooks
-from estflow.components.estimator._engine.driver import as_listeners
-from estflow.components.estimator._engine.session_hooks import CheckpointSaverListener
-from estflow.components.estimator.estimator import Estimator
-from estflow.components.estimator.exporters import Exporter
+from estflow.estimator import distribute
+from estflow.estimator._engine.driver import as_hooks
+from estflow.estimator._engine.driver import as_listeners
+from estflow.estimator._engine.session_hooks import CheckpointSaverListener
+from estflow.estimator.estimator import Estimator
+from estflow.estimator.exporters import Exporter
 
 __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate"]
 

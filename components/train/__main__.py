@@ -88,13 +88,6 @@ from estflow.components._io import leftovers
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import accelerators
 from estflow.components._runtime import entry
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import NanLossError
-from estflow.components.estimator import TrainHook
-from estflow.components.estimator import distribute
-from estflow.components.estimator import model_fn_for
-from estflow.components.estimator import training
-from estflow.components.estimator.run_config import RunConfig
 from estflow.components.train import evaluation
 from estflow.components.train import warm_start
 from estflow.components.train.export import RAW_SIGNATURE
@@ -107,6 +100,13 @@ from estflow.dsl import models as m
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
+from estflow.estimator import Estimator
+from estflow.estimator import NanLossError
+from estflow.estimator import TrainHook
+from estflow.estimator import distribute
+from estflow.estimator import model_fn_for
+from estflow.estimator import training
+from estflow.estimator.run_config import RunConfig
 
 __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model",
            "evaluate_checkpoints", "TrainStepError", "RAW_SIGNATURE"]

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator import training
-from estflow.components.estimator.exporters import Exporter
 from estflow.components.train.inputs import eval_input_fn
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
+from estflow.estimator import training
+from estflow.estimator.exporters import Exporter
 
 __all__ = ["KEY_METRICS", "EvalRecorder", "eval_name", "eval_spec"]
 

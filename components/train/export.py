@@ -12,11 +12,11 @@ import tensorflow as tf
 
 from estflow.components._io import raw_features
 from estflow.components._io.raw_features import raw_feature_spec
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import export as export_lib
 from estflow.components.train import warm_start
 from estflow.dsl import models as m
 from estflow.dsl.pipeline import Pipeline
+from estflow.estimator import Estimator
+from estflow.estimator import export as export_lib
 
 __all__ = ["RAW_SIGNATURE", "export_serving_model"]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import tensorflow as tf
 
 from estflow.components._io import model_repo
-from estflow.components.estimator import Estimator
-from estflow.components.estimator.warm_starting import WarmStartSettings
 from estflow.components.train.inputs import TrainStepError
 from estflow.dsl.pipeline import Pipeline
+from estflow.estimator import Estimator
+from estflow.estimator.warm_starting import WarmStartSettings
 
 __all__ = ["WarmStart", "resolve", "copy_checkpoint"]
 

@@ -39,7 +39,7 @@ from common import STEPS  # noqa: E402
 from common import WARM  # noqa: E402
 from common import make_data  # noqa: E402
 
-import estflow.components.estimator as estimator  # noqa: E402  (was: tf.estimator)
+import estflow.estimator as estimator  # noqa: E402  (was: tf.estimator)
 
 fc = estimator.feature_column  # was: tf.feature_column
 

@@ -27,7 +27,7 @@ from common import STEPS  # noqa: E402
 from common import WARM  # noqa: E402
 from common import make_data  # noqa: E402
 
-from estflow.components.estimator._engine.input_fusion import batch_first  # noqa: E402
+from estflow.estimator._engine.input_fusion import batch_first  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     dataset = input_fn()
     if args.optimized:
-        from estflow.components.estimator._engine.input_fusion import batch_first
+        from estflow.estimator._engine.input_fusion import batch_first
         dataset, changed = batch_first(dataset)
         if not changed:
             print("note: no rewrite applies; timing the dataset as built")

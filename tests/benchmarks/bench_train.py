@@ -33,9 +33,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import estflow.dsl as ef  # noqa: E402
-from estflow.components.estimator import Estimator  # noqa: E402
-from estflow.components.estimator import TrainHook  # noqa: E402
-from estflow.components.estimator import model_fn_for  # noqa: E402
+from estflow.estimator import Estimator  # noqa: E402
+from estflow.estimator import TrainHook  # noqa: E402
+from estflow.estimator import model_fn_for  # noqa: E402
 
 N_NUM = 20
 CATS = {"c0": ["a", "b", "c", "d"], "c1": [f"v{i}" for i in range(10)],

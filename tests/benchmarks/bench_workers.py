@@ -40,8 +40,8 @@ _STEP = re.compile(r"step (\d+), loss ")
 def _child(args) -> None:
     """One training process (TF_CONFIG from the environment, as components.train.main)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from estflow.components.estimator import distribute
     from estflow.components.train import __main__ as train
+    from estflow.estimator import distribute
 
     module = importlib.util.spec_from_file_location("bench_taxi", TAXI)
     taxi = importlib.util.module_from_spec(module)

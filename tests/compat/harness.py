@@ -164,8 +164,8 @@ def _install_framework(framework: str, seed: int, evaluations: list) -> None:
         from tensorflow_estimator.python.estimator import estimator as module
         from tensorflow_estimator.python.estimator import run_config as config_module
     elif framework == "estflow":
-        from estflow.components.estimator import estimator as module
-        from estflow.components.estimator import run_config as config_module
+        from estflow.estimator import estimator as module
+        from estflow.estimator import run_config as config_module
     else:
         raise ValueError(framework)
 

@@ -136,7 +136,7 @@ def test_every_program_has_figures():
 
 def test_the_codemods_names_are_the_engines():
     """Every estflow name ``estflow migrate`` writes exists in the engine."""
-    import estflow.components.estimator as engine
+    import estflow.estimator as engine
     from estflow.pipelines import migrate
 
     for name in migrate.ESTIMATOR_NAMES:

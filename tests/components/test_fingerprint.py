@@ -17,10 +17,10 @@ import pytest
 import estflow.dsl as ef
 from estflow.components import fingerprint as fingerprint_step
 from estflow.components import push
-from estflow.components._io import outside_facts as facts
-from estflow.components._io import user_code
 from estflow.components._io import leftovers
 from estflow.components._io import lineage
+from estflow.components._io import outside_facts as facts
+from estflow.components._io import user_code
 from estflow.dsl.contracts import Files
 from estflow.dsl.refs import CallableRef
 from estflow.pipelines.examples import taxi

@@ -449,7 +449,7 @@ def test_command_line_prints_a_ready_line_and_serves(base):
 def test_a_premade_estimators_export_answers_classify_and_predict(tmp_path):
     """What a ported tf.estimator program exports (DNNClassifier.export_saved_model) is served
     as TF Serving serves it: :classify on serving_default, :predict on "predict"."""
-    import estflow.components.estimator as estimator
+    import estflow.estimator as estimator
 
     fc = estimator.feature_column
     cols = [fc.numeric_column("x"), fc.indicator_column(

@@ -15,11 +15,11 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
 from estflow.components.train import __main__ as train
 from estflow.dsl.contracts import Files
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
 from tests.components import _train_fixtures as fx
 
 
@@ -80,7 +80,7 @@ def test_cli_writes_checkpoints_export_and_train_json(trained):
     assert (out / Files.EXPORT / "saved_model.pb").exists()
     # the process leaves without the interpreter's teardown (entry.exit_after): its TensorBoard
     # events are complete all the same, training's and the final evaluation's
-    from estflow.components.estimator._engine.reporting import read_scalars
+    from estflow.estimator._engine.reporting import read_scalars
     train_events = read_scalars([str(p) for p in (out / Files.CHECKPOINTS).glob("events*")])
     eval_events = read_scalars([str(p) for p in
                                 (out / Files.CHECKPOINTS / "eval").glob("events*")])

@@ -12,12 +12,12 @@ import tensorflow as tf
 import estflow.dsl as ef
 from estflow.components import push
 from estflow.components._io import model_repo
-from estflow.components.estimator import Estimator
-from estflow.components.estimator.run_config import RunConfig
 from estflow.components.train import __main__ as train
 from estflow.components.train import warm_start
 from estflow.components.train.inputs import read_transform
 from estflow.dsl.contracts import Files
+from estflow.estimator import Estimator
+from estflow.estimator.run_config import RunConfig
 from tests.components import _train_fixtures as fx
 
 

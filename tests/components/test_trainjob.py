@@ -66,7 +66,7 @@ def test_parameter_server_roles_are_laid_out_chief_workers_ps_evaluator():
 def test_every_pod_of_the_jobset_derives_the_same_cluster_and_its_own_task():
     """As the runtime and the TrainJob set the environment: all pods agree, and TF_CONFIG is
     what estflow's train step parses (worker 0 is the chief)."""
-    from estflow.components.estimator import distribute
+    from estflow.estimator import distribute
 
     request = manifests.JobRequest("taxi-train-1a2b", "img", ef.Cluster(workers=3), GPU, ARGS,
                                    SUBMITTER)

@@ -15,7 +15,7 @@ from estflow.pipelines.migrate import migrate_file
 from estflow.pipelines.migrate import migrate_source
 
 CORPUS = Path(__file__).resolve().parents[1] / "compat" / "programs"
-IMPORT = "import estflow.components.estimator as estimator"
+IMPORT = "import estflow.estimator as estimator"
 
 
 def migrate(text: str):
@@ -64,7 +64,7 @@ def test_the_name_estimator_in_use_picks_another_alias():
         def f(estimator):
             return estimator
         """)
-    assert "import estflow.components.estimator as tf_estimator\n" in m.source
+    assert "import estflow.estimator as tf_estimator\n" in m.source
     assert "estimator = tf_estimator.LinearClassifier([tf_estimator.feature_column." \
            "numeric_column(\"x\")], loss_reduction=\"sum\")" in m.source
 
@@ -97,12 +97,41 @@ def test_tensorflow_imports_of_estimator_and_feature_column_become_estflow_modul
         """)
     assert m.source == textwrap.dedent("""\
         from tensorflow import keras
-        import estflow.components.estimator as est
-        from estflow.components.estimator import feature_column as fc
+        import estflow.estimator as est
+        from estflow.estimator import feature_column as fc
         c = fc.numeric_column("x")
         r = est.export.build_parsing_serving_input_receiver_fn(fc.make_parse_example_spec([c]))
         h = est.stop_if_no_decrease_hook
         """)
+
+
+def test_the_engines_old_name_becomes_estflow_estimator():
+    """A program migrated by estflow 0.1 imports the engine as estflow.components.estimator,
+    which now refuses that name: migrate rewrites each form of the import."""
+    m = migrate("""\
+        import estflow.components.estimator as estimator
+        from estflow.components.estimator import canned
+        from estflow.components import estimator as est, _io
+        from estflow.components.estimator.heads import BinaryClassHead
+        """)
+    assert m.source == textwrap.dedent("""\
+        import estflow.estimator as estimator
+        from estflow.estimator import canned
+        from estflow.components import _io
+        from estflow import estimator as est
+        from estflow.estimator.heads import BinaryClassHead
+        """)
+    assert [c.kind for c in m.changes] == ["changed"] * 4
+
+
+def test_the_engine_refuses_its_old_name():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import estflow.components.estimator"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "imported as estflow.estimator, not estflow.components.estimator" in done.stderr
 
 
 def test_names_estflow_does_not_have_are_reported_and_left_as_they_are():
@@ -318,7 +347,7 @@ def test_corpus_programs_migrate(program, tmp_path):
     ast.parse(source)
     assert source == m.source
     assert [c.message.split(":")[0] for c in m.unresolved] == CORPUS_UNRESOLVED.get(program, [])
-    assert "estflow.components.estimator" in source
+    assert "estflow.estimator" in source
     reported = " ".join(c.message for c in m.unresolved)
     code = "\n".join(line.split("#")[0] for line in source.splitlines())
     left = re.findall(r"\b(?:tf1?|tf\.compat\.v1)\.(estimator|feature_column)\.(\w+)", code)

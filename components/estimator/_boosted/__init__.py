@@ -1,2 +1,2 @@
-"""Internals of :mod:`estflow.components.estimator.boosted_trees` (gradient boosted trees on
+"""Internals of :mod:`estflow.estimator.boosted_trees` (gradient boosted trees on
 core TensorFlow ops)."""

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from estflow.components.estimator._fc.dense import BucketizedColumn
-from estflow.components.estimator._fc.dense import IndicatorColumn
-from estflow.components.estimator._fc.dense import NumericColumn
+from estflow.estimator._fc.dense import BucketizedColumn
+from estflow.estimator._fc.dense import IndicatorColumn
+from estflow.estimator._fc.dense import NumericColumn
 
 __all__ = ["Feature", "Layout", "layout_of_columns", "bucketize", "SUPPORTED"]
 

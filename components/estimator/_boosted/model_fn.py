@@ -34,15 +34,15 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator._boosted import quantiles
-from estflow.components.estimator._boosted.features import Layout
-from estflow.components.estimator._boosted.features import bucketize
-from estflow.components.estimator._boosted.trees import Ensemble
-from estflow.components.estimator._boosted.trees import aggregate_stats
-from estflow.components.estimator._boosted.trees import best_splits
-from estflow.components.estimator.heads import BinaryClassHead
-from estflow.components.estimator.hooks import SessionRunHook
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator._boosted import quantiles
+from estflow.estimator._boosted.features import Layout
+from estflow.estimator._boosted.features import bucketize
+from estflow.estimator._boosted.trees import Ensemble
+from estflow.estimator._boosted.trees import aggregate_stats
+from estflow.estimator._boosted.trees import best_splits
+from estflow.estimator.heads import BinaryClassHead
+from estflow.estimator.hooks import SessionRunHook
 
 __all__ = ["TreeHParams", "boosted_trees_model_fn", "StopAtAttemptsHook",
            "per_example_maxent_loss"]

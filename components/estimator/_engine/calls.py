@@ -15,10 +15,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator import distribute
-from estflow.components.estimator._engine import tf1
-from estflow.components.estimator._engine.input_fusion import batch_first
 from estflow.dsl.model_fn import EstimatorSpec
+from estflow.estimator import distribute
+from estflow.estimator._engine import tf1
+from estflow.estimator._engine.input_fusion import batch_first
 
 __all__ = ["ModelFn", "call_input_fn", "scalar_loss", "split_element"]
 

@@ -18,17 +18,17 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator._engine.reporting import Reporter
-from estflow.components.estimator._engine.reporting import crosses
-from estflow.components.estimator._engine.session_hooks import LossWatcher
-from estflow.components.estimator._engine.session_hooks import NanLossError
-from estflow.components.estimator._engine.session_hooks import SessionRunArgs
-from estflow.components.estimator._engine.session_hooks import SessionRunContext
-from estflow.components.estimator._engine.session_hooks import SessionRunHook
-from estflow.components.estimator._engine.session_hooks import SessionRunValues
-from estflow.components.estimator._engine.session_hooks import TrainHook
-from estflow.components.estimator._engine.session_hooks import TrainHookAdapter
-from estflow.components.estimator._engine.session_hooks import graph_name
+from estflow.estimator._engine.reporting import Reporter
+from estflow.estimator._engine.reporting import crosses
+from estflow.estimator._engine.session_hooks import LossWatcher
+from estflow.estimator._engine.session_hooks import NanLossError
+from estflow.estimator._engine.session_hooks import SessionRunArgs
+from estflow.estimator._engine.session_hooks import SessionRunContext
+from estflow.estimator._engine.session_hooks import SessionRunHook
+from estflow.estimator._engine.session_hooks import SessionRunValues
+from estflow.estimator._engine.session_hooks import TrainHook
+from estflow.estimator._engine.session_hooks import TrainHookAdapter
+from estflow.estimator._engine.session_hooks import graph_name
 
 __all__ = ["HookSession", "HookRunner", "TrainDriver", "LoopEngine", "as_hooks",
            "as_listeners"]

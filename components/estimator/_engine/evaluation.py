@@ -22,17 +22,17 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator._engine.calls import ModelFn
-from estflow.components.estimator._engine.calls import scalar_loss
-from estflow.components.estimator._engine.calls import split_element
-from estflow.components.estimator._engine.driver import HookRunner
-from estflow.components.estimator._engine.driver import HookSession
-from estflow.components.estimator._engine.driver import as_hooks
-from estflow.components.estimator._engine.loop import examples_in
-from estflow.components.estimator._engine.store import VariableStore
-from estflow.components.estimator.distribute import DistributeError
-from estflow.components.estimator.distribute import Distribution
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator._engine.calls import ModelFn
+from estflow.estimator._engine.calls import scalar_loss
+from estflow.estimator._engine.calls import split_element
+from estflow.estimator._engine.driver import HookRunner
+from estflow.estimator._engine.driver import HookSession
+from estflow.estimator._engine.driver import as_hooks
+from estflow.estimator._engine.loop import examples_in
+from estflow.estimator._engine.store import VariableStore
+from estflow.estimator.distribute import DistributeError
+from estflow.estimator.distribute import Distribution
 
 __all__ = ["Evaluator", "Predictor", "to_python", "select_keys", "unbatch"]
 

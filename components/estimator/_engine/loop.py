@@ -31,15 +31,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator._engine import tf1
-from estflow.components.estimator._engine.calls import ModelFn
-from estflow.components.estimator._engine.calls import scalar_loss
-from estflow.components.estimator._engine.calls import split_element
-from estflow.components.estimator._engine.store import VariableStore
-from estflow.components.estimator._fc.inputs import batch_size
-from estflow.components.estimator.distribute import Distribution
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator._engine import tf1
+from estflow.estimator._engine.calls import ModelFn
+from estflow.estimator._engine.calls import scalar_loss
+from estflow.estimator._engine.calls import split_element
+from estflow.estimator._engine.store import VariableStore
+from estflow.estimator._fc.inputs import batch_size
+from estflow.estimator.distribute import Distribution
 
 __all__ = ["Optimizers", "Trainer", "examples_in"]
 

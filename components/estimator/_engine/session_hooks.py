@@ -131,7 +131,7 @@ class SessionRunHook:
 
 class LossWatcher(SessionRunHook):
     """A hook the engine tells when its in-graph guard stops a loop at a non-finite loss
-    (:class:`~estflow.components.estimator.hooks.NanTensorHook` is one): the engine lives
+    (:class:`~estflow.estimator.hooks.NanTensorHook` is one): the engine lives
     below the public hooks and knows them only by this contract.
 
     Attributes:

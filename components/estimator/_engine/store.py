@@ -59,7 +59,7 @@ import threading
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator._engine import tf1
+from estflow.estimator._engine import tf1
 
 __all__ = ["VariableStore", "checkpoint_template"]
 

@@ -350,7 +350,7 @@ def explain(error: BaseException) -> BaseException | None:
         if match and match.group(2) == "DenseFeatures":
             return AttributeError(
                 "tf.keras.layers.DenseFeatures does not exist in Keras 3: use "
-                "estflow.components.estimator.feature_column.DenseFeatures(columns)(features) "
+                "estflow.estimator.feature_column.DenseFeatures(columns)(features) "
                 "(or feature_column.input_layer(features, columns)) with this package's "
                 "feature columns")
     if isinstance(error, ImportError) and "keras.optimizers.legacy" in text:

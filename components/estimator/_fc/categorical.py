@@ -3,7 +3,7 @@
 Each column is a frozen, hashable value (like tf.feature_column's namedtuples) with
 ``name``, ``num_buckets``, ``parse_example_spec`` and ``sparse_ids(features)`` returning an
 :class:`IdWeightPair`. Build them with the functions of
-:mod:`estflow.components.estimator.feature_column`.
+:mod:`estflow.estimator.feature_column`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator._fc.inputs import IdWeightPair
-from estflow.components.estimator._fc.inputs import aligned_weights
-from estflow.components.estimator._fc.inputs import as_sparse
-from estflow.components.estimator._fc.inputs import raw_feature
-from estflow.components.estimator._fc.lookup import VocabularyLookup
+from estflow.estimator._fc.inputs import IdWeightPair
+from estflow.estimator._fc.inputs import aligned_weights
+from estflow.estimator._fc.inputs import as_sparse
+from estflow.estimator._fc.inputs import raw_feature
+from estflow.estimator._fc.lookup import VocabularyLookup
 
 __all__ = ["CategoricalColumn", "VocabularyListColumn", "VocabularyFileColumn",
            "HashedCategoricalColumn", "IdentityCategoricalColumn",

@@ -17,11 +17,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator._fc.categorical import CategoricalColumn
-from estflow.components.estimator._fc.inputs import IdWeightPair
-from estflow.components.estimator._fc.inputs import StateSpec
-from estflow.components.estimator._fc.inputs import dense_2d
-from estflow.components.estimator._fc.inputs import raw_feature
+from estflow.estimator._fc.categorical import CategoricalColumn
+from estflow.estimator._fc.inputs import IdWeightPair
+from estflow.estimator._fc.inputs import StateSpec
+from estflow.estimator._fc.inputs import dense_2d
+from estflow.estimator._fc.inputs import raw_feature
 
 __all__ = ["DenseColumn", "NumericColumn", "BucketizedColumn", "IndicatorColumn",
            "EmbeddingColumn", "SharedEmbeddingGroup", "SharedEmbeddingColumn"]

@@ -22,8 +22,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from estflow.components.estimator._fc.categorical import CategoricalColumn
-from estflow.components.estimator._fc.dense import DenseColumn
+from estflow.estimator._fc.categorical import CategoricalColumn
+from estflow.estimator._fc.dense import DenseColumn
 
 __all__ = ["DenseFeatures", "LinearModel", "normalize_columns", "make_parse_example_spec",
            "input_layer", "linear_model"]
@@ -63,7 +63,7 @@ def _hint(col) -> str:
         return " (wrap a categorical column in embedding_column or indicator_column)"
     if type(col).__module__.startswith(("tensorflow.", "keras.", "tf_keras.")):
         return (" (a tf.feature_column column: build columns with "
-                "estflow.components.estimator.feature_column instead)")
+                "estflow.estimator.feature_column instead)")
     return ""
 
 
@@ -101,7 +101,7 @@ class DenseFeatures(tf.Module):
 
     Example:
         >>> import tensorflow as tf
-        >>> from estflow.components.estimator import feature_column as fc
+        >>> from estflow.estimator import feature_column as fc
         >>> color = fc.categorical_column_with_vocabulary_list("color", ["red", "blue"])
         >>> layer = fc.DenseFeatures([fc.numeric_column("x"), fc.indicator_column(color)])
         >>> layer({"x": tf.constant([1.5, 2.0]),
@@ -164,7 +164,7 @@ class LinearModel(tf.Module):
 
     Example:
         >>> import tensorflow as tf
-        >>> from estflow.components.estimator import feature_column as fc
+        >>> from estflow.estimator import feature_column as fc
         >>> model = fc.LinearModel([fc.numeric_column("x"),
         ...                         fc.categorical_column_with_identity("id", 3)])
         >>> model({"x": tf.constant([1.0]), "id": tf.constant([2])}).numpy().tolist()
@@ -225,7 +225,7 @@ def make_parse_example_spec(feature_columns) -> dict[str, Any]:
         ValueError: two columns need different specs for one feature.
 
     Example:
-        >>> from estflow.components.estimator import feature_column as fc
+        >>> from estflow.estimator import feature_column as fc
         >>> spec = make_parse_example_spec([fc.numeric_column("x", default_value=0.0),
         ...                                 fc.categorical_column_with_hash_bucket("c", 10)])
         >>> sorted(spec), type(spec["c"]).__name__
@@ -251,7 +251,7 @@ def input_layer(features, feature_columns, trainable: bool = True,
 
     Example:
         >>> import tensorflow as tf
-        >>> from estflow.components.estimator import feature_column as fc
+        >>> from estflow.estimator import feature_column as fc
         >>> input_layer({"x": tf.constant([[1.0], [2.0]])}, [fc.numeric_column("x")]).shape
         TensorShape([2, 1])
     """
@@ -267,7 +267,7 @@ def linear_model(features, feature_columns, units: int = 1, sparse_combiner: str
 
     Example:
         >>> import tensorflow as tf
-        >>> from estflow.components.estimator import feature_column as fc
+        >>> from estflow.estimator import feature_column as fc
         >>> linear_model({"x": tf.constant([1.0, 2.0])}, [fc.numeric_column("x")]).shape
         TensorShape([2, 1])
     """

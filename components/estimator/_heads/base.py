@@ -16,10 +16,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator._fc.lookup import VocabularyLookup
-from estflow.components.estimator.export import PredictOutput
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator._fc.lookup import VocabularyLookup
+from estflow.estimator.export import PredictOutput
 
 __all__ = ["Head", "LossReduction", "check_thresholds", "check_vocabulary", "mean_metric",
            "update_mean", "dense_labels", "assert_range", "train_spec", "label_ids",

@@ -5,19 +5,19 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator._fc.inputs import as_sparse
-from estflow.components.estimator._fc.lookup import VocabularyLookup
-from estflow.components.estimator._heads.base import Head
-from estflow.components.estimator._heads.base import LossReduction
-from estflow.components.estimator._heads.base import assert_range
-from estflow.components.estimator._heads.base import check_thresholds
-from estflow.components.estimator._heads.base import check_vocabulary
-from estflow.components.estimator._heads.base import dense_labels
-from estflow.components.estimator._heads.base import label_ids
-from estflow.components.estimator._heads.base import mean_metric
-from estflow.components.estimator._heads.base import select_predictions
-from estflow.components.estimator._heads.base import update_mean
-from estflow.components.estimator.export import ClassificationOutput
+from estflow.estimator._fc.inputs import as_sparse
+from estflow.estimator._fc.lookup import VocabularyLookup
+from estflow.estimator._heads.base import Head
+from estflow.estimator._heads.base import LossReduction
+from estflow.estimator._heads.base import assert_range
+from estflow.estimator._heads.base import check_thresholds
+from estflow.estimator._heads.base import check_vocabulary
+from estflow.estimator._heads.base import dense_labels
+from estflow.estimator._heads.base import label_ids
+from estflow.estimator._heads.base import mean_metric
+from estflow.estimator._heads.base import select_predictions
+from estflow.estimator._heads.base import update_mean
+from estflow.estimator.export import ClassificationOutput
 
 __all__ = ["BinaryClassHead", "MultiClassHead", "MultiLabelHead"]
 

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from estflow.components.estimator._heads.base import Head
-from estflow.components.estimator._heads.base import mean_metric
-from estflow.components.estimator._heads.base import train_spec
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator._heads.base import Head
+from estflow.estimator._heads.base import mean_metric
+from estflow.estimator._heads.base import train_spec
 
 __all__ = ["MultiHead"]
 
@@ -34,7 +34,7 @@ class MultiHead:
 
     Example:
         >>> import numpy as np
-        >>> from estflow.components.estimator.heads import MultiLabelHead
+        >>> from estflow.estimator.heads import MultiLabelHead
         >>> head = MultiHead([MultiLabelHead(2, name="head1"),
         ...                   MultiLabelHead(3, name="head2")])
         >>> logits = {"head1": np.array([[-10., 10.], [-15., 10.]], np.float32),

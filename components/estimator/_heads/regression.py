@@ -6,14 +6,14 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from estflow.components.estimator._heads.base import Head
-from estflow.components.estimator._heads.base import LossReduction
-from estflow.components.estimator._heads.base import assert_range
-from estflow.components.estimator._heads.base import dense_labels
-from estflow.components.estimator._heads.base import mean_metric
-from estflow.components.estimator._heads.base import select_predictions
-from estflow.components.estimator._heads.base import update_mean
-from estflow.components.estimator.export import RegressionOutput
+from estflow.estimator._heads.base import Head
+from estflow.estimator._heads.base import LossReduction
+from estflow.estimator._heads.base import assert_range
+from estflow.estimator._heads.base import dense_labels
+from estflow.estimator._heads.base import mean_metric
+from estflow.estimator._heads.base import select_predictions
+from estflow.estimator._heads.base import update_mean
+from estflow.estimator.export import RegressionOutput
 
 __all__ = ["RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead"]
 

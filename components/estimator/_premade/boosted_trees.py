@@ -4,7 +4,7 @@
 A feature named by a string is numeric (float ``[batch]``), bucketized by the quantile sketch;
 ``ef.Indicator(name)`` is a categorical feature of ``cardinality`` ids, one 0/1 feature per id.
 Columns are taken in name order (tf.estimator sorted its feature columns by name). The training
-algorithm, state and export are :mod:`estflow.components.estimator.boosted_trees`'s.
+algorithm, state and export are :mod:`estflow.estimator.boosted_trees`'s.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from estflow.components.estimator._boosted.features import Feature
-from estflow.components.estimator._boosted.features import Layout
-from estflow.components.estimator._boosted.model_fn import TreeHParams
-from estflow.components.estimator._boosted.model_fn import boosted_trees_model_fn
-from estflow.components.estimator._boosted.model_fn import closed_form_applies
-from estflow.components.estimator._boosted.model_fn import num_quantiles
-from estflow.components.estimator._boosted.model_fn import per_example_maxent_loss
-from estflow.components.estimator._premade.inputs import cardinality_of
-from estflow.components.estimator.heads import BinaryClassHead
-from estflow.components.estimator.heads import MultiClassHead
-from estflow.components.estimator.heads import RegressionHead
 from estflow.dsl import models as m
+from estflow.estimator._boosted.features import Feature
+from estflow.estimator._boosted.features import Layout
+from estflow.estimator._boosted.model_fn import TreeHParams
+from estflow.estimator._boosted.model_fn import boosted_trees_model_fn
+from estflow.estimator._boosted.model_fn import closed_form_applies
+from estflow.estimator._boosted.model_fn import num_quantiles
+from estflow.estimator._boosted.model_fn import per_example_maxent_loss
+from estflow.estimator._premade.inputs import cardinality_of
+from estflow.estimator.heads import BinaryClassHead
+from estflow.estimator.heads import MultiClassHead
+from estflow.estimator.heads import RegressionHead
 
 __all__ = ["boosted_trees_model_fn_for", "layout_of_declaration"]
 

@@ -49,17 +49,17 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from estflow.components.estimator._fc.inputs import batch_size
-from estflow.components.estimator._premade.inputs import InputLayer
-from estflow.components.estimator._premade.inputs import LinearLayer
-from estflow.components.estimator._premade.inputs import cardinality_of
-from estflow.components.estimator.heads import BinaryClassHead
-from estflow.components.estimator.heads import Head
-from estflow.components.estimator.heads import LossReduction
-from estflow.components.estimator.heads import MultiClassHead
-from estflow.components.estimator.heads import head_for
 from estflow.dsl import models as m
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator._fc.inputs import batch_size
+from estflow.estimator._premade.inputs import InputLayer
+from estflow.estimator._premade.inputs import LinearLayer
+from estflow.estimator._premade.inputs import cardinality_of
+from estflow.estimator.heads import BinaryClassHead
+from estflow.estimator.heads import Head
+from estflow.estimator.heads import LossReduction
+from estflow.estimator.heads import MultiClassHead
+from estflow.estimator.heads import head_for
 
 __all__ = ["model_fn_for", "head_of", "make_optimizer", "DNN_LEARNING_RATE",
            "LINEAR_LEARNING_RATE", "BASELINE_LEARNING_RATE", "OPTIMIZERS", "DNNTower", "Part",
@@ -286,7 +286,7 @@ _BUILDERS = {m.DNNClassifier: _dnn, m.DNNRegressor: _dnn,
 
 def _boosted_trees(model, cards: Mapping[str, int]) -> Callable:
     # imported here: the boosted trees' modules import this one's neighbours (no cycle)
-    from estflow.components.estimator._premade.boosted_trees import boosted_trees_model_fn_for
+    from estflow.estimator._premade.boosted_trees import boosted_trees_model_fn_for
     return boosted_trees_model_fn_for(model, cards, _prediction_keys)
 
 

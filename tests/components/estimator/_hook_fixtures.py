@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import RunConfig
-from estflow.components.estimator import parsing_serving_input_receiver_fn
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator import RunConfig
+from estflow.estimator import parsing_serving_input_receiver_fn
 
 CONFIG = RunConfig(save_checkpoints_steps=10, save_summary_steps=10, log_step_count_steps=10,
                    steps_per_loop=5, keep_checkpoint_max=10, tf_random_seed=7)

@@ -8,8 +8,8 @@ def logistic_model_fn(features, labels, mode, params):
     import keras
     import tensorflow as tf
 
-    from estflow.components.estimator import EstimatorSpec
-    from estflow.components.estimator import ModeKeys
+    from estflow.estimator import EstimatorSpec
+    from estflow.estimator import ModeKeys
 
     w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
     b = tf.Variable(lambda: tf.zeros([1]), name="b")

@@ -9,7 +9,7 @@ import json
 import sys
 import time
 
-from estflow.components.estimator import SessionRunHook
+from estflow.estimator import SessionRunHook
 from tests.components.estimator import _hook_fixtures as fx
 
 

@@ -14,10 +14,10 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import kernels
 
-import estflow.components.estimator as estimator
 import estflow.dsl as ef
-from estflow.components.estimator import model_fn_for
-from estflow.components.estimator._boosted import quantiles
+import estflow.estimator as estimator
+from estflow.estimator import model_fn_for
+from estflow.estimator._boosted import quantiles
 from tests.components.estimator.reference.boosted_trees_cases import cases
 from tests.components.estimator.reference.boosted_trees_cases import has_numeric
 

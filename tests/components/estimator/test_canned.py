@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import estflow.components.estimator as estimator
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import canned
+import estflow.estimator as estimator
+from estflow.estimator import ModeKeys
+from estflow.estimator import canned
 
 fc = estimator.feature_column
 COLORS = ["red", "green", "blue"]
@@ -411,5 +411,5 @@ def test_bad_arguments_fail_at_construction_naming_them(build, error, field):
 
 
 def test_foreign_feature_columns_get_a_hint():
-    with pytest.raises(ValueError, match="estflow.components.estimator.feature_column"):
+    with pytest.raises(ValueError, match="estflow.estimator.feature_column"):
         estimator.LinearClassifier([tf.feature_column.numeric_column("x")])

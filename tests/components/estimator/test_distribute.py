@@ -18,15 +18,15 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import distribute
-from estflow.components.estimator import model_fn_for
-from estflow.components.estimator import parsing_serving_input_receiver_fn
-from estflow.components.estimator.distribute import ClusterSpec
-from estflow.components.estimator.distribute import DistributeError
-from estflow.components.estimator.distribute import TaskInfo
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator import distribute
+from estflow.estimator import model_fn_for
+from estflow.estimator import parsing_serving_input_receiver_fn
+from estflow.estimator.distribute import ClusterSpec
+from estflow.estimator.distribute import DistributeError
+from estflow.estimator.distribute import TaskInfo
 from tests.components.estimator._devices import configure_two_cpus
 from tests.components.estimator._models import logistic_model_fn as model_fn
 

@@ -12,14 +12,14 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import NanLossError
-from estflow.components.estimator import TrainHook
-from estflow.components.estimator import export
-from estflow.components.estimator import parsing_serving_input_receiver_fn
-from estflow.components.estimator.run_config import RunConfig
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator import NanLossError
+from estflow.estimator import TrainHook
+from estflow.estimator import export
+from estflow.estimator import parsing_serving_input_receiver_fn
+from estflow.estimator.run_config import RunConfig
 
 CONFIG = ef.RunConfig(save_checkpoints_steps=10, save_summary_steps=10,
                       log_step_count_steps=10, steps_per_loop=5, keep_checkpoint_max=3)
@@ -374,8 +374,8 @@ def test_the_training_loop_is_traced_once(tmp_path):
 
 
 def test_the_training_loop_is_traced_once_with_engine_applied_optimizer_slots(tmp_path):
-    from estflow.components.estimator import DNNClassifier
-    from estflow.components.estimator import feature_column as fc
+    from estflow.estimator import DNNClassifier
+    from estflow.estimator import feature_column as fc
 
     est = DNNClassifier([4], [fc.numeric_column("x", shape=(2,))], model_dir=str(tmp_path),
                         config=RunConfig(steps_per_loop=5, save_checkpoints_steps=None,
@@ -387,7 +387,7 @@ def test_the_training_loop_is_traced_once_with_engine_applied_optimizer_slots(tm
 
 def _export_outputs_model_fn(features, labels, mode, params):
     """tf.estimator style: the PREDICT spec names its export signatures."""
-    from estflow.components.estimator import export
+    from estflow.estimator import export
 
     logits = keras.layers.Dense(1)(features["x"])
     probability = tf.sigmoid(logits)

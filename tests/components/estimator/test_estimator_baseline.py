@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import model_fn_for
-from estflow.components.estimator._premade.model_fns import BASELINE_LEARNING_RATE
 from estflow.dsl.models import head_of
+from estflow.estimator import Estimator
+from estflow.estimator import model_fn_for
+from estflow.estimator._premade.model_fns import BASELINE_LEARNING_RATE
 
 CONFIG = ef.RunConfig(save_checkpoints_steps=1000, save_summary_steps=1000,
                       log_step_count_steps=1000, steps_per_loop=50)

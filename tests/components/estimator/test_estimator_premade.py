@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import InputLayer
-from estflow.components.estimator import LinearLayer
-from estflow.components.estimator import model_fn_for
+from estflow.estimator import Estimator
+from estflow.estimator import InputLayer
+from estflow.estimator import LinearLayer
+from estflow.estimator import model_fn_for
 from tests.components import _train_fixtures as fx
 
 

@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import SessionRunArgs
-from estflow.components.estimator import SessionRunHook
-from estflow.components.estimator import distribute
-from estflow.components.estimator.distribute import DistributeError
-from estflow.components.estimator.run_config import RunConfig
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator import SessionRunArgs
+from estflow.estimator import SessionRunHook
+from estflow.estimator import distribute
+from estflow.estimator.distribute import DistributeError
+from estflow.estimator.run_config import RunConfig
 from tests.components.estimator._devices import configure_two_cpus
 
 TWO_CPUS = configure_two_cpus()

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import BestExporter
-from estflow.components.estimator import EvalSpec
-from estflow.components.estimator import FinalExporter
-from estflow.components.estimator import LatestExporter
-from estflow.components.estimator import TrainSpec
-from estflow.components.estimator import train_and_evaluate
-from estflow.components.estimator._engine.reporting import write_scalars
+from estflow.estimator import BestExporter
+from estflow.estimator import EvalSpec
+from estflow.estimator import FinalExporter
+from estflow.estimator import LatestExporter
+from estflow.estimator import TrainSpec
+from estflow.estimator import train_and_evaluate
+from estflow.estimator._engine.reporting import write_scalars
 from tests.components.estimator import _hook_fixtures as fx
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import estflow.components.estimator as estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
+import estflow.estimator as estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
 
 X = np.array([[1., 1.5], [2., 2.5], [3., 3.5], [4., 4.5]], "float32")
 Y = np.array([0, 0, 1, 1])

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import feature_column as fc
-from estflow.components.estimator import heads
-from estflow.components.estimator import parsing_serving_input_receiver_fn
 from estflow.dsl.specs import RunConfig
+from estflow.estimator import Estimator
+from estflow.estimator import ModeKeys
+from estflow.estimator import feature_column as fc
+from estflow.estimator import heads
+from estflow.estimator import parsing_serving_input_receiver_fn
 
 
 def _eager(fn, *args):
@@ -36,7 +36,7 @@ def _dense(columns, features, run):
 
 @pytest.mark.parametrize("module", ["feature_column", "_fc.layers", "_fc.lookup"])
 def test_docstring_examples_run(module):
-    mod = __import__(f"estflow.components.estimator.{module}", fromlist=["_"])
+    mod = __import__(f"estflow.estimator.{module}", fromlist=["_"])
     assert doctest.testmod(mod).failed == 0
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import feature_column as fc
-from estflow.components.estimator import heads
 from estflow.dsl.model_fn import ModeKeys
+from estflow.estimator import feature_column as fc
+from estflow.estimator import heads
 
 LOGITS = np.array([[-1.0], [2.0], [0.5], [-3.0]], np.float32)
 LABELS = np.array([0, 1, 0, 1], np.int64)
@@ -34,7 +34,7 @@ def _results(head, logits, labels, features=None):
 @pytest.mark.parametrize("module", ["heads", "_heads.classification",
                                     "_heads.regression", "_heads.multi", "_heads.base"])
 def test_docstring_examples_run(module):
-    mod = __import__(f"estflow.components.estimator.{module}", fromlist=["_"])
+    mod = __import__(f"estflow.estimator.{module}", fromlist=["_"])
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
 

@@ -10,16 +10,16 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
-from estflow.components.estimator import CheckpointSaverListener
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import LoggingTensorHook
-from estflow.components.estimator import NanLossError
-from estflow.components.estimator import NanTensorHook
-from estflow.components.estimator import SessionRunArgs
-from estflow.components.estimator import SessionRunHook
-from estflow.components.estimator import StepCounterHook
-from estflow.components.estimator import StopAtStepHook
-from estflow.components.estimator._engine.reporting import read_scalars
+from estflow.estimator import CheckpointSaverListener
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import LoggingTensorHook
+from estflow.estimator import NanLossError
+from estflow.estimator import NanTensorHook
+from estflow.estimator import SessionRunArgs
+from estflow.estimator import SessionRunHook
+from estflow.estimator import StepCounterHook
+from estflow.estimator import StopAtStepHook
+from estflow.estimator._engine.reporting import read_scalars
 from tests.components.estimator import _hook_fixtures as fx
 
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator._engine.input_fusion import batch_first
-from estflow.components.estimator.run_config import RunConfig
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator._engine.input_fusion import batch_first
+from estflow.estimator.run_config import RunConfig
 
 R = np.random.RandomState(0)
 X = {"num": R.randn(10, 1).astype("float32"),

@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator._engine import calls
-from estflow.components.estimator._engine.input_fusion import batch_first
-from estflow.components.estimator.run_config import RunConfig
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator._engine import calls
+from estflow.estimator._engine.input_fusion import batch_first
+from estflow.estimator.run_config import RunConfig
 from tests.components.estimator.test_input_fusion import _assert_same
 from tests.components.estimator.test_input_fusion import _elements
 

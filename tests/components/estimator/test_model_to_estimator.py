@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import RunConfig
-from estflow.components.estimator import model_to_estimator
+from estflow.estimator import RunConfig
+from estflow.estimator import model_to_estimator
 from tests.components.estimator import _hook_fixtures as fx
 
 CONFIG = RunConfig(save_checkpoints_steps=50, steps_per_loop=10, tf_random_seed=3)

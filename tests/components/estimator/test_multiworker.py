@@ -59,8 +59,8 @@ def embedding_model_fn(features, labels, mode, params):
     import keras
     import tensorflow as tf
 
-    from estflow.components.estimator import EstimatorSpec
-    from estflow.components.estimator import ModeKeys
+    from estflow.estimator import EstimatorSpec
+    from estflow.estimator import ModeKeys
 
     w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
     b = tf.Variable(lambda: tf.zeros([1]), name="b")
@@ -110,8 +110,8 @@ def recording_model_fn(features, labels, mode):
     import keras
     import tensorflow as tf
 
-    from estflow.components.estimator import EstimatorSpec
-    from estflow.components.estimator import ModeKeys
+    from estflow.estimator import EstimatorSpec
+    from estflow.estimator import ModeKeys
 
     w = tf.Variable(lambda: tf.zeros([2, 1]), name="w")
     logits = tf.matmul(features["x"], w)
@@ -128,8 +128,8 @@ def recording_model_fn(features, labels, mode):
 
 
 def _estimator(model_dir, fn=model_fn, steps_per_loop=5, **config):
-    from estflow.components.estimator import Estimator
-    from estflow.components.estimator.run_config import RunConfig
+    from estflow.estimator import Estimator
+    from estflow.estimator.run_config import RunConfig
 
     return Estimator(fn, model_dir, RunConfig(
         save_checkpoints_steps=10, save_summary_steps=10, log_step_count_steps=10,
@@ -151,7 +151,7 @@ def _collectives(est) -> dict[str, int]:
 def _process_main(model_dir: str, out_json: str) -> None:
     import tensorflow as tf
 
-    from estflow.components.estimator import distribute
+    from estflow.estimator import distribute
 
     cluster = distribute.parse_tf_config(os.environ.get("TF_CONFIG"))  # the edge
     if distribute.task_role(None, cluster) == "serve":
@@ -168,7 +168,7 @@ def _process_main(model_dir: str, out_json: str) -> None:
     values = {name: np.asarray(v.numpy()).tolist() for name, v in est.variables().items()}
     export = None
     if isinstance(strategy, tf.distribute.ParameterServerStrategy):  # variables on the ps
-        from estflow.components.estimator import parsing_serving_input_receiver_fn
+        from estflow.estimator import parsing_serving_input_receiver_fn
 
         receiver = parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([2],
                                                                               tf.float32)})

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import estflow.components.estimator as estimator
+import estflow.estimator as estimator
 
 sys.path.insert(0, str(Path(__file__).parent / "reference"))
 import premade_cases as cases  # noqa: E402

@@ -1,10 +1,10 @@
-"""Snapshot of the engine's public API (``estflow.components.estimator``): a change here is a
+"""Snapshot of the engine's public API (``estflow.estimator``): a change here is a
 deliberate API change, as for the DSL (tests/dsl/test_public_api.py)."""
 
 import importlib
 import pkgutil
 
-import estflow.components.estimator as estimator
+import estflow.estimator as estimator
 
 PUBLIC = {
     # the Estimator and its specs (tf.estimator names)

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import estflow.components.estimator as tf_estimator  # tf.estimator
-from estflow.components.estimator import SessionRunArgs
-from estflow.components.estimator import SessionRunHook
-from estflow.components.estimator import export
+import estflow.estimator as tf_estimator  # tf.estimator
+from estflow.estimator import SessionRunArgs
+from estflow.estimator import SessionRunHook
+from estflow.estimator import export
 
 fc = tf_estimator.feature_column  # tf.feature_column
 ModeKeys = tf_estimator.ModeKeys

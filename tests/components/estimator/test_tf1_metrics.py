@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import SessionRunArgs
-from estflow.components.estimator import SessionRunHook
-from estflow.components.estimator.run_config import RunConfig
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator import SessionRunArgs
+from estflow.estimator import SessionRunHook
+from estflow.estimator.run_config import RunConfig
 
 R = np.random.RandomState(3)
 X = R.randn(300, 2).astype("float32")

@@ -9,21 +9,21 @@ import time
 import pytest
 
 import estflow.dsl as ef
-from estflow.components.estimator import EvalSpec
-from estflow.components.estimator import LatestExporter
-from estflow.components.estimator import RunConfig
-from estflow.components.estimator import SessionRunHook
-from estflow.components.estimator import TrainSpec
-from estflow.components.estimator import early_stopping
-from estflow.components.estimator import stop_if_higher_hook
-from estflow.components.estimator import stop_if_lower_hook
-from estflow.components.estimator import stop_if_no_decrease_hook
-from estflow.components.estimator import stop_if_no_increase_hook
-from estflow.components.estimator import train_and_evaluate
-from estflow.components.estimator._engine.reporting import write_scalars
-from estflow.components.estimator.distribute import parse_tf_config
-from estflow.components.estimator.hooks import SessionRunContext
-from estflow.components.estimator.hooks import SessionRunValues
+from estflow.estimator import EvalSpec
+from estflow.estimator import LatestExporter
+from estflow.estimator import RunConfig
+from estflow.estimator import SessionRunHook
+from estflow.estimator import TrainSpec
+from estflow.estimator import early_stopping
+from estflow.estimator import stop_if_higher_hook
+from estflow.estimator import stop_if_lower_hook
+from estflow.estimator import stop_if_no_decrease_hook
+from estflow.estimator import stop_if_no_increase_hook
+from estflow.estimator import train_and_evaluate
+from estflow.estimator._engine.reporting import write_scalars
+from estflow.estimator.distribute import parse_tf_config
+from estflow.estimator.hooks import SessionRunContext
+from estflow.estimator.hooks import SessionRunValues
 from tests.components.estimator import _hook_fixtures as fx
 
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estflow.components.estimator import Estimator
-from estflow.components.estimator import EstimatorSpec
-from estflow.components.estimator import ModeKeys
-from estflow.components.estimator import VocabInfo
-from estflow.components.estimator import WarmStartSettings
+from estflow.estimator import Estimator
+from estflow.estimator import EstimatorSpec
+from estflow.estimator import ModeKeys
+from estflow.estimator import VocabInfo
+from estflow.estimator import WarmStartSettings
 from tests.components.estimator import _hook_fixtures as fx
 
 
