@@ -143,6 +143,8 @@ class Lane:
                 started = time.monotonic()
                 failure, previous = self._run_block(block, previous, servers)
                 self.walls.append((block.where(), time.monotonic() - started))
+                # Kept for whoever writes an output block or reads a failure.
+                (self.scratch / f"{_slug(block)}.out").write_text(previous, encoding="utf-8")
                 if failure:
                     return [failure]
         return []
