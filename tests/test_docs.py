@@ -68,7 +68,7 @@ def test_top_readme_declaration_is_a_valid_pipeline():
     pipeline = namespace["pipeline"]
     assert isinstance(pipeline, ef.Pipeline)
     assert pipeline.label.name == "big_tipper"
-    imports = next(b for b in blocks if b.lstrip().startswith("from estflow.components"))
+    imports = next(b for b in blocks if b.lstrip().startswith("from estflow.estimator"))
     exec(compile(imports, "README.md", "exec"), {})  # noqa: S102
 
 
