@@ -48,6 +48,10 @@ class Reader:
             turns one file into RowChunks (a file source).
         whole: ``whole(pipeline)``: the ``beam.PTransform`` reading the whole source (a source
             that is not files).
+        column_dtypes: ``column_dtypes(files, names)``: the dtype (``"float"``, ``"int"``,
+            ``"string"``) the source's own schema gives each of ``names`` it holds, on the
+            driver (batch prediction keeps a key column's numbers numbers); {} where its values
+            have no declared type (CSV, TFRecord; BigQuery keys are read as text).
     """
 
     kind: str
@@ -55,6 +59,8 @@ class Reader:
     check: Callable[[Pipeline, list[str]], None] = lambda pipeline, files: None
     files: Callable[..., beam.DoFn] | None = None
     whole: Callable[[Pipeline], beam.PTransform] | None = None
+    column_dtypes: Callable[[list[str], tuple[str, ...]], dict[str, str]] = \
+        lambda files, names: {}
 
 
 READERS: dict[type, Reader] = {
@@ -62,7 +68,8 @@ READERS: dict[type, Reader] = {
                         files=lambda pipeline, files, block_bytes, row_hashes: ReadCsv(
                             pipeline, block_bytes, row_hashes=row_hashes)),
     s.ParquetSource: Reader("Parquet", "*.parquet", typed_sources.check_parquet_schemas,
-                            files=lambda pipeline, *_: typed_sources.ReadParquet(pipeline)),
+                            files=lambda pipeline, *_: typed_sources.ReadParquet(pipeline),
+                            column_dtypes=typed_sources.parquet_column_dtypes),
     s.TFRecordSource: Reader("TFRecord", "*.tfrecord*",
                              files=lambda pipeline, *_: typed_sources.ReadTFRecord(pipeline)),
     s.BigQuerySource: Reader("BigQuery", None,

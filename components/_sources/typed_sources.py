@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - depends on the installation
     google_auth = None
 
 __all__ = ["ReadParquet", "ReadTFRecord", "ReadBigQuery", "check_parquet_schemas",
-           "check_bigquery_access"]
+           "parquet_column_dtypes", "check_bigquery_access"]
 
 _BATCH_ROWS = 65536
 
@@ -68,6 +68,22 @@ def check_parquet_schemas(pipeline: Pipeline, files: list[str]) -> None:
                 raise SourceError(f"column {column.name!r} of {path} has Parquet type "
                                   f"{schema.field(column.name).type}, which cannot be read as "
                                   f"its declared dtype {column.dtype!r}")
+
+
+def parquet_column_dtypes(files: list[str], names: tuple[str, ...]) -> dict[str, str]:
+    """The dtype (``"float"``, ``"int"``, else ``"string"``) of each of ``names`` that the first
+    file's Parquet schema holds; {} without files."""
+    if not files:
+        return {}
+    with FileSystems.open(files[0], compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        schema = pq.read_schema(handle)
+    return {name: _dtype_of(schema.field(name).type) for name in names if name in schema.names}
+
+
+def _dtype_of(kind: pa.DataType) -> str:
+    if pa.types.is_floating(kind):
+        return "float"
+    return "int" if pa.types.is_integer(kind) else "string"
 
 
 class ReadParquet(beam.DoFn):

@@ -1,7 +1,11 @@
 """The batch prediction step: score a source with a model, write the predictions.
 
-``python -m estflow.components.predict`` runs :mod:`.__main__`. Its modules: the model it
-scores with, its scoring DoFn, the output formats and sinks, the job and its summary.
+``python -m estflow.components.predict`` runs :mod:`.__main__` (the command line), which calls
+:func:`.step.run` (the step: the driver's checks, the job, publishing). Its modules:
+:mod:`.model` (the model it scores with), :mod:`.schema` (the columns read: features and
+keys), :mod:`.scoring` (its scoring DoFn), :mod:`.formats` and :mod:`.text` (the output
+formats), :mod:`.sinks` (the output directory), :mod:`.job` (the Beam job) and
+:mod:`.summary` (``predict.json``).
 
 The package imports nothing heavy (no TensorFlow, no Beam): a KFP task imports it and calls
 :func:`main`, which imports the entry point only then.

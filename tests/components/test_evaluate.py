@@ -13,10 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import estflow.dsl as ef
+from estflow.components import evaluate
 from estflow.components import push
-from estflow.components.evaluate import __main__ as evaluate
+from estflow.components.evaluate import files as evaluation_files
 from estflow.components.evaluate import metrics
 from estflow.components.evaluate import outputs as _outputs
+from estflow.components.evaluate import results
+from estflow.components.evaluate import scoring
+from estflow.components.evaluate import step
 from estflow.dsl.contracts import Files
 from tests.components import _eval_fixtures as fx
 
@@ -34,7 +38,7 @@ def data(tmp_path_factory):
 
 def _run(data, tmp_path, model="good", **pipeline_args):
     pipeline = fx.pipeline(pipeline_args.pop("serving", tmp_path / "serving"), **pipeline_args)
-    result = evaluate.run(pipeline, str(data / "examples"), str(data / model),
+    result = step.run(pipeline, str(data / "examples"), str(data / model),
                           str(tmp_path / "evaluation"))
     return pipeline, result
 
@@ -64,25 +68,25 @@ def test_head_metrics_through_the_serving_signature(data, tmp_path):
 def test_slices_match_metrics_on_the_slice_subset(data, tmp_path):
     _, result = _run(data, tmp_path)
     slices = result["slices"]["payment_type"]
-    assert set(slices) == {"Cash", "Credit Card", "Mobile", evaluate.MISSING}
+    assert set(slices) == {"Cash", "Credit Card", "Mobile", scoring.MISSING}
     y, probs = np.array([r.big_tipper for r in ROWS]), _expected_probs(ROWS)
     for value, got in slices.items():
-        members = np.array([(r.payment_type or evaluate.MISSING) == value for r in ROWS])
+        members = np.array([(r.payment_type or scoring.MISSING) == value for r in ROWS])
         expected = metrics.binary_metrics(y[members], probs[members])
         assert got["examples"] == members.sum()
         for name in ("auc", "accuracy", "loss", "label/mean"):
             assert got[name] == pytest.approx(expected[name], abs=1e-5), (value, name)
-    assert slices[evaluate.MISSING]["examples"] < 30  # a small slice, reported with its count
+    assert slices[scoring.MISSING]["examples"] < 30  # a small slice, reported with its count
 
 
 def test_slices_by_a_float_column_and_undefined_metrics_are_null():
     labels = np.array([1, 1, 0, 1])
     outputs = np.array([0.9, 0.8, 0.3, 0.6])
     values = np.array(["2.5", "2.5", "7", "7"], dtype=object)
-    result = evaluate.slice_metrics("binary", labels, outputs, {"fare": values})
+    result = results.slice_metrics("binary", labels, outputs, {"fare": values})
     assert result["fare"]["2.5"]["examples"] == 2
     assert np.isnan(result["fare"]["2.5"]["auc"])  # a single class: AUC undefined
-    assert evaluate._json_safe(result)["fare"]["2.5"]["auc"] is None
+    assert results.json_safe(result)["fare"]["2.5"]["auc"] is None
 
 
 def test_first_push_thresholds_bless_without_baseline(data, tmp_path):
@@ -194,7 +198,7 @@ def test_kfp_files_and_log_to_kfp(data, tmp_path):
             return lambda *args: self.calls.append((name, args))
 
     scalar_log, classification_log = Recorder(), Recorder()
-    evaluate.log_to_kfp(str(tmp_path / "evaluation"), scalar_log, classification_log)
+    evaluation_files.log_to_kfp(str(tmp_path / "evaluation"), scalar_log, classification_log)
     assert ("log_metric", ("auc", scalars["auc"])) in scalar_log.calls
     assert len(scalar_log.calls) == len(scalars)
     assert classification_log.calls == [
@@ -207,7 +211,7 @@ def test_log_to_kfp_with_real_kfp_artifacts(data, tmp_path):
     _run(data, tmp_path)
     scalars = kfp_dsl.Metrics(name="metrics", uri=str(tmp_path / "m"))
     classification = kfp_dsl.ClassificationMetrics(name="c", uri=str(tmp_path / "c"))
-    evaluate.log_to_kfp(str(tmp_path / "evaluation"), scalars, classification)
+    evaluation_files.log_to_kfp(str(tmp_path / "evaluation"), scalars, classification)
     assert scalars.metadata["auc"] == _read(tmp_path, "kfp_metrics.json")["auc"]
     assert len(classification.metadata["confidenceMetrics"]) <= 200
     assert classification.metadata["confusionMatrix"]["annotationSpecs"] == [
@@ -216,10 +220,10 @@ def test_log_to_kfp_with_real_kfp_artifacts(data, tmp_path):
 
 def test_curves_for_multi_class_and_regression():
     probs = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.4, 0.1]])
-    multi = evaluate.curves("multi_class", np.array([0, 1, 2, 1]), probs, ["a", "b", "c"])
+    multi = results.curves("multi_class", np.array([0, 1, 2, 1]), probs, ["a", "b", "c"])
     assert multi == {"confusion_matrix": {"categories": ["a", "b", "c"],
                                           "matrix": [[1, 0, 0], [1, 1, 0], [0, 0, 1]]}}
-    regression = evaluate.curves("regression", np.array([1.0, 2.0, 3.0]),
+    regression = results.curves("regression", np.array([1.0, 2.0, 3.0]),
                                  np.array([1.5, 2.0, 2.5]), [])
     assert set(regression) == {"calibration"} and regression["calibration"][0]["count"] == 1
 
@@ -230,7 +234,7 @@ def test_slices_by_an_int_column_and_a_high_cardinality_float_column(data, tmp_p
     assert set(by_label) == {"0", "1"}
     assert by_label["1"]["examples"] == sum(r.big_tipper for r in ROWS)
     assert by_label["1"]["auc"] is None and by_label["1"]["label/mean"] == 1.0
-    assert len(result["slices"]["fare"]) == evaluate.MAX_SLICE_VALUES  # the most frequent
+    assert len(result["slices"]["fare"]) == results.MAX_SLICE_VALUES  # the most frequent
     fares = {f"{r.fare:g}" for r in ROWS}
     assert set(result["slices"]["fare"]) <= fares  # raw float values, formatted with :g
 
@@ -260,7 +264,7 @@ def _push_evaluated(data, tmp_path, model="good"):
     outputs on the eval rows."""
     first = tmp_path / "first"
     pipeline = fx.pipeline(tmp_path / "serving")
-    evaluate.run(pipeline, str(data / "examples"), str(data / model), str(first / "evaluation"))
+    step.run(pipeline, str(data / "examples"), str(data / model), str(first / "evaluation"))
     pushed = push.run(pipeline, str(data / model), str(first / "evaluation"),
                       str(first / "pushed"))
     assert pushed["pushed"] is True
@@ -300,10 +304,10 @@ def test_the_same_rows_read_the_baselines_stored_outputs(data, tmp_path, monkeyp
         assert path is None, f"the baseline {path} was loaded"
         return None, None
 
-    monkeypatch.setattr(evaluate, "_load_baseline", no_load)
+    monkeypatch.setattr(scoring, "_load_baseline", no_load)
     lines = []
     pipeline = fx.pipeline(tmp_path / "serving", thresholds=thresholds)
-    evaluate.run(pipeline, str(data / "examples"), str(data / "random"),
+    step.run(pipeline, str(data / "examples"), str(data / "random"),
                  str(tmp_path / "reused" / "evaluation"), progress=lines.append)
     reused = _baseline_of(tmp_path / "reused")
     assert reused["outputs"] == "stored"
@@ -320,7 +324,7 @@ def test_other_rows_score_the_baseline(data, tmp_path):
     pipeline = fx.pipeline(tmp_path / "serving", thresholds=(
         ef.Threshold("auc", max_regression=0.5),))
     lines = []
-    evaluate.run(pipeline, str(other), str(data / "random"), str(tmp_path / "evaluation"),
+    step.run(pipeline, str(other), str(data / "random"), str(tmp_path / "evaluation"),
                  progress=lines.append)
     baseline = _baseline_of(tmp_path)
     assert baseline["outputs"] == "scored" and baseline["metrics"]["examples"] == 400

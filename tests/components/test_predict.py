@@ -30,8 +30,9 @@ import tensorflow as tf
 import estflow.dsl as ef
 from estflow.components._sources.csv_source import ReadCsv
 from estflow.components._sources.registry import READERS
-from estflow.components.predict import __main__ as predict
+from estflow.components.predict import step as predict
 from estflow.components.predict import text
+from estflow.components.predict.schema import ScoringSchema
 from estflow.components.predict.sinks import STALE_SECONDS
 from estflow.components.serve import __main__ as serve
 from estflow.dsl.contracts import Files
@@ -211,7 +212,7 @@ def test_the_csv_reader_gives_ingests_chunks_without_the_split_hashes(models, tm
     source = ef.CsvSource(str(path), multiline_values=True, max_row_lines=3)
     columns = (ef.Column("fare", "float", 0.0), ef.Column("trip_seconds", "int", 0),
                ef.Column("payment_type", "string", ""), ef.Column("trip_id", "string", ""))
-    schema = predict.ScoringSchema(source, columns)
+    schema = ScoringSchema(source, columns)
     reader = READERS[ef.CsvSource]
     ours = list(reader.files(schema, [str(path)], 64, False).process(str(path)))
     theirs = list(ReadCsv(schema, 64).process(str(path)))

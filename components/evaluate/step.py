@@ -1,0 +1,90 @@
+"""The evaluate step: score the eval split (and the baseline), measure, bless, write the
+evaluation directory, and say what was found.
+
+:func:`run` is what ``python -m estflow.components.evaluate`` calls, and tests call directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from estflow.components._runtime import entry as _runtime
+from estflow.components.evaluate import baseline as _baseline
+from estflow.components.evaluate import blessing as _blessing
+from estflow.components.evaluate import files as _files
+from estflow.components.evaluate import metrics as metrics_lib
+from estflow.components.evaluate import outputs as _outputs
+from estflow.components.evaluate import results as _results
+from estflow.components.evaluate import scoring as _scoring
+from estflow.dsl.contracts import Files
+from estflow.dsl.models import head_of
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["run"]
+
+
+def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: str,
+        progress: _runtime.Progress | None = None) -> dict:
+    """Evaluate the exported model (and the baseline) on the eval split, bless it or not, and
+    write the evaluation directory (see :mod:`estflow.components.evaluate.__main__`).
+
+    Returns:
+        What ``metrics.json`` holds.
+
+    Raises:
+        ValueError: a threshold names a metric the head does not have, the eval split is
+            empty, or the SavedModel lacks a signature or output of the contract.
+    """
+    progress = progress or _runtime.Progress("evaluate")
+    head = head_of(pipeline.model)
+    _blessing.check_metric_names(pipeline.eval.thresholds, metrics_lib.metric_names(head))
+    eval_files = sorted(str(p) for p in (Path(examples_dir) / Files.EVAL_EXAMPLES).glob("*"))
+    export_dir = str(Path(model_dir) / Files.EXPORT)
+    batches = {"batch_size": pipeline.eval.batch_size, "max_batches": pipeline.eval.steps}
+    limit = None if pipeline.eval.steps is None else \
+        pipeline.eval.steps * pipeline.eval.batch_size
+    served = _baseline.find_served(pipeline, head=head, eval_files=eval_files, limit=limit)
+    progress(f"scoring {len(eval_files)} eval file(s) through {export_dir} ({head} head); "
+             f"{_baseline.describe(served)}")
+    dtypes = {c.name: c.dtype for c in pipeline.raw_columns()}
+    scores = _scoring.score_eval_split(
+        export_dir, eval_files, label=pipeline.label.name, head=head,
+        slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},
+        baseline_dir=served and served.scored_in_pass(), **batches)
+    scores, reused = _baseline.use_stored(served, scores, lambda path: _scoring.score_baseline(
+        path, eval_files, head=head, **batches), progress)
+    _outputs.write(evaluation_dir, scores.outputs, head=head, digest=scores.digest,
+                   eval_files=eval_files, limit=limit)
+    result = _results.evaluation(pipeline, head, export_dir, scores)
+    blessing = _blessing.bless(pipeline.eval.thresholds, result["metrics"],
+                               _baseline.blessing_baseline(served, scores, head, reused))
+    _files.write(Path(evaluation_dir), result, blessing,
+                 _results.plots(pipeline, head, scores), pipeline.name)
+    _show(result, blessing, Path(evaluation_dir), progress)
+    return result
+
+
+def _show(result: dict, blessing: _blessing.Blessing, folder: Path,
+          progress: _runtime.Progress) -> None:
+    """The step's last lines: the metrics, the main metric by slice, the verdict."""
+    metrics = result["metrics"]
+    shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+    progress(f"{metrics['examples']} examples: {shown}")
+    main = metrics_lib.MAIN_METRIC[result["head"]]
+    for column, values in result["slices"].items():
+        shown = ", ".join(f"{value} {_fmt(m.get(main))} (n={m['examples']})"
+                          for value, m in list(values.items())[:8])
+        more = f", ... {len(values) - 8} more" if len(values) > 8 else ""
+        progress(f"{main} by {column}: {shown}{more}")
+    n_failed = len(blessing.failures)
+    progress("BLESSED: every check passed" if blessing.blessed else
+             f"NOT BLESSED: {n_failed} of {len(blessing.checks)} check(s) failed; the push "
+             "step will not push this model")
+    for reason in blessing.reasons:
+        progress(f"  {reason}")
+    progress(f"report: {folder / Files.REPORT}")
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}"

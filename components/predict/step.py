@@ -1,0 +1,173 @@
+"""The batch prediction step: find the model, check the source and the output on the driver,
+run the Beam job, then publish the predictions and the summary.
+
+:func:`run` is what ``python -m estflow.components.predict`` calls, and tests call directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import time
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.utils import shared
+
+from estflow.components._io.jsonfile import read_json
+from estflow.components._io.jsonfile import write_json
+from estflow.components._runtime import beam as _beam
+from estflow.components._runtime import entry
+from estflow.components._sources import registry as sources
+from estflow.components._sources.chunks import SourceError
+from estflow.components._sources.chunks import empty_chunk_stats
+from estflow.components._sources.chunks import merge_chunk_stats
+from estflow.components._sources.report import IngestError
+from estflow.components._sources.report import check_summary
+from estflow.components.predict.formats import FormatError
+from estflow.components.predict.formats import Formatter
+from estflow.components.predict.formats import formatter_for
+from estflow.components.predict.job import Merge
+from estflow.components.predict.job import ScoreAndWrite
+from estflow.components.predict.job import run_job
+from estflow.components.predict.model import ModelError
+from estflow.components.predict.model import ModelInfo
+from estflow.components.predict.model import describe_model
+from estflow.components.predict.model import resolve_model
+from estflow.components.predict.schema import ScoringSchema
+from estflow.components.predict.schema import arrow_keys
+from estflow.components.predict.schema import key_columns
+from estflow.components.predict.scoring import load_model
+from estflow.components.predict.sinks import OutputDir
+from estflow.components.predict.sinks import OutputError
+from estflow.components.predict.summary import summarize
+from estflow.components.predict.summary import summary_lines
+from estflow.dsl.batch import BatchPredict
+from estflow.dsl.contracts import Files
+from estflow.dsl.pipeline import Pipeline
+
+__all__ = ["PredictError", "run"]
+
+
+class PredictError(RuntimeError):
+    """Batch prediction cannot run as declared (model, source, output, too many bad rows)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """What the Beam job is given, checked on the driver before it starts."""
+
+    model: ModelInfo
+    # The loaded model, held until the job ends: in-process workers reuse it (Shared keeps
+    # weak references).
+    loaded: object
+    files: list[str]
+    schema: ScoringSchema
+    formatter: Formatter
+    output: OutputDir
+
+
+def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = None,
+        source_root: str | None = None, beam_options=()) -> dict:
+    """Score ``pipeline.predict``'s source and publish the predictions.
+
+    Args:
+        pipeline: the validated pipeline (its ``predict``).
+        predictions_dir: the step's output artifact directory (the summary; the predictions
+            too unless ``predict.output`` names another place).
+        pushed_dir: the push step's output (None: the model ``predict.model`` names).
+        source_root: where relative source paths resolve (default: the working directory).
+        beam_options: Beam pipeline options (default: the in-memory FnApiRunner).
+
+    Returns:
+        The summary written to ``predict.json``.
+
+    Raises:
+        PredictError: the model, the source or the output cannot be used, or more than
+            ``source.max_rejected_fraction`` of the data lines were rejected.
+    """
+    progress = entry.Progress("batch_predict")
+    spec = pipeline.predict
+    ref = spec.model
+    if pushed_dir is not None:
+        pushed = read_json(FileSystems.join(pushed_dir, Files.PUSH_RESULT))
+        # Blessed and pushed now, or already served (the same model, pushed before).
+        if not (pushed.get("pushed", False) or pushed.get("already_served", False)):
+            return _skip(pushed, predictions_dir, progress)
+        ref = pushed["path"]
+    handle = shared.Shared()
+    job = _prepare(spec, ref, handle, spec.output or predictions_dir, source_root, progress)
+    version = f" version {job.model.version}" if job.model.version is not None else ""
+    progress(f"scoring {type(spec.source).__name__} {', '.join(job.files) or 'BigQuery'} with "
+             f"{job.model.path}{version} ({job.model.signature}), {spec.format} to "
+             f"{job.output.dest}")
+    manifest, summary = _score(job, spec, handle, beam_options)
+    _publish(job, manifest, summary, predictions_dir)
+    for line in summary_lines(summary):
+        progress(line)
+    return summary
+
+
+def _skip(pushed: dict, predictions_dir: str, progress: entry.Progress) -> dict:
+    """``predict.json`` when the push step pushed no model: skipped, and why."""
+    reasons = pushed.get("reasons") or ["the push step pushed nothing"]
+    result = {"skipped": True, "reason": "the model was not pushed: " + "; ".join(reasons),
+              "model_name": pushed.get("model_name")}
+    write_json(FileSystems.join(predictions_dir, Files.PREDICT_RESULT), result)
+    progress(f"skipped: {result['reason']}")
+    return result
+
+
+def _prepare(spec: BatchPredict, ref: str, handle: shared.Shared, dest: str,
+             source_root: str | None, progress: entry.Progress) -> _Job:
+    """Load the model, list and check the source, prepare the output directory.
+
+    Raises:
+        PredictError: the model, the source or the output cannot be used.
+    """
+    try:
+        resolved = resolve_model(ref)
+        loaded = load_model(handle, resolved.path)
+        model = describe_model(resolved, spec.signature, loaded)
+        files = sources.source_files(spec.source, str(source_root or "."))
+        columns = model.columns + key_columns(spec.source, files, spec.keys, model.columns)
+        schema = ScoringSchema(spec.source, columns)
+        sources.check_source(schema, files)
+        formatter = formatter_for(spec.format, arrow_keys(columns, spec.keys), model.outputs)
+        output = OutputDir(dest)
+        for stale in output.prepare():
+            progress(f"removed {stale} (left by a batch prediction killed over an hour ago)")
+    except (ModelError, SourceError, FormatError, OutputError) as err:
+        raise PredictError(str(err)) from None
+    return _Job(model, loaded, files, schema, formatter, output)
+
+
+def _score(job: _Job, spec: BatchPredict, handle: shared.Shared,
+           beam_options) -> tuple[list, dict]:
+    """Run the Beam job: the files it wrote (not yet published) and the summary."""
+    beam_pipeline = _beam.new_pipeline(beam_options)
+    merge = Merge(functools.partial(empty_chunk_stats, job.schema), merge_chunk_stats)
+    _ = beam_pipeline | "BatchPredict" >> ScoreAndWrite(
+        sources.ReadSource(job.schema, job.files, row_hashes=False), merge, job.model,
+        spec.keys, job.formatter, spec.batch_size, job.output, handle)
+    start = time.monotonic()
+    try:
+        manifest, stats = run_job(beam_pipeline, job.output)
+    except SourceError as err:  # a file that cannot be read (Beam adds the stage's name)
+        raise PredictError(re.sub(r" \[while running '[^]]*'\]", "", str(err))) from None
+    return manifest, summarize(job.schema, job.files, stats, job.model, spec,
+                               job.output.dest, time.monotonic() - start)
+
+
+def _publish(job: _Job, manifest: list, summary: dict, predictions_dir: str) -> None:
+    """Publish the predictions with the summary, or only the rejected rows when too many were
+    rejected; the summary is also written to ``predictions_dir`` when that is not the output."""
+    try:
+        check_summary(job.schema, summary, FileSystems.join(job.output.dest, Files.REJECTED))
+    except IngestError as err:
+        job.output.publish(manifest, job.formatter.extension, None)
+        raise PredictError(f"{err}; nothing else was published") from None
+    summary["output_files"] = job.output.publish(manifest, job.formatter.extension, summary)
+    if os.path.normpath(job.output.dest) != os.path.normpath(str(predictions_dir)):
+        write_json(FileSystems.join(predictions_dir, Files.PREDICT_RESULT), summary)
