@@ -46,6 +46,11 @@ REUSED = {"ingest": "reused", "transform": "reused", "train": "reused", "evaluat
           "push": "ran"}
 
 
+def _versions(model: Path) -> list[Path]:
+    """The version directories pushed under ``model`` (push's own files aside)."""
+    return sorted(p for p in model.iterdir() if p.name.isdigit())
+
+
 def _statuses(record: runs.RunRecord) -> dict[str, str]:
     return {name: step["status"] for name, step in record.data["steps"].items()}
 
@@ -61,7 +66,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     assert cli.main(["run", str(base)]) == 0
     capsys.readouterr()
     (first,) = runs.all_runs()
-    versions = sorted(p for p in (tmp_path / "serving" / "taxi").iterdir())
+    versions = _versions(tmp_path / "serving" / "taxi")
     assert len(versions) == 1
     lineage = json.loads((versions[0] / Files.LINEAGE).read_text())
     assert lineage["run"] == str(first.run_dir)
@@ -76,7 +81,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
                     "they should")
     assert _statuses(second) == REUSED
     assert "already serves this model" in out and second.data["push"]["already_served"]
-    assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 1
+    assert len(_versions(tmp_path / "serving" / "taxi")) == 1
 
     # the warm processes the first run left (train, evaluate) have imported: a user's edit
     # takes longer than that
@@ -95,7 +100,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     for step in ("train", "evaluate"):
         assert (third.run_dir / step / "log.txt").read_text().startswith(
             "[estflow] warm process"), step
-    assert len(list((tmp_path / "serving" / "taxi").iterdir())) == 2
+    assert len(_versions(tmp_path / "serving" / "taxi")) == 2
     baseline = json.loads(
         (Path(third.data["steps"]["evaluate"]["outputs"]["evaluation"]["path"]) /
          Files.BLESSING).read_text())["baseline"]
@@ -110,7 +115,7 @@ def test_reruns_reuse_the_real_steps_and_push_only_new_models(tmp_path, monkeypa
     assert os.path.isdir(third.run_dir / "train" / "model" / Files.CHECKPOINTS)
     # the version it pushed records what it was evaluated against; the same run again finds
     # it served and reuses every step, its evaluation included (keyed by that baseline)
-    (pushed,) = [v for v in (tmp_path / "serving" / "taxi").iterdir() if v != versions[0]]
+    (pushed,) = [v for v in _versions(tmp_path / "serving" / "taxi") if v != versions[0]]
     assert json.loads((pushed / Files.LINEAGE).read_text())["evaluated_against"] == {
         "version": int(versions[0].name), "fingerprint": lineage["fingerprint"]}
     assert cli.main(["run", str(wider)]) == 0

@@ -153,7 +153,7 @@ def test_a_real_run_in_the_default_home_has_its_layout_and_predict_finds_its_mod
     assert dangling(tmp_path / "estflow_runs") == []
     relative = run.relative_to(tmp_path)  # estflow_runs/chicago-taxi/<run id>
     checkpoints = relative / "train" / "model" / Files.CHECKPOINTS
-    assert list((tmp_path / checkpoints).glob("ckpt-*.index"))  # what tensorboard --logdir reads
+    assert list((tmp_path / checkpoints).glob("*.ckpt-*.index"))  # tensorboard --logdir reads
     assert (tmp_path / relative / "evaluate" / "evaluation" / Files.METRICS).is_file()
     assert missing_paths(done.stdout + done.stderr, tmp_path) == []
     assert ".partial" not in done.stdout
