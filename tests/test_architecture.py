@@ -83,6 +83,26 @@ def test_each_step_is_one_folder_whose_main_is_its_entry_point(module):
     assert not (REPO / "components" / f"_{name}").exists(), f"{module}: a private folder"
 
 
+MAX_ENTRY_POINT_LINES = 150
+_LONG_ENTRY_POINTS = {"estflow.components.serve", "estflow.components.tfjob",
+                      "estflow.components.train"}
+"""Entry points not yet split: expected to fail (strictly: one split leaves this set)."""
+
+
+@pytest.mark.parametrize("module", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="its entry point is not split "
+                                            "yet")) if m in _LONG_ENTRY_POINTS else m
+    for m in _step_modules()])
+def test_each_steps_entry_point_is_short(module):
+    """A step's ``__main__.py`` parses the command line into typed values and calls one
+    function; the step's logic lives in the modules of its folder, named for what they hold."""
+    path = REPO / "components" / module.removeprefix("estflow.components.") / "__main__.py"
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_ENTRY_POINT_LINES, (
+        f"{path.relative_to(REPO)}: expected at most {MAX_ENTRY_POINT_LINES} lines (argv -> "
+        f"typed values -> one function); received {lines}")
+
+
 def test_the_wheel_lists_every_package_folder():
     """pyproject lists the packages by hand (setuptools' discovery cannot map the three top
     folders to ``estflow.*``): a folder with an ``__init__.py`` missing from the list would
