@@ -2,7 +2,7 @@
 
 Pages run in order (README.md, then ``docs/mkdocs.yml``'s nav) in one workspace: a copy of the
 repository's files, with the installed venv's ``bin`` first on ``PATH``, ``HOME`` in a scratch
-directory and no ``ESTFLOW_*`` variable. Every fenced ``bash``/``console`` block runs in its own
+directory, no ``ESTFLOW_*`` variable, and the copy's own packages on ``PYTHONPATH``. Every fenced ``bash``/``console`` block runs in its own
 ``bash -euo pipefail`` session, a ``python`` block as a script; an HTML comment on the line right
 before a fence changes that::
 
@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +98,20 @@ def _venv_view(venv: Path, dest: Path) -> None:
             (dest / entry.name).touch()
 
 
+def code_view(workspace: Path, dest: Path) -> dict[str, str]:
+    """PYTHONPATH to the workspace's own packages (pyproject's package-dir, linked under
+    ``dest``), ahead of the venv's editable install: the lane runs the code of the copy it
+    started with, as a checkout runs its own, even while the repository changes under it."""
+    config = tomllib.loads((workspace / "pyproject.toml").read_text(encoding="utf-8"))
+    folders = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+    for name, folder in sorted(folders.items()):
+        link = dest / name.replace(".", "/")
+        if name and not any(parent.is_symlink() for parent in link.parents):
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(workspace / folder)
+    return {"PYTHONPATH": str(dest)} if folders else {}
+
+
 def lane_env(scratch: Path) -> dict[str, str]:
     """The environment of a user who installed estflow: the venv's bin first on PATH, a HOME
     and TMPDIR of their own, nothing else inherited (no ESTFLOW_* override)."""
@@ -132,7 +147,7 @@ class Lane:
 
     def __init__(self, workspace: Path, scratch: Path):
         self.workspace, self.scratch = workspace, scratch
-        self.env = lane_env(scratch)
+        self.env = lane_env(scratch) | code_view(workspace, scratch / "code")
         self.walls: list[tuple[str, float]] = []
         self._helps: dict[str, tuple[int, str]] = {}
 

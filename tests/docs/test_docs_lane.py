@@ -51,10 +51,10 @@ def test_blocks_and_markers_are_parsed(tmp_path):
     assert ("bash", "skip", "needs a GPU, which this page pretends to need") in found
     assert {marker for _, marker, _ in found} == set(pages.MARKERS) | {""}
     console = page.blocks[4]
-    assert console.line == 32
+    assert console.line == 34
     assert pages.commands(console) == [
-        pages.Command(33, "echo ready", ("ready",)),
-        pages.Command(35, "test -f README.md        # the workspace holds the repository's files")]
+        pages.Command(35, "echo ready", ("ready",)),
+        pages.Command(37, "test -f README.md        # the workspace holds the repository's files")]
     assert pages.problems(page) == []
 
 
