@@ -68,6 +68,7 @@ _OLD_ENGINE = "estflow.components.estimator"
 # is there).
 ESTIMATOR_NAMES = frozenset({
     "BaselineClassifier", "BaselineRegressor", "BestExporter", "BinaryClassHead",
+    "BoostedTreesClassifier", "BoostedTreesRegressor",
     "CheckpointSaverListener", "DNNClassifier", "DNNEstimator", "DNNLinearCombinedClassifier",
     "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor", "DNNRegressor", "Estimator",
     "EstimatorSpec", "EvalSpec", "Exporter", "FinalExporter", "Head", "LatestExporter",
