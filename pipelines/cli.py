@@ -28,7 +28,8 @@ Exit status (``estflow run``'s tells CI whether the model was pushed):
 * 3: ``run`` ran every step, but the model was not blessed, so it was not pushed;
 * 130: interrupted (Ctrl-C); ``run`` and ``preprocess`` first stop the running step and say
   what was kept and the command that continues;
-* 143, 129: ``run`` or ``preprocess`` stopped by SIGTERM or SIGHUP, as after Ctrl-C.
+* 143, 129: ``run`` or ``preprocess`` stopped by SIGTERM or SIGHUP, as after Ctrl-C;
+* 141: the output's reader went away (``estflow runs list | head -1``): no traceback.
 
 The commands are defined in :mod:`estflow.pipelines._cli`, one module per command group; this
 module assembles them and runs one.
@@ -37,6 +38,7 @@ module assembles them and runs one.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -48,6 +50,8 @@ from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
 from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
 from estflow.pipelines._cli.usage import EXIT_USAGE
 from estflow.pipelines._cli.usage import UsageError
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 
 __all__ = ["main", "build_parser", "UsageError", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NOT_PUSHED",
            "EXIT_INTERRUPTED"]
@@ -62,7 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``estflow`` command; returns the exit status (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     local = bool(argv) and argv[0] in _LOCAL_COMMANDS
-    args = build_parser(local_only=local).parse_args(argv)
+    try:
+        args = build_parser(local_only=local).parse_args(argv)
+        status = _handle(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # The reader went away (`estflow runs diff A B | head`): stop quietly, as a command
+        # killed by SIGPIPE does, instead of a traceback and a second one at interpreter exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _handle(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except UsageError as err:
