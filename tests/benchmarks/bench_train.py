@@ -1,6 +1,6 @@
 """Training throughput of the estflow engine on the anchors' synthetic task.
 
-The same work as ``/work/shared/anchors/bench_keras_tf221.py`` (Keras 3 ``fit``) and
+The same work as ``tests/benchmarks/anchors/bench_keras_tf221.py`` (Keras 3 ``fit``) and
 ``bench_estimator_tf215.py`` (the original tf.estimator.DNNClassifier): 20 numeric + 3
 categorical features (4, 10, 50 values), binary label, batch 256, hidden units [64, 32],
 Adagrad 0.05 (the DSL default; the anchor's DNNClassifier uses 0.001), 2,000 steps, steady
