@@ -108,7 +108,7 @@ def code_view(workspace: Path, dest: Path) -> dict[str, str]:
         link = dest / name.replace(".", "/")
         if name and not any(parent.is_symlink() for parent in link.parents):
             link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(workspace / folder)
+            link.symlink_to((workspace / folder).resolve())
     return {"PYTHONPATH": str(dest)} if folders else {}
 
 
