@@ -1,7 +1,10 @@
 """The train step: train the model on the transformed splits and export it for serving.
 
-``python -m estflow.components.train`` runs :mod:`.__main__`. Its modules: inputs, evaluation
-while training, warm start, the serving export.
+``python -m estflow.components.train`` runs :mod:`.__main__` (the command line), which calls
+:func:`.task.run_task` (this process's task in the cluster): :func:`.step.run` (train, export,
+``train.json``) or :func:`.evaluator.evaluate_checkpoints` (a cluster's evaluator). Their
+modules: :mod:`.inputs`, :mod:`.evaluation` (while training), :mod:`.warm_start`,
+:mod:`.export` (the serving export).
 
 Importing this package keeps the user's Keras in the train step: a user's model_fn sees the
 Keras it sees in its own process (Keras 3 on TF 2.21), but importing tensorflow_transform (the
