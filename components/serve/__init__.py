@@ -1,7 +1,10 @@
 """The serve step: TF Serving's REST API over the models under a base path.
 
-``python -m estflow.components.serve`` runs :mod:`.__main__`. Its modules:
+``python -m estflow.components.serve`` runs :mod:`.__main__` (the command line), which calls
+:func:`.step.run` (bind, load, serve until stopped). Its modules:
 
+* :mod:`.server`: the running server (:func:`.server.serve`): HTTP, the models, the poll;
+* :mod:`.noise`: TensorFlow's start-up logging, left out of the command line's output;
 * :mod:`.http`: HTTP/1.1 (standard library only): an event loop owning the connections, a
   bounded pool of workers answering complete requests, timeouts and limits;
 * :mod:`.rest`: TF Serving's REST API (routes, methods) over the model registry;

@@ -1,0 +1,152 @@
+"""The server: HTTP in a background thread over the models under a base path, with the poll
+that loads newly pushed versions (:func:`serve`).
+
+The port is bound before TensorFlow is imported (:func:`start` imports it, with the models'
+code), so a busy port fails at once.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from estflow.components.serve.http import HttpServer
+from estflow.components.serve.http import Limits
+from estflow.components.serve.http import listen
+from estflow.dsl.contracts import SERVE_OPTIONS
+
+if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is bound
+    from estflow.components.serve.models import ModelRegistry
+    from estflow.components.serve.models import ServedModel
+
+__all__ = ["Server", "serve", "start", "checked_base_path", "checked_limits",
+           "DEFAULT_MAX_BODY_BYTES"]
+
+_DEFAULTS = {option.flag.replace("-", "_"): option.default for option in SERVE_OPTIONS}
+DEFAULT_MAX_BODY_BYTES: int = _DEFAULTS["max_body_bytes"]
+
+
+class Server:
+    """A running server (HTTP in a background thread, plus the version poll).
+
+    Attributes:
+        host: the address it is bound to.
+        port: the bound port (the real one when started with ``port=0``).
+        url: ``http://host:port``.
+    """
+
+    def __init__(self, http: HttpServer, registry: ModelRegistry) -> None:
+        self._http = http
+        self.registry = registry
+        self.host, self.port = http.server_address[:2]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{host}:{self.port}"
+        self._thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="estflow-serve-http", daemon=True)
+        self._thread.start()
+        while not http.wait_started(0.1):
+            if not self._thread.is_alive():
+                raise RuntimeError("the HTTP server thread ended before it started serving")
+
+    def models(self) -> list[ServedModel]:
+        """The models being served now, by name."""
+        return self.registry.models()
+
+    def shutdown(self) -> None:
+        """Stop accepting requests, stop polling, close the socket; idempotent."""
+        if self._thread.is_alive():
+            self._http.shutdown()
+            self._thread.join()
+        self.registry.stop()
+        self._http.server_close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+
+def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *,
+          poll_seconds: float = _DEFAULTS["poll_seconds"],
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+          threads: int = _DEFAULTS["threads"],
+          request_timeout_seconds: float = _DEFAULTS["request_timeout_seconds"],
+          idle_timeout_seconds: float = _DEFAULTS["idle_timeout_seconds"],
+          max_connections: int = _DEFAULTS["max_connections"]) -> Server:
+    """Load the models under ``base_path`` and serve them over HTTP from a background thread.
+
+    Args:
+        base_path: the push base path: ``<base_path>/<model_name>/<integer version>/``.
+        host: address to bind; loopback by default (nothing here authenticates requests).
+        port: TCP port; 0 picks a free one (see ``Server.port``).
+        poll_seconds: how often to look for newly pushed versions; 0 disables polling.
+        max_body_bytes: larger request bodies are refused with 413 without being read.
+        threads: worker threads answering complete requests (idle or slow connections hold
+            none: one event loop reads them).
+        request_timeout_seconds: a request not complete this long after its first byte is
+            answered 408; an answer not taken by the client within it is abandoned.
+        idle_timeout_seconds: an idle keep-alive connection is closed after this long.
+        max_connections: open connections at most; a new one beyond is answered 503.
+
+    Returns:
+        The running :class:`Server`; call ``shutdown()`` (or use it as a context manager).
+
+    Raises:
+        NotADirectoryError: ``base_path`` is not a directory.
+        ValueError: an option is out of range.
+        OSError: the address cannot be bound (the message names it).
+    """
+    base = checked_base_path(base_path)
+    limits = checked_limits(poll_seconds, max_body_bytes, threads, request_timeout_seconds,
+                            idle_timeout_seconds, max_connections)
+    listener = listen(host, port)  # bound before TensorFlow is imported or a model loaded
+    try:
+        return start(listener, base, limits, poll_seconds)
+    except BaseException:
+        listener.close()
+        raise
+
+
+def checked_base_path(base_path: str | Path) -> Path:
+    """``base_path``, resolved; NotADirectoryError when it is not a directory."""
+    base = Path(base_path).resolve()
+    if not base.is_dir():
+        raise NotADirectoryError(f"the model base path {str(base)!r} is not a directory")
+    return base
+
+
+def checked_limits(poll_seconds: float, max_body_bytes: int, threads: int,
+                   request_timeout_seconds: float, idle_timeout_seconds: float,
+                   max_connections: int) -> Limits:
+    """The server's limits; ValueError (naming the option) for a value out of range."""
+    checks = [("poll_seconds", poll_seconds, poll_seconds >= 0, "a number >= 0 (0: no polling)"),
+              ("max_body_bytes", max_body_bytes, max_body_bytes > 0, "a positive integer"),
+              ("threads", threads, threads > 0, "a positive integer"),
+              ("request_timeout_seconds", request_timeout_seconds, request_timeout_seconds > 0,
+               "a positive number"),
+              ("idle_timeout_seconds", idle_timeout_seconds, idle_timeout_seconds > 0,
+               "a positive number"),
+              ("max_connections", max_connections, max_connections > 0, "a positive integer")]
+    for name, value, ok, expected in checks:
+        if not ok or not math.isfinite(value):
+            raise ValueError(f"Received an invalid value for `{name}`, expected {expected}. "
+                             f"Received: {name}={value}")
+    return Limits(max_body_bytes=max_body_bytes, threads=threads,
+                  request_timeout=request_timeout_seconds, idle_timeout=idle_timeout_seconds,
+                  max_connections=max_connections)
+
+
+def start(listener: socket.socket, base: Path, limits: Limits, poll_seconds: float) -> Server:
+    """Load the models (this imports TensorFlow) and start serving on ``listener``."""
+    from estflow.components.serve.models import ModelRegistry
+    from estflow.components.serve.rest import make_app
+
+    registry = ModelRegistry(base)
+    registry.refresh()
+    if poll_seconds:
+        registry.start_polling(poll_seconds)
+    return Server(HttpServer(listener, make_app(registry), limits), registry)

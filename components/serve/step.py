@@ -1,0 +1,70 @@
+"""The command line's run (``python -m estflow.components.serve``, ``estflow serve``): bind,
+load the models with TensorFlow's start-up noise filtered out, print the ready line, serve
+until SIGTERM or Ctrl-C, shut down."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+from estflow.components.serve import noise
+from estflow.components.serve.http import listen
+from estflow.components.serve.server import checked_base_path
+from estflow.components.serve.server import checked_limits
+from estflow.components.serve.server import start
+
+__all__ = ["run"]
+
+
+def run(base_path: str, host: str, port: int, *, poll_seconds: float, max_body_bytes: int,
+        threads: int, request_timeout_seconds: float, idle_timeout_seconds: float,
+        max_connections: int) -> int:
+    """Serve the models under ``base_path`` until stopped (the options are
+    :func:`.server.serve`'s); returns the exit status: 2 when the options, the address or the
+    models' loading fail (the message on stderr), else 0 once stopped."""
+    try:
+        base = checked_base_path(base_path)
+        limits = checked_limits(poll_seconds, max_body_bytes, threads, request_timeout_seconds,
+                                idle_timeout_seconds, max_connections)
+        listener = listen(host, port)  # first: a busy port fails before TensorFlow
+    except (OSError, ValueError) as e:
+        print(f"estflow serve: {e}", file=sys.stderr, flush=True)
+        return 2
+    stderr = os.fdopen(os.dup(2), "w", buffering=1)  # the real stderr, while fd 2 is captured
+    logging.basicConfig(level=logging.INFO, stream=stderr,
+                        format="[serve] %(asctime)s %(levelname)s %(message)s")
+    try:
+        with noise.filtered(stderr):
+            server = start(listener, base, limits, poll_seconds)
+    except (OSError, ValueError) as e:
+        listener.close()
+        print(f"estflow serve: {e}", file=stderr, flush=True)
+        return 2
+    stop = _stop_event()  # before the ready line: a client may stop the server at once
+    models = ", ".join(f"{m.name}@{m.version}" for m in server.models()) or "none"
+    print(f"estflow serve: listening on {server.url} (models: {models})", flush=True)
+    try:
+        _wait_for(stop)
+    finally:
+        server.shutdown()
+    return 0
+
+
+def _stop_event() -> threading.Event:
+    """An event set by SIGTERM (Ctrl-C raises KeyboardInterrupt as usual)."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
+
+
+def _wait_for(stop: threading.Event) -> None:
+    """Until ``stop`` is set or Ctrl-C."""
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
