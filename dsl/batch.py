@@ -25,8 +25,8 @@ import re
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
 from estflow.dsl.serialization import serializable
-from estflow.dsl.sources import SOURCE_TYPES
 from estflow.dsl.sources import Source
+from estflow.dsl.sources import expect_source
 
 __all__ = ["BatchPredict", "PREDICTION_FORMATS"]
 
@@ -94,9 +94,7 @@ class BatchPredict:
     batch_size: int = 8192
 
     def __post_init__(self) -> None:
-        if not isinstance(self.source, SOURCE_TYPES):
-            raise DslError("source", "a CsvSource, TFRecordSource, ParquetSource or "
-                           "BigQuerySource", self.source)
+        expect_source(self.source)
         for field in ("output", "model"):
             value = getattr(self, field)
             if value is not None and (not isinstance(value, str) or not value.strip()):

@@ -23,8 +23,8 @@ from estflow.dsl.resources import check_step_resources
 from estflow.dsl.serialization import from_json
 from estflow.dsl.serialization import serializable
 from estflow.dsl.serialization import to_json
-from estflow.dsl.sources import SOURCE_TYPES
 from estflow.dsl.sources import Source
+from estflow.dsl.sources import expect_source
 from estflow.dsl.specs import Derive
 from estflow.dsl.specs import EvalSpec
 from estflow.dsl.specs import PushTarget
@@ -128,8 +128,7 @@ class Pipeline:
         if not self.trains:
             _check_prediction_only(self)
             return
-        _expect(self.source, SOURCE_TYPES, "source",
-                "CsvSource, TFRecordSource, ParquetSource or BigQuerySource")
+        expect_source(self.source)
         _checks.freeze(self, "features", _checks.tuple_of(
             self.features, "features", _FEATURE_TYPES, min_len=1, what="feature declarations"))
         _expect(self.label, Label, "label")

@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
 from estflow.dsl.serialization import serializable
 
-__all__ = ["SchemaCheck", "CsvSource", "TFRecordSource", "ParquetSource", "BigQuerySource",
-           "Source", "SOURCE_TYPES"]
+__all__ = ["SchemaCheck", "Source", "CsvSource", "TFRecordSource", "ParquetSource",
+           "BigQuerySource", "source_kinds", "expect_source"]
 
 _TABLE = re.compile(r"^(?:[A-Za-z0-9.:-]+[:.])?[A-Za-z0-9_]+\.[A-Za-z0-9_$-]+$")
 _PROJECT = re.compile(r"^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -63,6 +64,44 @@ class SchemaCheck:
             raise DslError("allow_unseen_columns", "True or False", self.allow_unseen_columns)
 
 
+class Source:
+    """The base of every source declaration: subclassing it declares a source kind.
+
+    A kind is a frozen dataclass subclassing :class:`Source`; declaring it registers it as what
+    ``Pipeline.source`` and ``BatchPredict.source`` accept (:func:`source_kinds`) and for the
+    JSON round trip of specs. Reading it is one row in the steps' source lookup (its reader).
+    What a check before any step runs needs to know of a kind is a method here, which a kind
+    overrides where it differs (never a test of which class a source is).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        serializable(cls)
+        _KINDS[cls.__name__] = cls
+
+    def header_delimiter(self) -> str | None:
+        """The delimiter of the header row its files start with (a row naming its columns,
+        which ``estflow run`` checks on this machine before any step runs); None where its
+        rows carry no such header to check."""
+        return None
+
+
+_KINDS: dict[str, type[Source]] = {}
+
+
+def source_kinds() -> tuple[type[Source], ...]:
+    """The declared source kinds, in declaration order."""
+    return tuple(_KINDS.values())
+
+
+def expect_source(value: Any, field: str = "source") -> None:
+    """Raise a :class:`DslError` naming ``field`` unless ``value`` is a declared source kind."""
+    if not isinstance(value, source_kinds()):
+        names = [kind.__name__ for kind in source_kinds()]
+        expected = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+        raise DslError(field, f"a {expected}", value)
+
+
 def _check_common(source) -> None:
     _checks.number(source.max_rejected_fraction, "max_rejected_fraction", low=0, high=1)
     if source.schema_check is not None and not isinstance(source.schema_check, SchemaCheck):
@@ -78,9 +117,8 @@ NA_VALUES = ("", "NA", "N/A", "NULL", "null", "NaN", "nan")
 """The cells that mean "missing" in a numeric CSV column unless declared otherwise."""
 
 
-@serializable
 @dataclasses.dataclass(frozen=True)
-class CsvSource:
+class CsvSource(Source):
     """CSV file(s) with a header row.
 
     A record is one line unless ``multiline_values`` is declared: a quote still open at the end
@@ -168,6 +206,10 @@ class CsvSource:
                            "(without it every row is one line)", self.max_row_lines)
         _checks.positive_int(self.max_row_bytes, "max_row_bytes")
 
+    def header_delimiter(self) -> str:
+        """The delimiter of the header row every CSV file starts with."""
+        return self.delimiter
+
 
 def _tokens(value, field: str) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
@@ -178,9 +220,8 @@ def _tokens(value, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-@serializable
 @dataclasses.dataclass(frozen=True)
-class TFRecordSource:
+class TFRecordSource(Source):
     """TFRecord file(s) of serialized ``tf.train.Example`` (e.g. another pipeline's output).
 
     Args:
@@ -208,9 +249,8 @@ class TFRecordSource:
         _check_common(self)
 
 
-@serializable
 @dataclasses.dataclass(frozen=True)
-class ParquetSource:
+class ParquetSource(Source):
     """Parquet file(s); columns are matched to the declared raw columns by name.
 
     Args:
@@ -234,9 +274,8 @@ class ParquetSource:
         _check_common(self)
 
 
-@serializable
 @dataclasses.dataclass(frozen=True)
-class BigQuerySource:
+class BigQuerySource(Source):
     """A BigQuery table or query result (read with Beam's ``ReadFromBigQuery``; it needs Google
     Cloud credentials and network access, so it runs on Dataflow, not offline).
 
@@ -277,7 +316,3 @@ class BigQuerySource:
             raise DslError("project", "a Google Cloud project id (6-30 lowercase letters, "
                            "digits or '-', starting with a letter) or None", self.project)
         _check_common(self)
-
-
-Source = CsvSource | TFRecordSource | ParquetSource | BigQuerySource
-SOURCE_TYPES = (CsvSource, TFRecordSource, ParquetSource, BigQuerySource)

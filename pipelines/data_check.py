@@ -1,5 +1,8 @@
 """The header of a local CSV source, checked against the declaration before any step runs.
 
+Which sources have a header to check is the declaration's to say
+(:meth:`estflow.dsl.sources.Source.header_delimiter`), never a test of its class.
+
 ``estflow run``, ``estflow preprocess`` and ``estflow compile`` read the first line of each CSV
 file the source matches on this machine (standard library only: ``csv``, and ``gzip``/``bz2``/
 ``lzma`` for compressed files) and report every mismatch at once, as
@@ -23,7 +26,6 @@ from pathlib import Path
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.pipeline import Pipeline
-from estflow.dsl.sources import CsvSource
 
 __all__ = ["local_csv_files", "read_header", "header_errors", "check_local_source"]
 
@@ -34,10 +36,11 @@ _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.
 
 
 def local_csv_files(pipeline: Pipeline, source_root: str) -> list[Path]:
-    """The files of a CSV source on this machine (relative paths resolve against
-    ``source_root``), sorted; [] for other sources, URLs and patterns matching nothing."""
+    """The files of a source with a header row (its declaration's ``header_delimiter()``: a
+    CSV source) on this machine (relative paths resolve against ``source_root``), sorted; []
+    for other sources, URLs and patterns matching nothing."""
     source = pipeline.source
-    if not isinstance(source, CsvSource) or "://" in source.path:
+    if source is None or source.header_delimiter() is None or "://" in source.path:
         return []
     pattern = os.path.join(source_root, source.path)  # an absolute path stays itself
     matches = glob.glob(pattern, recursive=True)
@@ -62,7 +65,7 @@ def header_errors(pipeline: Pipeline, source_root: str) -> list[DslError]:
     seen: set[str] = set()
     for path in local_csv_files(pipeline, source_root):
         try:
-            header = read_header(path, pipeline.source.delimiter)
+            header = read_header(path, pipeline.source.header_delimiter())
         except (OSError, UnicodeDecodeError, csv.Error, EOFError):
             continue
         for error in pipeline.header_errors(header, str(path)):

@@ -1,13 +1,14 @@
 """The facts a step's cache key needs from outside the spec (:mod:`estflow.dsl.fingerprints`).
 
-* :func:`source_fingerprint`: the source data, without downloading it: the content hash
-  (SHA-256) of each local file; for ``gs://`` objects their generation, etag and size (the
-  object's metadata, through google-cloud-storage); for ``s3://`` objects their etag, size and
-  modification time (boto3, else ``tf.io.gfile``'s size and mtime). KFP's local paths for
-  buckets (``/gcs/b/...``, ``/s3/b/...``) are read as the bucket URLs they stand for. A
-  BigQuery query has no fingerprint short of running it: it is *volatile* (a fresh value each
-  time, so ingest always runs); a table's is its etag and modification time when
-  google-cloud-bigquery is installed.
+* :func:`source_fingerprint`: the source data, without downloading it, as its kind's reader
+  row gives it (:data:`estflow.components._sources.registry.READERS`). Every file source shares
+  :func:`files_fingerprint`: the content hash (SHA-256) of each local file; for ``gs://``
+  objects their generation, etag and size (the object's metadata, through
+  google-cloud-storage); for ``s3://`` objects their etag, size and modification time (boto3,
+  else ``tf.io.gfile``'s size and mtime). KFP's local paths for buckets (``/gcs/b/...``,
+  ``/s3/b/...``) are read as the bucket URLs they stand for. A kind that is not files has its
+  own (a BigQuery table's etag; a query is *volatile*: a fresh value each time, so ingest
+  always runs).
 * the user functions the spec names: :mod:`estflow.components._io.user_code` (their source,
   not where they are).
 * :func:`estflow_fingerprint`: estflow's version and a digest of the step code (``dsl`` and
@@ -22,16 +23,15 @@ import hashlib
 import importlib.util
 import os
 import re
-import uuid
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from estflow.dsl import sources as s
+from estflow.components._sources.registry import reader_for
 from estflow.dsl.fingerprints import digest
 
-__all__ = ["source_fingerprint", "estflow_fingerprint", "bucket_url", "file_sha256",
-           "find_module"]
+__all__ = ["source_fingerprint", "files_fingerprint", "estflow_fingerprint", "bucket_url",
+           "file_sha256", "find_module"]
 
 _CHUNK = 1 << 20
 # KFP mounts buckets at these local paths (the artifact's local path for gs://, s3://).
@@ -58,9 +58,9 @@ def bucket_url(path: str) -> str:
 
 def source_fingerprint(source: Any, root: str | os.PathLike, *, clients: dict | None = None,
                        ) -> dict:
-    """The fingerprint of a pipeline's source: ``{"digest", "kind", ...what it covers}``;
-    ``"by_content": True`` for local files (their content is hashed, so the step keys leave
-    their path out: a moved checkout with the same data reuses ingest).
+    """The fingerprint of a pipeline's source: ``{"digest", "kind", ...what it covers}``, as its
+    kind's reader row gives it (:mod:`estflow.components._sources.registry`: a file source's is
+    :func:`files_fingerprint`).
 
     Args:
         source: a :mod:`estflow.dsl.sources` declaration.
@@ -69,11 +69,17 @@ def source_fingerprint(source: Any, root: str | os.PathLike, *, clients: dict | 
             made when needed.
     """
     clients = clients if clients is not None else {}
-    if isinstance(source, s.BigQuerySource):
-        return _bigquery(source)
+    return reader_for(source).fingerprint(source, str(root), clients)
+
+
+def files_fingerprint(source: Any, root: str, clients: dict) -> dict:
+    """The fingerprint of the files ``source.path`` matches, shared by every file source:
+    their content for local files, their objects' metadata in a bucket; ``"by_content":
+    True`` for local files (their content is hashed, so the step keys leave their path out: a
+    moved checkout with the same data reuses ingest)."""
     pattern = source.path
     if "://" not in pattern and not os.path.isabs(pattern):
-        pattern = os.path.join(str(root), pattern)
+        pattern = os.path.join(root, pattern)
     pattern = bucket_url(pattern)
     scheme = pattern.partition("://")[0] if "://" in pattern else ""
     if scheme == "gs":
@@ -92,10 +98,6 @@ def source_fingerprint(source: Any, root: str | os.PathLike, *, clients: dict | 
     if not scheme:  # local files, hashed: where they are plays no part in a key
         found["by_content"] = True
     return found
-
-
-def _volatile(kind: str, why: str) -> dict:
-    return {"kind": kind, "volatile": why, "digest": uuid.uuid4().hex}
 
 
 def _split_url(url: str) -> tuple[str, str]:
@@ -154,20 +156,6 @@ def _gfile_objects(pattern: str) -> list[dict]:
     return found
 
 
-def _bigquery(source: s.BigQuerySource) -> dict:
-    if source.query is not None:
-        return _volatile("BigQuerySource", "a query's result cannot be fingerprinted without "
-                         "running it: ingest runs every time")
-    try:
-        from google.cloud import bigquery  # noqa: PLC0415
-    except ImportError:
-        return _volatile("BigQuerySource", "google-cloud-bigquery is not installed")
-    table = bigquery.Client(project=source.project).get_table(source.table.replace(":", "."))
-    facts = {"table": source.table, "etag": table.etag, "modified": str(table.modified),
-             "rows": table.num_rows}
-    return {"kind": "BigQuerySource", **facts, "digest": digest(facts)}
-
-
 # -- estflow itself ----------------------------------------------------------------------------
 
 def estflow_fingerprint(modules: list[str]) -> dict:
@@ -210,6 +198,9 @@ def _read_module(name: str) -> tuple[str, list[str]] | None:
 
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
                      r"|import[ \t]+([^\n]*))", re.M)
+# A reader row names its reader's module, imported when first read
+# (estflow.components._sources.registry.late): code the step runs, as much as an import.
+_LATE = re.compile(r"\blate\(\s*[\"'](estflow\.[\w.]+)[\"']")
 
 
 def _estflow_imports(module: str, text: str, package: bool) -> list[str]:
@@ -229,6 +220,7 @@ def _estflow_imports(module: str, text: str, package: bool) -> list[str]:
             item = item.split(" as ")[0].strip()
             if item.isidentifier():
                 found.append(f"{parent}.{item}")  # a submodule imported by name
+    found += _LATE.findall(text)
     return [name for name in found if name.startswith("estflow.")]
 
 

@@ -19,6 +19,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
+from estflow.components._sources.registry import SourceError
 from estflow.components._sources.rows import Validated
 from estflow.components._sources.rows import arrow_schema
 from estflow.components._sources.rows import empty_stats
@@ -26,11 +27,14 @@ from estflow.components._sources.rows import merge_stats
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["SourceError", "RowChunk", "check_columns", "make_chunk", "header_chunk",
-           "empty_chunk_stats", "merge_chunk_stats"]
+           "empty_chunk_stats", "merge_chunk_stats", "json_row"]
 
 
-class SourceError(RuntimeError):
-    """The source cannot be read as declared (no files, a missing column, a wrong type)."""
+def json_row(row: dict) -> str:
+    """A row of a typed source (a dict) as the text a rejected row is written with."""
+    def plain(value):
+        return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+    return json.dumps(row, ensure_ascii=False, default=plain, sort_keys=True)
 
 
 @dataclasses.dataclass

@@ -1,6 +1,7 @@
-"""CSV files as validated row chunks: blocks of records (:mod:`.csv_blocks`), cells
-(:mod:`.csv_parse`), typed and checked rows (:mod:`.rows`), each kept row with the hash of its
-text as read (the split's row hash) and each file's physical lines accounted for."""
+"""The reader of a CsvSource: CSV files as validated row chunks: blocks of records
+(:mod:`.csv_blocks`), cells (:mod:`.csv_parse`), typed and checked rows (:mod:`.rows`), each
+kept row with the hash of its text as read (the split's row hash) and each file's physical
+lines accounted for."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from estflow.components._sources.rows import validate
 from estflow.components._sources.split import text_hashes
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["ReadCsv", "check_csv_headers", "csv_layout", "na_tokens", "row_hashes"]
+__all__ = ["ReadCsv", "check_csv_headers", "csv_layout", "na_tokens", "read_file", "row_hashes"]
 
 # Read with Python's decompressors, which raise on a truncated file where Beam's stop quietly.
 _DECOMPRESSORS = {".gz": gzip.GzipFile, ".gzip": gzip.GzipFile, ".bz2": bz2.BZ2File}
@@ -108,6 +109,13 @@ def row_hashes(block: csv_blocks.Block, records: np.ndarray) -> np.ndarray:
             hashes[k] = text_hashes(np.frombuffer(text, np.uint8), np.zeros(1, np.int64),
                                     np.full(1, len(text), np.int64))[0]
     return hashes
+
+
+def read_file(pipeline: Pipeline, files: list[str], block_bytes: int,
+              row_hashes: bool) -> beam.DoFn:
+    """The DoFn reading one CSV file (its row in :data:`.registry.READERS`)."""
+    del files  # each file is read alone
+    return ReadCsv(pipeline, block_bytes, row_hashes=row_hashes)
 
 
 class ReadCsv(beam.DoFn):

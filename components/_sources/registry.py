@@ -1,49 +1,55 @@
-"""Reading a pipeline's source in Beam: every row validated, bad rows rejected with a reason.
+"""The one lookup from a dsl source class to its :class:`Reader`: ingest, batch prediction and
+the fingerprint step all ask it, never which class a source is.
 
-One lookup, :data:`READERS`, from the dsl source class to its :class:`Reader`: ingest and batch
-prediction read through it. A new source kind is one reader module (its driver-side check and
-its Beam reader) plus one row in :data:`READERS`.
+A new source kind is a declaration (a :class:`~estflow.dsl.sources.Source` subclass) plus one
+reader module (its driver-side check and its Beam reader) and one row here: in
+:data:`READERS`, or added with :func:`register`.
 
-:class:`ReadSource` turns the declared source (CSV, Parquet, TFRecord, BigQuery) into a
-PCollection of :class:`~.chunks.RowChunk`. Files are the unit of parallelism (a file is read
-in order, which is what gives every row its line number); the blocks of a file are validated
-vectorised. Problems with the source as a whole (no file matches, a needed column is missing,
-a column's type cannot hold its declared dtype, BigQuery without credentials) are found on the
-driver by :func:`check_source` before the job starts.
+This module imports neither Beam nor pyarrow: the built-in rows name their reader modules'
+functions, imported when first called (:func:`late`), so the fingerprint step (which must not
+import Beam) asks the lookup for a file source's fingerprint without loading any reader.
+Reading through the lookup (:class:`~.read.ReadSource`, :func:`~.read.check_source`,
+:func:`~.read.source_files`) is in :mod:`.read`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import importlib
 from collections.abc import Callable
 
-import apache_beam as beam
-from apache_beam.io.filesystem import BeamIOError
-
-from estflow.components._io.tfrecords import expand_pattern
-from estflow.components._sources import csv_blocks
-from estflow.components._sources import typed_sources
-from estflow.components._sources.cells import CellTypeError
-from estflow.components._sources.chunks import SourceError
-from estflow.components._sources.csv_source import ReadCsv
-from estflow.components._sources.csv_source import check_csv_headers
 from estflow.dsl import sources as s
-from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["Reader", "READERS", "reader_for", "ReadSource", "check_source", "source_files"]
+__all__ = ["SourceError", "Reader", "READERS", "register", "reader_for", "late"]
+
+
+class SourceError(RuntimeError):
+    """The source cannot be read as declared (no files, a missing column, a wrong type)."""
+
+
+def late(module: str, name: str) -> Callable:
+    """``module.name``, imported when first called: a row names its reader's functions without
+    importing the reader. Write ``module`` as a literal, full name (``late("estflow.x.y",
+    ...)``): the step code digest reads it as an import of the step that asks the lookup
+    (:func:`estflow.components._io.outside_facts.estflow_fingerprint`)."""
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = f"{module}.{name}"
+    return call
 
 
 @dataclasses.dataclass(frozen=True)
 class Reader:
-    """How one kind of source is read.
+    """How one kind of source is read, and fingerprinted.
 
     Attributes:
         kind: its name in messages (``"CSV"``).
         glob: the files a directory of it holds (``"*.csv"``), for the hint when a path is a
             directory; None for a source that is not files (BigQuery).
         check: ``check(pipeline, files)``, on the driver before the job; raises
-            :class:`~.cells.CellTypeError` or :class:`~.chunks.SourceError`.
+            :class:`~.cells.CellTypeError` or :class:`SourceError`.
         files: ``files(pipeline, files, block_bytes, row_hashes)``: the ``beam.DoFn`` that
             turns one file into RowChunks (a file source).
         whole: ``whole(pipeline)``: the ``beam.PTransform`` reading the whole source (a source
@@ -52,32 +58,68 @@ class Reader:
             ``"string"``) the source's own schema gives each of ``names`` it holds, on the
             driver (batch prediction keeps a key column's numbers numbers); {} where its values
             have no declared type (CSV, TFRecord; BigQuery keys are read as text).
+        fingerprint: ``fingerprint(source, root, clients)``: what its cache keys hold of the
+            data, without reading it (``{"digest", "kind", ...}``, see
+            :func:`estflow.components._io.outside_facts.source_fingerprint`); by default that
+            of the files ``source.path`` matches (their content, or their objects' metadata),
+            shared by every file source.
     """
 
     kind: str
     glob: str | None
-    check: Callable[[Pipeline, list[str]], None] = lambda pipeline, files: None
-    files: Callable[..., beam.DoFn] | None = None
-    whole: Callable[[Pipeline], beam.PTransform] | None = None
-    column_dtypes: Callable[[list[str], tuple[str, ...]], dict[str, str]] = \
-        lambda files, names: {}
+    check: Callable[..., None] = lambda pipeline, files: None
+    files: Callable[..., object] | None = None
+    whole: Callable[..., object] | None = None
+    column_dtypes: Callable[..., dict[str, str]] = lambda files, names: {}
+    fingerprint: Callable[..., dict] = late("estflow.components._io.outside_facts",
+                                            "files_fingerprint")
+
+    def __post_init__(self) -> None:
+        if (self.files is None) == (self.whole is None):
+            raise ValueError(f"reader {self.kind!r}: expected exactly one of files (a file "
+                             f"source) or whole (a source that is not files); received "
+                             f"files={self.files!r}, whole={self.whole!r}")
+        if (self.glob is None) != (self.whole is not None):
+            raise ValueError(f"reader {self.kind!r}: expected a glob exactly when it reads "
+                             f"files; received glob={self.glob!r}")
 
 
 READERS: dict[type, Reader] = {
-    s.CsvSource: Reader("CSV", "*.csv", check_csv_headers,
-                        files=lambda pipeline, files, block_bytes, row_hashes: ReadCsv(
-                            pipeline, block_bytes, row_hashes=row_hashes)),
-    s.ParquetSource: Reader("Parquet", "*.parquet", typed_sources.check_parquet_schemas,
-                            files=lambda pipeline, *_: typed_sources.ReadParquet(pipeline),
-                            column_dtypes=typed_sources.parquet_column_dtypes),
-    s.TFRecordSource: Reader("TFRecord", "*.tfrecord*",
-                             files=lambda pipeline, *_: typed_sources.ReadTFRecord(pipeline)),
-    s.BigQuerySource: Reader("BigQuery", None,
-                             lambda pipeline, files: typed_sources.check_bigquery_access(
-                                 pipeline.source),
-                             whole=typed_sources.ReadBigQuery),
+    s.CsvSource: Reader(
+        "CSV", "*.csv",
+        check=late("estflow.components._sources.csv_source", "check_csv_headers"),
+        files=late("estflow.components._sources.csv_source", "read_file")),
+    s.ParquetSource: Reader(
+        "Parquet", "*.parquet",
+        check=late("estflow.components._sources.parquet_reader", "check"),
+        files=late("estflow.components._sources.parquet_reader", "read_file"),
+        column_dtypes=late("estflow.components._sources.parquet_reader", "column_dtypes")),
+    s.TFRecordSource: Reader(
+        "TFRecord", "*.tfrecord*",
+        files=late("estflow.components._sources.tfrecord_reader", "read_file")),
+    s.BigQuerySource: Reader(
+        "BigQuery", None,
+        check=late("estflow.components._sources.bigquery_reader", "check"),
+        whole=late("estflow.components._sources.bigquery_reader", "read_whole"),
+        fingerprint=late("estflow.components._sources.bigquery_reader", "fingerprint")),
 }
 """The reader of each source class (:mod:`estflow.dsl.sources`)."""
+
+
+def register(source_class: type, reader: Reader) -> None:
+    """Add the row of a new source kind: ``source_class`` is read with ``reader``.
+
+    Raises:
+        ValueError: ``source_class`` is not a declared source kind
+            (:func:`estflow.dsl.sources.source_kinds`), or another reader reads it already.
+    """
+    if source_class not in s.source_kinds():
+        raise ValueError(f"source class: expected a declared source kind (a dataclass "
+                         f"subclassing estflow.dsl.sources.Source); received {source_class!r}")
+    if READERS.get(source_class, reader) != reader:
+        raise ValueError(f"{source_class.__name__}: already read by {READERS[source_class]}; "
+                         "a kind has one reader")
+    READERS[source_class] = reader
 
 
 def reader_for(source) -> Reader:
@@ -91,77 +133,3 @@ def reader_for(source) -> Reader:
         raise SourceError(f"source: expected one of {sorted(c.__name__ for c in READERS)}; "
                           f"received a {type(source).__name__}")
     return reader
-
-
-def source_files(source, root: str) -> list[str]:
-    """The files a file source reads (relative paths resolve against ``root``); [] for a
-    source that is not files (BigQuery).
-
-    Raises:
-        SourceError: no file matches, or a match is a directory.
-    """
-    reader = reader_for(source)
-    if reader.glob is None:
-        return []
-    pattern = source.path
-    if "://" not in pattern and not os.path.isabs(pattern):
-        pattern = os.path.join(root, pattern)
-    try:
-        files = expand_pattern(pattern)
-    except BeamIOError as err:
-        raise SourceError(f"cannot list source.path={source.path!r} ({pattern!r}): "
-                          f"{err}") from None
-    if not files:
-        raise SourceError(f"no {reader.kind} file matches source.path={source.path!r} "
-                          f"(resolved to {pattern!r} against source root {root!r})")
-    for path in files:
-        if "://" not in path and os.path.isdir(path):
-            hint = f"{source.path.rstrip('/')}/{reader.glob}"
-            raise SourceError(f"{path} is a directory, not a {reader.kind} file (source.path="
-                              f"{source.path!r}): declare a file or a glob of files, e.g. "
-                              f"{hint!r}")
-    return files
-
-
-def check_source(pipeline: Pipeline, files: list[str]) -> None:
-    """Driver-side checks of the whole source (headers, schemas, access) before the job.
-
-    Raises:
-        SourceError: a file lacks a needed column or holds one of an unusable type, or
-            BigQuery cannot be reached.
-    """
-    try:
-        reader_for(pipeline.source).check(pipeline, files)
-    except CellTypeError as err:
-        raise SourceError(str(err)) from None
-
-
-class ReadSource(beam.PTransform):
-    """The pipeline's source as a PCollection of RowChunks.
-
-    Args:
-        pipeline: the validated pipeline (its source and raw columns), or what reads like one
-            (batch prediction's scoring schema).
-        files: the files to read (from :func:`source_files`); unused for BigQuery.
-        block_bytes: CSV bytes per block (bigger blocks: fewer, larger batches).
-        row_hashes: give chunks their rows' split hashes; False where nothing is split
-            (batch prediction: the CSV reader then skips hashing every row's text, 40% of
-            reading it).
-    """
-
-    def __init__(self, pipeline: Pipeline, files: list[str], *,
-                 block_bytes: int = csv_blocks.DEFAULT_BLOCK_BYTES,
-                 row_hashes: bool = True) -> None:
-        super().__init__()
-        self._pipeline, self._files, self._block_bytes = pipeline, files, block_bytes
-        self._row_hashes = row_hashes
-
-    def expand(self, pbegin):
-        reader = reader_for(self._pipeline.source)
-        if reader.whole is not None:
-            return pbegin | f"Read{reader.kind}" >> reader.whole(self._pipeline)
-        read = reader.files(self._pipeline, self._files, self._block_bytes, self._row_hashes)
-        return (pbegin
-                | "Files" >> beam.Create(self._files)
-                | "SpreadFiles" >> beam.Reshuffle()
-                | "ReadAndValidate" >> beam.ParDo(read))

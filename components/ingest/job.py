@@ -27,7 +27,7 @@ from estflow.components._io.tfrecords import Destination
 from estflow.components._io.tfrecords import WriteBlocks
 from estflow.components._io.tfrecords import expand_pattern
 from estflow.components._runtime import entry
-from estflow.components._sources import registry as sources
+from estflow.components._sources import read as sources
 from estflow.components._sources.chunks import RowChunk
 from estflow.components._sources.chunks import SourceError
 from estflow.components._sources.chunks import empty_chunk_stats

@@ -19,7 +19,7 @@ from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
-from estflow.components._sources import registry as sources
+from estflow.components._sources import read as sources
 from estflow.components._sources.chunks import SourceError
 from estflow.components._sources.chunks import empty_chunk_stats
 from estflow.components._sources.chunks import merge_chunk_stats

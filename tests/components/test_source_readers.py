@@ -5,13 +5,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import estflow.dsl as ef
+from estflow.components._sources import read
 from estflow.components._sources import registry
 from estflow.components._sources.chunks import SourceError
-from estflow.dsl.sources import SOURCE_TYPES
+from estflow.dsl.sources import source_kinds
 
 
 def test_every_declarable_source_kind_has_one_reader():
-    assert set(registry.READERS) == set(SOURCE_TYPES)
+    assert set(registry.READERS) == set(source_kinds())
     for source_class, reader in registry.READERS.items():
         assert (reader.files is None) != (reader.whole is None), source_class
         assert (reader.glob is None) == (reader.whole is not None), source_class
@@ -22,13 +23,13 @@ def test_a_source_kind_without_a_reader_is_named(tmp_path):
         path = str(tmp_path)
 
     with pytest.raises(SourceError, match="received a OtherSource"):
-        registry.source_files(OtherSource(), str(tmp_path))
+        read.source_files(OtherSource(), str(tmp_path))
 
 
 def test_a_directory_is_named_with_its_kinds_file_pattern(tmp_path):
     (tmp_path / "data").mkdir()
     with pytest.raises(SourceError, match=r"not a Parquet file .*'data/\*\.parquet'"):
-        registry.source_files(ef.ParquetSource("data"), str(tmp_path))
+        read.source_files(ef.ParquetSource("data"), str(tmp_path))
 
 
 def test_a_parquet_reader_types_the_columns_its_schema_holds(tmp_path):

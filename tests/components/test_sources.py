@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 import estflow.dsl as ef
+from estflow.components._sources import bigquery_reader
 from estflow.components._sources import cells as _cells
-from estflow.components._sources import typed_sources
 from estflow.components.ingest import __main__ as ingest
 from estflow.dsl.contracts import Files
 from tests.components.test_ingest import by_id
@@ -134,7 +134,7 @@ def test_bigquery_rows_are_validated_like_any_typed_rows():
     pipeline = make_pipeline(ef.BigQuerySource(query="SELECT * FROM t"))
     rows = [{"id": "b1", "x": 1.5, "n": 3, "color": "red", "label": 1, "more": 0},
             {"id": "b2", "x": None, "n": None, "color": None, "label": 0}]
-    chunk = typed_sources._bigquery_chunk(rows, pipeline)
+    chunk = bigquery_reader.rows_chunk(rows, pipeline)
     assert chunk.batch.num_rows == 1
     [line] = chunk.rejected
     record = json.loads(line)
