@@ -1,8 +1,5 @@
 """The header of a local CSV source, checked against the declaration before any step runs.
 
-Which sources have a header to check is the declaration's to say
-(:meth:`estflow.dsl.sources.Source.header_delimiter`), never a test of its class.
-
 ``estflow run``, ``estflow preprocess`` and ``estflow compile`` read the first line of each CSV
 file the source matches on this machine (standard library only: ``csv``, and ``gzip``/``bz2``/
 ``lzma`` for compressed files) and report every mismatch at once, as
@@ -10,7 +7,8 @@ file the source matches on this machine (standard library only: ``csv``, and ``g
 missing from a file (a typo, a label that is neither a column nor a ``derive`` output), a
 column twice, or unseen columns a strict ``SchemaCheck`` refuses. The ingest step checks the
 same again where it runs; a source this machine cannot read (a URL, Parquet, TFRecord,
-BigQuery, a path matching nothing here) is left to it.
+BigQuery, a path matching nothing here) is left to it. Which sources have a header to check
+is the declaration's to say (:meth:`estflow.dsl.sources.Source.header_delimiter`).
 """
 
 from __future__ import annotations

@@ -143,6 +143,23 @@ def test_estflow_s_code_is_keyed_per_step_module():
     assert len(set(digests["code"].values())) == 2
 
 
+
+def test_the_readers_the_source_lookup_names_are_code_of_the_steps_that_read(monkeypatch):
+    """The lookup imports its readers when first read (the fingerprint step imports no Beam);
+    editing a reader must still rerun ingest and batch prediction."""
+    read = []
+    real = facts._read_module
+
+    def recording(name):
+        read.append(name)
+        return real(name)
+
+    monkeypatch.setattr(facts, "_read_module", recording)
+    facts.estflow_fingerprint(["estflow.components.ingest", "estflow.components.predict"])
+    readers = {f"estflow.components._sources.{m}" for m in
+               ("csv_source", "parquet_reader", "tfrecord_reader", "bigquery_reader")}
+    assert readers <= set(read)
+
 # --- the served version and push ----------------------------------------------------------------
 
 def _export(folder: Path) -> Path:
