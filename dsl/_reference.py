@@ -474,19 +474,26 @@ def main(argv: list[str] | None = None) -> int:
     except UndocumentedError as err:
         print(err, file=sys.stderr)
         return 2
-    if args.write:
-        args.path.write_text(text, encoding="utf-8")
-        print(f"wrote {args.path}")
+    return sync_page(args.path, text, write=args.write, command="python -m estflow.dsl._reference")
+
+
+def sync_page(path: Path, text: str, *, write: bool, command: str) -> int:
+    """Write the generated page ``text`` to ``path`` (``write``), or check that ``path`` holds
+    it: exit status 1 with a diff and ``command --write`` when it is stale. The one place a
+    generated docs page is written or checked (the DSL and CLI references both use it)."""
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
         return 0
-    current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
+    current = path.read_text(encoding="utf-8") if path.exists() else ""
     if current == text:
-        print(f"{args.path} is up to date")
+        print(f"{path} is up to date")
         return 0
-    diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(args.path),
+    diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(path),
                                 "generated", lineterm="", n=1)
     print("\n".join(list(diff)[:80]), file=sys.stderr)
-    print(f"{args.path} is out of date: run python -m estflow.dsl._reference --write",
-          file=sys.stderr)
+    print(f"{path} is out of date: run {command} --write", file=sys.stderr)
     return 1
 
 

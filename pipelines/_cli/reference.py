@@ -14,11 +14,12 @@ The text does not depend on the terminal: usage lines are formatted at a fixed w
 from __future__ import annotations
 
 import argparse
-import difflib
 import html
 import re
 import sys
 from pathlib import Path
+
+from estflow.dsl._reference import sync_page
 
 __all__ = ["render", "reference_path", "main"]
 
@@ -154,22 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", type=Path, default=reference_path(),
                         help="the page (default: %(default)s)")
     args = parser.parse_args(argv)
-    text = render()
-    if args.write:
-        args.path.parent.mkdir(parents=True, exist_ok=True)
-        args.path.write_text(text, encoding="utf-8")
-        print(f"wrote {args.path}")
-        return 0
-    current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
-    if current == text:
-        print(f"{args.path} is up to date")
-        return 0
-    diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(args.path),
-                                "generated", lineterm="", n=1)
-    print("\n".join(list(diff)[:80]), file=sys.stderr)
-    print(f"{args.path} is out of date: run python -m estflow.pipelines._cli.reference --write",
-          file=sys.stderr)
-    return 1
+    return sync_page(args.path, render(), write=args.write,
+                     command="python -m estflow.pipelines._cli.reference")
 
 
 if __name__ == "__main__":
