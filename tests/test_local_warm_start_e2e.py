@@ -51,7 +51,7 @@ def test_the_second_run_warm_starts_from_the_first_run_s_pushed_version(tmp_path
     assert "no version is served" in out and "training from scratch" in out
     assert "evaluation at step 100" in out and "evaluation at step 200" in out
     (first,) = runs.all_runs()
-    (version,) = sorted((tmp_path / "serving" / "taxi").iterdir())
+    (version,) = sorted(p for p in (tmp_path / "serving" / "taxi").iterdir() if p.name.isdigit())
     carried = version / model_repo.SERVED_CHECKPOINT
     assert (carried / "checkpoint").is_file()
     trained = json.loads((_step_output(first, "train", "model") / Files.TRAIN_RESULT)

@@ -173,8 +173,17 @@ def test_typed_cells_convert_only_exactly():
         _cells.convert(ef.Column("c", "string"), pa.array([1.5]))
 
 
-def test_an_unreachable_remote_path_is_a_clear_error(tmp_path):
-    # s3:// goes through Beam's filesystem; with no client configured listing fails at once.
+def test_an_unreachable_remote_path_is_a_clear_error(tmp_path, monkeypatch):
+    # s3:// goes through Beam's filesystem. An ingest step's process lists its source before
+    # any Beam pipeline gave the filesystems options, so with no S3 client configured the
+    # listing fails at once. Earlier tests in this process ran Beam pipelines, which left
+    # options behind (the filesystems' and the runtime value providers'); Beam's S3 listing
+    # would then retry against AWS for minutes.
+    from apache_beam.io.filesystems import FileSystems  # noqa: PLC0415
+    from apache_beam.options.value_provider import RuntimeValueProvider  # noqa: PLC0415
+
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    monkeypatch.setattr(RuntimeValueProvider, "runtime_options", None)
     pipeline = make_pipeline(ef.CsvSource("s3://bucket/trips/*.csv"))
     with pytest.raises(ingest.IngestError, match=r"cannot list source.path='s3://bucket/"):
         ingest.run(pipeline, tmp_path / "out")

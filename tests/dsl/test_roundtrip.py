@@ -80,7 +80,11 @@ def test_round_trip(value):
 
 def test_every_registered_class_has_an_example():
     covered = {type(v).__name__ for v in EXAMPLES} | {"CallableRef"}
-    assert set(serialization._REGISTRY) <= covered | {"DNNLinearCombinedClassifier"}
+    # estflow's own classes: a test may register a kind of its own (a new Source subclass)
+    # in this process, which is not estflow's to give an example of.
+    estflow_classes = {name for name, cls in serialization._REGISTRY.items()
+                       if cls.__module__.startswith("estflow.")}
+    assert estflow_classes <= covered | {"DNNLinearCombinedClassifier"}
 
 
 def test_unknown_kind_is_refused():

@@ -609,7 +609,7 @@ def test_compiled_yaml_runs_end_to_end_under_kfp_local(taxi, tmp_path):
         taxi.pipeline, train=ef.TrainSpec(max_steps=20, batch_size=64),
         push=ef.PushTarget(base_path=str(tmp_path / "serving"), model_name="chicago_taxi"))
     _run_under_kfp_local(yaml_path, tmp_path, spec=small.to_json())
-    versions = list((tmp_path / "serving" / "chicago_taxi").iterdir())
+    versions = [p for p in (tmp_path / "serving" / "chicago_taxi").iterdir() if p.name.isdigit()]
     assert len(versions) == 1 and (versions[0] / "saved_model.pb").is_file()
     # The real evaluate step's files, logged to the KFP UI's artifacts
     [executor_output] = (tmp_path / "root").glob("*/evaluate/executor_output.json")

@@ -509,7 +509,7 @@ def test_tf_feature_column_tables_cannot_be_exported_and_the_error_says_why(tmp_
     est = tf_estimator.Estimator(model_fn, model_dir=str(tmp_path / "m"), progress=_quiet)
     est.train(input_fn, steps=20)  # training and evaluation work
     assert est.evaluate(input_fn, steps=2)["accuracy"] == 1.0
-    with pytest.raises(ValueError, match=r"lookup table.*estflow\.components\.estimator\."
+    with pytest.raises(ValueError, match=r"lookup table.*estflow\.estimator\."
                                          r"feature_column"):
         est.export_saved_model(str(tmp_path / "export"), export.build_parsing_serving_input_receiver_fn(
             tf.feature_column.make_parse_example_spec(columns)))
