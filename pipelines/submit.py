@@ -22,9 +22,13 @@ Caching is never overridden here: the compiled YAML already carries each task's 
 at compile time, see ``kfp_compiler.DEFAULT_CACHING``), while the client's ``enable_caching``
 would overwrite it on root-level tasks only.
 
+Every call takes a ``login`` (:class:`Login`: a bearer token or token file, cookies, a CA
+bundle or ``insecure``), which a multi-user Kubeflow needs (see
+:mod:`estflow.pipelines._kfp.connection`).
+
 Failures are one-line errors: :class:`ApiUnreachableError` (connection refused, unknown host,
-...) and :class:`ApiHttpError` (the API answered with an HTTP error: status and message), both
-:class:`SubmitError`; bad input (cron, ``k=v`` parameters, a missing package) is a
+TLS...) and :class:`ApiHttpError` (the API answered with an HTTP error: status and message; a
+401/403 also says what was sent and what to do), both :class:`SubmitError`; bad input (cron, ``k=v`` parameters, a missing package) is a
 ``ValueError``/``FileNotFoundError``. This module is the client only: the ``estflow submit``,
 ``schedule`` and ``schedules`` commands are defined with the rest of the CLI
 (:mod:`estflow.pipelines.cli`).
@@ -41,13 +45,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import io
 import json
 import logging
 import os
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -57,17 +59,24 @@ from typing import Any
 
 import kfp
 import kfp_server_api
-import urllib3
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from estflow.pipelines import beam_options
 from estflow.pipelines._kfp import backend as kfp_backends
+from estflow.pipelines._kfp import cron_zone
+from estflow.pipelines._kfp.connection import ApiHttpError
+from estflow.pipelines._kfp.connection import ApiUnreachableError
+from estflow.pipelines._kfp.connection import Client
+from estflow.pipelines._kfp.connection import Login
+from estflow.pipelines._kfp.connection import SubmitError
+from estflow.pipelines._kfp.connection import api_errors
+from estflow.pipelines._kfp.connection import connect
 from estflow.pipelines.cron import to_kfp_cron
 
 __all__ = ["DEFAULT_EXPERIMENT", "TERMINAL_STATES", "SubmitError", "ApiUnreachableError",
-           "ApiHttpError", "BackendTooOldError", "RunInfo", "ScheduleInfo", "TaskFailure",
+           "ApiHttpError", "BackendTooOldError", "Login", "RunInfo", "ScheduleInfo", "TaskFailure",
            "RunResult", "submit", "schedule", "wait", "list_schedules", "pause", "resume",
            "delete", "parse_params", "server_version"]
 
@@ -82,23 +91,6 @@ _log = logging.getLogger(__name__)
 PipelineSource = Any  # a compiled .yaml/.yml path, or whatever ``compile_fn`` accepts
 CompileFn = Callable[[Any, str], object]  # compile_fn(source, output_yaml_path)
 ClientFactory = Callable[..., kfp.Client]
-
-
-class SubmitError(RuntimeError):
-    """The KFP API could not be reached, or refused the request."""
-
-
-class ApiUnreachableError(SubmitError):
-    """No answer from the KFP API (connection refused, unknown host, TLS failure...)."""
-
-
-class ApiHttpError(SubmitError):
-    """The KFP API answered with an HTTP error."""
-
-    def __init__(self, message: str, status: int, reason: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
 
 
 class BackendTooOldError(SubmitError):
@@ -159,7 +151,7 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
            params: Mapping[str, Any] | None = None, run_name: str | None = None,
            namespace: str | None = None, compile_fn: CompileFn | None = None,
            service_account: str | None = None, check_backend: bool = True,
-           client_factory: ClientFactory = kfp.Client) -> RunInfo:
+           login: Login | None = None, client_factory: ClientFactory = Client) -> RunInfo:
     """Run a pipeline once on the KFP API at ``host``.
 
     Args:
@@ -175,8 +167,9 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
         service_account: the Kubernetes service account the run's pods use (None: the
             server's default, ``pipeline-runner`` or the profile's ``default-editor``).
         check_backend: refuse a server older than the package needs (see the module doc).
-        client_factory: builds the client (``kfp.Client``); called with ``host`` and,
-            when given, ``namespace``.
+        login: the token, cookies and TLS settings to connect with (None: none).
+        client_factory: builds the client (a ``kfp.Client``); called with ``host``, when
+            given ``namespace``, and the login's ``kfp.Client`` arguments.
 
     Returns:
         The run's id and UI address.
@@ -192,8 +185,8 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
     with _package(source, compile_fn) as package:
         pipeline_name = _pipeline_name(package)
         run_name = run_name or f"{pipeline_name} {_timestamp()}"
-        with _api(host):
-            client = _connect(client_factory, host, namespace)
+        with api_errors(host, login, namespace):
+            client = connect(client_factory, host, namespace, login)
             if check_backend:
                 _check_backend(client, host, package)
             result = client.create_run_from_pipeline_package(
@@ -209,13 +202,21 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
              max_concurrency: int = 1, no_catchup: bool = True, enabled: bool = True,
              namespace: str | None = None, compile_fn: CompileFn | None = None,
              service_account: str | None = None, check_backend: bool = True,
-             client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
+             timezone: str | None = None,
+             scheduler_timezone: str = cron_zone.DEFAULT_SCHEDULER_ZONE,
+             login: Login | None = None, client_factory: ClientFactory = Client) -> ScheduleInfo:
     """Create a recurring run of a pipeline on the KFP API at ``host``.
 
     Args:
         source, host, experiment, params, namespace, compile_fn, service_account,
-            check_backend, client_factory: as :func:`submit`.
-        cron: five fields (``"0 3 * * *"``), six (seconds first) or a macro (``@daily``).
+            check_backend, login, client_factory: as :func:`submit`.
+        cron: five fields (``"0 3 * * *"``), six (seconds first) or a macro (``@daily``), in
+            the scheduler's time zone, or in ``timezone`` when given.
+        timezone: the IANA zone ``cron`` is written in; it is rewritten for the scheduler's
+            zone, or refused when no one cron there fires at those times all year (see
+            :mod:`estflow.pipelines._kfp.cron_zone`).
+        scheduler_timezone: the zone KFP's scheduler reads cron in (the install's
+            ``cronScheduleTimezone``; ``UTC`` in KFP's manifests).
         name: the recurring run's display name; default: the pipeline's name.
         max_concurrency: how many of its runs may run at once (KFP allows 1-10).
         no_catchup: after a pause, run only the latest missed interval, not each one.
@@ -229,6 +230,9 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
         SubmitError: the API was unreachable or answered with an error.
     """
     kfp_cron = to_kfp_cron(cron)
+    cron_zone.zone(scheduler_timezone, "--scheduler-timezone")
+    if timezone is not None:
+        kfp_cron = cron_zone.to_scheduler_zone(kfp_cron, timezone, scheduler_timezone)
     _check_host(host)
     beam_options.check_parameter(params)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) \
@@ -237,8 +241,8 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
                          f"integer. Received: max_concurrency={max_concurrency!r}")
     with _package(source, compile_fn) as package:
         name = name or _pipeline_name(package)
-        with _api(host):
-            client = _connect(client_factory, host, namespace)
+        with api_errors(host, login, namespace):
+            client = connect(client_factory, host, namespace, login)
             if check_backend:
                 _check_backend(client, host, package)
             experiment_id = client.create_experiment(
@@ -253,7 +257,7 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
 
 def wait(host: str, run_id: str, *, namespace: str | None = None, poll_seconds: float = 10,
          timeout: float | None = None, echo: Callable[[str], None] = print,
-         client_factory: ClientFactory = kfp.Client,
+         login: Login | None = None, client_factory: ClientFactory = Client,
          sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic) -> RunResult:
     """Follow run ``run_id`` until it ends: ``echo`` one line per change of its state (with
@@ -266,10 +270,11 @@ def wait(host: str, run_id: str, *, namespace: str | None = None, poll_seconds: 
     _check_host(host)
     deadline = None if timeout is None else clock() + timeout
     last = None
-    with _api(host):
-        client = _connect(client_factory, host, namespace)
+    with api_errors(host, login, namespace):
+        client = connect(client_factory, host, namespace, login)
     while True:
-        with _api(host):  # each call alone: _api keeps the client's prints, not echo's
+        with api_errors(host, login, namespace):  # each call alone: it keeps the client's
+            # prints, not echo's
             run = client.get_run(run_id)
         state = str(run.state or "PENDING")
         running = sorted(t.display_name for t in _task_details(run)
@@ -334,7 +339,7 @@ def _check_backend(client: kfp.Client, host: str, package: Path) -> None:
 
 
 def list_schedules(host: str, experiment: str | None = None, *, namespace: str | None = None,
-                   client_factory: ClientFactory = kfp.Client) -> list[ScheduleInfo]:
+                   login: Login | None = None, client_factory: ClientFactory = Client) -> list[ScheduleInfo]:
     """The recurring runs on ``host``: all of them, or those of the named ``experiment``.
 
     Raises:
@@ -342,8 +347,8 @@ def list_schedules(host: str, experiment: str | None = None, *, namespace: str |
     """
     _check_host(host)
     found = []
-    with _api(host):
-        client = _connect(client_factory, host, namespace)
+    with api_errors(host, login, namespace):
+        client = connect(client_factory, host, namespace, login)
         experiment_id = None
         if experiment:
             try:
@@ -362,23 +367,23 @@ def list_schedules(host: str, experiment: str | None = None, *, namespace: str |
 
 
 def pause(host: str, schedule_id: str, *, namespace: str | None = None,
-          client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
+          login: Login | None = None, client_factory: ClientFactory = Client) -> ScheduleInfo:
     """Disable a recurring run (no new runs start; running ones go on). Returns its state."""
-    return _set_enabled(host, schedule_id, False, namespace, client_factory)
+    return _set_enabled(host, schedule_id, False, namespace, login, client_factory)
 
 
 def resume(host: str, schedule_id: str, *, namespace: str | None = None,
-           client_factory: ClientFactory = kfp.Client) -> ScheduleInfo:
+           login: Login | None = None, client_factory: ClientFactory = Client) -> ScheduleInfo:
     """Enable a paused recurring run. Returns its new state."""
-    return _set_enabled(host, schedule_id, True, namespace, client_factory)
+    return _set_enabled(host, schedule_id, True, namespace, login, client_factory)
 
 
 def delete(host: str, schedule_id: str, *, namespace: str | None = None,
-           client_factory: ClientFactory = kfp.Client) -> None:
+           login: Login | None = None, client_factory: ClientFactory = Client) -> None:
     """Delete a recurring run (the runs it started stay)."""
     _check_host(host)
-    with _api(host):
-        _connect(client_factory, host, namespace).delete_recurring_run(schedule_id)
+    with api_errors(host, login, namespace):
+        connect(client_factory, host, namespace, login).delete_recurring_run(schedule_id)
 
 
 def parse_params(items: Sequence[str]) -> dict[str, str]:
@@ -402,81 +407,21 @@ def parse_params(items: Sequence[str]) -> dict[str, str]:
     return params
 
 
+_connect = connect  # the tests' (and older callers') name
+
+
 # --- talking to the API ------------------------------------------------------------------------
 
 def _set_enabled(host: str, schedule_id: str, enabled: bool, namespace: str | None,
-                 client_factory: ClientFactory) -> ScheduleInfo:
+                 login: Login | None, client_factory: ClientFactory) -> ScheduleInfo:
     _check_host(host)
-    with _api(host):
-        client = _connect(client_factory, host, namespace)
+    with api_errors(host, login, namespace):
+        client = connect(client_factory, host, namespace, login)
         if enabled:
             client.enable_recurring_run(schedule_id)
         else:
             client.disable_recurring_run(schedule_id)
         return _schedule_info(client.get_recurring_run(schedule_id))
-
-
-def _connect(client_factory: ClientFactory, host: str, namespace: str | None) -> kfp.Client:
-    kwargs = {"host": host, **({"namespace": namespace} if namespace else {})}
-    with warnings.catch_warnings():
-        # kfp.Client warns on every construction that it needs KFP >= 2.0.0-beta.2.
-        warnings.filterwarnings("ignore", message="This client only works with",
-                                category=FutureWarning)
-        return client_factory(**kwargs)
-
-
-@contextlib.contextmanager
-def _api(host: str) -> Iterator[None]:
-    """Turn the client's failures into one-line :class:`SubmitError` s, and keep its chatter
-    (urllib3's retry warnings, the "Experiment details: <url>" prints) out of the terminal."""
-    pool_logger = logging.getLogger("urllib3.connectionpool")
-    level = pool_logger.level
-    pool_logger.setLevel(logging.ERROR)
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed):
-            yield
-    except urllib3.exceptions.HTTPError as err:  # MaxRetryError, NewConnectionError, ...
-        raise ApiUnreachableError(f"cannot reach the KFP API at {host}: "
-                                  f"{_network_reason(err)}") from err
-    except kfp_server_api.ApiException as err:
-        if not err.status:  # the client's wrapper for TLS failures
-            raise ApiUnreachableError(f"cannot reach the KFP API at {host}: "
-                                      f"{str(err.reason).splitlines()[0]}") from err
-        raise ApiHttpError(f"the KFP API at {host} answered HTTP {err.status} {err.reason}: "
-                           f"{_error_message(err.body)}", err.status, err.reason) from err
-    except TimeoutError as err:  # kfp.Client's health check gave up (the API answered errors)
-        raise ApiUnreachableError(f"the KFP API at {host} failed its health check "
-                                  f"(GET /apis/v2beta1/healthz): {err}") from err
-    finally:
-        pool_logger.setLevel(level)
-        if printed.getvalue().strip():
-            _log.info("kfp.Client: %s", printed.getvalue().strip())
-
-
-def _network_reason(err: urllib3.exceptions.HTTPError) -> str:
-    reason = getattr(err, "reason", None) or err
-    if isinstance(reason, urllib3.exceptions.NameResolutionError):
-        return "unknown host name"
-    if "Connection refused" in str(reason):
-        return "connection refused"
-    # Checked last: urllib3 2 makes NewConnectionError (refused, unreachable) a subclass.
-    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError) and "timed out" in str(reason):
-        return "connection timed out"
-    return str(reason).splitlines()[0]
-
-
-def _error_message(body: bytes | str | None) -> str:
-    """The message of KFP's error body (a google.rpc.Status), else the body itself."""
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict) and (payload.get("message") or payload.get("error")):
-        text = payload.get("message") or payload.get("error")
-    text = " ".join(str(text).split()) or "(no message)"
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _schedule_info(recurring: kfp_server_api.V2beta1RecurringRun) -> ScheduleInfo:

@@ -2,14 +2,21 @@
 on a Kubeflow Pipelines API, through the KFP client in :mod:`estflow.pipelines.submit`.
 
 Each handler prints one line per result and returns the exit status: 0, 2 for the user's
-mistakes (bad cron, ``--param``, host, package), 1 when the KFP API is unreachable, answers
-an error or is older than the package needs, or when ``submit --wait`` followed a run that did
-not succeed; messages go to stderr.
+mistakes (bad cron or time zone, ``--param``, host, package, an unreadable token file or CA
+bundle), 1 when the KFP API is unreachable, refuses the login, answers an error or is older
+than the package needs, or when ``submit --wait`` followed a run that did not succeed; messages
+go to stderr.
+
+Every command takes the login options of a multi-user Kubeflow (``--token``, ``--token-file``,
+``--cookies``, ``--ca-cert``, ``--insecure``, each with its environment variable: see
+:mod:`estflow.pipelines._kfp.connection`); ``--host`` defaults to ``$KF_PIPELINES_ENDPOINT``, as
+for ``kfp.Client``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -17,6 +24,8 @@ from estflow.pipelines import kfp_compiler
 from estflow.pipelines import submit
 from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import load_target
+from estflow.pipelines._kfp import connection
+from estflow.pipelines._kfp import cron_zone
 
 __all__ = ["add_commands", "compile_target"]
 
@@ -64,7 +73,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         description="Create a KFP recurring run. CRON has 5 fields (minute hour day-of-month "
         "month day-of-week), 6 (seconds first, as KFP wants) or is a macro such as @daily.")
     cmd.add_argument("pipeline", metavar="PIPELINE", help=_PIPELINE_HELP)
-    cmd.add_argument("--cron", required=True, help='e.g. "0 3 * * *" (03:00 every day)')
+    cmd.add_argument("--cron", required=True, help='e.g. "0 3 * * *" (03:00 every day, in '
+                     "the scheduler's time zone unless --timezone says otherwise)")
+    cmd.add_argument("--timezone", metavar="ZONE",
+                     help="the IANA time zone CRON is written in (e.g. Asia/Kolkata): it is "
+                     "rewritten for the scheduler's zone, or refused when no one cron there fires "
+                     "at those times all year (daylight saving)")
+    cmd.add_argument("--scheduler-timezone", metavar="ZONE",
+                     default=cron_zone.DEFAULT_SCHEDULER_ZONE,
+                     help="the zone KFP's scheduler reads cron in: the install's "
+                     "cronScheduleTimezone (pipeline-install-config ConfigMap; default: "
+                     "%(default)s, as KFP's manifests set it)")
     _add_api_options(cmd)
     _add_run_options(cmd)
     cmd.add_argument("--name", help="the schedule's name (default: the pipeline's name)")
@@ -91,9 +110,40 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_api_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", required=True, metavar="URL",
-                        help="the KFP API endpoint, e.g. http://localhost:8080")
-    parser.add_argument("--namespace", help="Kubernetes namespace (multi-user KFP)")
+    parser.add_argument("--host", metavar="URL",
+                        help="the KFP API endpoint, e.g. http://localhost:8080 or "
+                        "https://kubeflow.example.com/pipeline (default: $KF_PIPELINES_ENDPOINT)")
+    parser.add_argument("--namespace", help="Kubernetes namespace: your Kubeflow profile's, on "
+                        "multi-user Kubeflow")
+    login = parser.add_argument_group(
+        "logging in (multi-user Kubeflow)",
+        "No value given here is ever printed; a token on the command line is visible to other "
+        "local users (ps): prefer the file or the environment variable.")
+    login.add_argument("--token", metavar="TOKEN",
+                       help=f"a bearer token (default: ${connection.TOKEN_ENV})")
+    login.add_argument("--token-file", metavar="PATH",
+                       help=f"a file holding the bearer token, read at each request (default: "
+                       f"${connection.SA_TOKEN_ENV}, else {connection.SA_TOKEN_PATH} when it "
+                       "exists, as kfp.Client does in a Kubeflow notebook)")
+    login.add_argument("--cookies", metavar="COOKIES",
+                       help="a Cookie header, e.g. '_oauth2_proxy=VALUE' or "
+                       f"'authservice_session=VALUE' (default: ${connection.COOKIES_ENV})")
+    login.add_argument("--ca-cert", metavar="PEM",
+                       help="the CA bundle that signed the server's TLS certificate (default: "
+                       f"${connection.CA_CERT_ENV})")
+    login.add_argument("--insecure", action="store_true",
+                       help="do not check the server's TLS certificate (self-signed test "
+                       "installs only)")
+
+
+def _connection(args: argparse.Namespace) -> tuple[str, connection.Login]:
+    """The host (``--host`` or ``$KF_PIPELINES_ENDPOINT``) and the login of ``args``."""
+    host = args.host or os.environ.get("KF_PIPELINES_ENDPOINT")
+    if not host:
+        raise ValueError("no KFP API given: pass --host URL (or set KF_PIPELINES_ENDPOINT)")
+    return host, connection.Login.resolve(token=args.token, token_file=args.token_file,
+                                          cookies=args.cookies, ca_cert=args.ca_cert,
+                                          insecure=args.insecure)
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -137,16 +187,17 @@ def _handler(command: Callable[[argparse.Namespace], str | tuple[str, int]],
 def _submit(args: argparse.Namespace) -> str | tuple[str, int]:
     if not args.wait and (args.timeout is not None):
         raise ValueError("--timeout follows a run: give it with --wait")
-    run = submit.submit(args.pipeline, host=args.host, experiment=args.experiment,
+    host, login = _connection(args)
+    run = submit.submit(args.pipeline, host=host, experiment=args.experiment,
                         params=submit.parse_params(args.param), run_name=args.run_name,
                         namespace=args.namespace, compile_fn=_compiler(args),
                         service_account=args.service_account,
-                        check_backend=not args.skip_backend_check)
+                        check_backend=not args.skip_backend_check, login=login)
     submitted = f"Submitted run {run.run_id} ({run.run_name!r}): {run.url}"
     if not args.wait:
         return submitted
     print(submitted, flush=True)
-    result = submit.wait(args.host, run.run_id, namespace=args.namespace,
+    result = submit.wait(host, run.run_id, namespace=args.namespace, login=login,
                          poll_seconds=args.poll_seconds, timeout=args.timeout,
                          echo=lambda line: print(line, flush=True))
     lines = [f"Run {run.run_id} finished: {result.state}"
@@ -158,18 +209,24 @@ def _submit(args: argparse.Namespace) -> str | tuple[str, int]:
 
 
 def _schedule(args: argparse.Namespace) -> str:
-    created = submit.schedule(args.pipeline, host=args.host, cron=args.cron, name=args.name,
+    host, login = _connection(args)
+    created = submit.schedule(args.pipeline, host=host, cron=args.cron, name=args.name,
                               experiment=args.experiment, params=submit.parse_params(args.param),
                               max_concurrency=args.max_concurrency, no_catchup=not args.catchup,
                               enabled=not args.paused, namespace=args.namespace,
                               compile_fn=_compiler(args), service_account=args.service_account,
-                              check_backend=not args.skip_backend_check)
-    return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r}, "
-            f"{created.state}")
+                              check_backend=not args.skip_backend_check, timezone=args.timezone,
+                              scheduler_timezone=args.scheduler_timezone, login=login)
+    # The zone is always said: KFP stores no zone, its scheduler applies its own.
+    written = (f" ({args.cron!r} in {args.timezone})"
+               if args.timezone and args.timezone != args.scheduler_timezone else "")
+    return (f"Scheduled {created.schedule_id} ({created.name!r}), cron {created.cron!r} in "
+            f"{args.scheduler_timezone}{written}, {created.state}")
 
 
 def _list(args: argparse.Namespace) -> str:
-    found = submit.list_schedules(args.host, args.experiment, namespace=args.namespace)
+    host, login = _connection(args)
+    found = submit.list_schedules(host, args.experiment, namespace=args.namespace, login=login)
     if not found:
         return "No schedules."
     width = max(len(s.schedule_id) for s in found)
@@ -178,9 +235,10 @@ def _list(args: argparse.Namespace) -> str:
 
 
 def _change(args: argparse.Namespace) -> str:
+    host, login = _connection(args)
     if args.action == "delete":
-        submit.delete(args.host, args.schedule_id, namespace=args.namespace)
+        submit.delete(host, args.schedule_id, namespace=args.namespace, login=login)
         return f"Deleted schedule {args.schedule_id}"
     change = submit.pause if args.action == "pause" else submit.resume
-    result = change(args.host, args.schedule_id, namespace=args.namespace)
+    result = change(host, args.schedule_id, namespace=args.namespace, login=login)
     return f"Schedule {result.schedule_id} ({result.name!r}) is {result.state}"

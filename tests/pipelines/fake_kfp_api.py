@@ -33,6 +33,17 @@ DELETE   /apis/v2beta1/recurringruns/{id}                 ``delete_recurring_run
 inline (``pipeline_spec``), so no pipeline upload route is needed. State lives in plain dicts
 (``experiments``, ``runs``, ``recurring_runs``) and every request is logged in ``requests``.
 
+Multi-user mode (``FakeKfpApi(users=...)``) plays a multi-user Kubeflow: the gateway's
+oauth2-proxy turns a session cookie (``cookies``) into a user, the API server's TokenReview
+authenticator a bearer token (``tokens``); a request with neither is refused with HTTP 401
+(google.rpc code 16, Unauthenticated), as the API server refuses one without a user identity
+(kubeflow/pipelines ``backend/src/apiserver/auth``), and one for a namespace the user is not
+in ``users[user]`` with HTTP 403 (code 7, PermissionDenied, "User '...' is not authorized",
+the SubjectAccessReview's answer). healthz answers ``multi_user: true``, and an experiment or a
+list without a namespace is refused (400), as multi-user KFP does. Each request's headers are
+kept in ``headers``. ``tls=(certfile, keyfile)`` serves HTTPS; :func:`make_certificates` makes
+a CA and a certificate for 127.0.0.1 signed by it.
+
 Example:
     >>> with FakeKfpApi() as api:  # doctest: +SKIP
     ...     kfp.Client(host=api.url).create_experiment("demo")
@@ -41,18 +52,21 @@ Example:
 from __future__ import annotations
 
 import datetime
+import http.cookies
 import http.server
 import itertools
 import json
 import re
+import ssl
 import threading
 import urllib.parse
+from collections.abc import Mapping
 
-__all__ = ["FakeKfpApi", "pipeline_name", "task"]
+__all__ = ["FakeKfpApi", "make_certificates", "pipeline_name", "task"]
 
 _PREFIX = "/apis/v2beta1"
 # google.rpc.Code values the real server puts in its error bodies.
-_GRPC_CODES = {400: 3, 404: 5, 409: 6, 500: 13}
+_GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 500: 13}
 
 
 class _HttpError(Exception):
@@ -85,7 +99,17 @@ def pipeline_name(spec: dict) -> str | None:
 class FakeKfpApi:
     """The fake server: ``start()`` it (or use ``with``), point ``kfp.Client`` at ``url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, users: Mapping[str, set[str]] | None = None,
+                 tokens: Mapping[str, str] | None = None,
+                 cookies: Mapping[str, str] | None = None,
+                 tls: tuple[str, str] | None = None) -> None:
+        # Multi-user mode when `users` is given: user -> the namespaces it may act in; a
+        # bearer token -> its user; a "name=value" session cookie -> its user.
+        self.users = dict(users) if users is not None else None
+        self.tokens = dict(tokens or {})
+        self.cookies = dict(cookies or {})
+        self.tls = tls
+        self.headers: list[dict[str, str]] = []  # each request's headers, lower-case names
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
         self.recurring_runs: dict[str, dict] = {}
@@ -125,11 +149,17 @@ class FakeKfpApi:
     def url(self) -> str:
         assert self._server is not None, "start() the fake first"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def start(self) -> FakeKfpApi:
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            # The handshake happens at accept(); a client refusing the certificate fails it,
+            # which socketserver ignores (an OSError), as a real server logs and moves on.
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         # A short poll interval: stop() waits up to one interval for the loop to notice.
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="fake-kfp-api", daemon=True)
@@ -184,6 +214,8 @@ class FakeKfpApi:
             handler, params = self._route(method, url.path)
             with self._lock:
                 self.requests.append((method, request.path))
+                self.headers.append({k.lower(): v for k, v in request.headers.items()})
+                self._authorize(request.headers, handler, body, query, params)
                 status, payload = 200, handler(body=body, query=query, **params)
         except json.JSONDecodeError as err:
             status, payload = 400, self._status_body(400, f"invalid JSON body: {err}")
@@ -210,6 +242,59 @@ class FakeKfpApi:
         # What KFP's grpc-gateway answers: a google.rpc.Status (plus the legacy "error").
         return {"error": message, "code": _GRPC_CODES.get(status, 2), "message": message,
                 "details": []}
+
+    # --- multi-user mode ---------------------------------------------------------------------
+
+    def _authorize(self, headers, handler, body: dict, query: dict, params: dict) -> None:
+        """In multi-user mode: 401 without a user, 403 for a namespace not the user's."""
+        if self.users is None:
+            return
+        user = self._user(headers)
+        if handler == self._healthz:
+            return
+        namespace = self._namespace(handler, body, query, params)
+        if namespace is None:  # an unknown id: the route answers 404
+            return
+        if not namespace:
+            raise _HttpError(400, "Invalid input error: a namespace is required in multi-user "
+                             "mode")
+        if namespace not in self.users.get(user, ()):
+            raise _HttpError(403, f"Failed to authorize with API: PermissionDenied: User "
+                             f"'{user}' is not authorized with reason: (request: "
+                             f"&ResourceAttributes{{Namespace:{namespace},Group:pipelines."
+                             f"kubeflow.org}})")
+
+    def _user(self, headers) -> str:
+        authorization = headers.get("Authorization") or ""
+        if authorization.startswith("Bearer ") and authorization[7:] in self.tokens:
+            return self.tokens[authorization[7:]]
+        jar = http.cookies.SimpleCookie()
+        jar.load(headers.get("Cookie") or "")
+        for name, morsel in jar.items():
+            if f"{name}={morsel.value}" in self.cookies:
+                return self.cookies[f"{name}={morsel.value}"]
+        raise _HttpError(401, "Failed to authorize with API: Unauthenticated: Request header "
+                         "error: there is no user identity header.")
+
+    def _namespace(self, handler, body: dict, query: dict, params: dict) -> str | None:
+        """The namespace a request acts in ("" when it names none; None: unknown id)."""
+        def of_experiment(experiment_id):
+            experiment = self.experiments.get(experiment_id or "")
+            return None if experiment is None else experiment["namespace"]
+
+        if handler == self._create_experiment:
+            return body.get("namespace") or ""
+        if handler in (self._create_run, self._create_recurring_run):
+            return of_experiment(body.get("experiment_id"))
+        if handler in (self._list_experiments, self._list_runs, self._list_recurring_runs):
+            if query.get("experiment_id"):
+                return of_experiment(query["experiment_id"])
+            return query.get("namespace") or ""
+        if handler == self._get_experiment:
+            return of_experiment(params["id"])
+        table = self.runs if handler == self._get_run else self.recurring_runs
+        item = table.get(params.get("id", ""))
+        return None if item is None else of_experiment(item.get("experiment_id"))
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -240,7 +325,7 @@ class FakeKfpApi:
     def _healthz(self, body, query):
         # The real handler writes commit_sha and tag_name too (backend/src/apiserver/main.go).
         return {"commit_sha": "fake", "tag_name": self.tag_name or "unknown",
-                "multi_user": False, "pipeline_store": "database"}
+                "multi_user": self.users is not None, "pipeline_store": "database"}
 
     def _create_experiment(self, body, query):
         name = body.get("display_name")
@@ -358,3 +443,51 @@ def _matches(item: dict, filter_json: str | None) -> bool:
             return False
     return True
 
+
+
+def make_certificates(folder) -> dict[str, str]:
+    """A CA, and a certificate for 127.0.0.1/localhost it signs, written as PEM files in
+    ``folder``: ``{"ca": ..., "cert": ..., "key": ...}`` paths (made with ``cryptography``)."""
+    from pathlib import Path
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    folder = Path(folder)
+    now = datetime.datetime.now(datetime.UTC)
+
+    def build(subject, issuer, public_key, signing_key, *, ca: bool):
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                   .public_key(public_key).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True,
+                content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        else:
+            import ipaddress
+            builder = builder.add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+        builder = builder.add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"fake KFP CA {folder.name}")])
+    ca = build(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True)
+    cert = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name,
+                 key.public_key(), ca_key, ca=False)
+    paths = {"ca": folder / "ca.pem", "cert": folder / "server.pem", "key": folder / "server.key"}
+    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    return {name: str(path) for name, path in paths.items()}

@@ -466,7 +466,9 @@ def test_cli_schedule_and_schedules(api, package, cli):
                        "--name", "weekdays", "--max-concurrency", "3", "--catchup")
     (schedule_id,) = api.recurring_runs
     assert code == 0
-    assert out == f"Scheduled {schedule_id} ('weekdays'), cron '0 30 2 * * MON-FRI', enabled\n"
+    # KFP stores no time zone: the line says which one the scheduler applies.
+    assert out == (f"Scheduled {schedule_id} ('weekdays'), cron '0 30 2 * * MON-FRI' in UTC, "
+                   "enabled\n")
     sent = api.recurring_runs[schedule_id]
     assert (sent["max_concurrency"], sent["no_catchup"]) == ("3", False)
 
