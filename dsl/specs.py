@@ -544,12 +544,18 @@ class PushTarget:
             in (the run records the absolute path); a pipeline compiled for Kubeflow needs a
             URL or a path on a volume its push and evaluate tasks mount (``estflow compile``
             refuses anything else; ``--push-base-path`` replaces it).
-        model_name: the served model name.
+        model_name: the served model name: the folder under ``base_path``, the name
+            ``estflow serve`` and TF Serving (on KServe too) serve it under
+            (``/v1/models/<model_name>``).
         keep_versions: keep only the newest N versions (None keeps all).
         kserve_manifest: also write a KServe ``InferenceService`` manifest
             (``serving.kserve.io/v1beta1``, ``predictor.model`` with ``modelFormat: tensorflow``,
-            served by KServe's TF Serving runtime, ``storageUri`` =
-            ``<base_path>/<model_name>``) to the push step's output, ``inferenceservice.yaml``.
+            served by KServe's TF Serving runtime) to the push step's output,
+            ``inferenceservice.yaml``. Its name is :attr:`kserve_name`; ``storageUri`` is
+            ``<base_path>/<model_name>/kserve/<version>-only``, a folder holding just the
+            pushed version's SavedModel as ``<version>/`` (what TF Serving's
+            ``--model_base_path`` wants; no other version, eval outputs or warm-start
+            checkpoint for KServe's storage initializer to download).
         kserve_namespace: the manifest's ``metadata.namespace`` (None: the kubectl default).
         kserve_runtime_version: the manifest's ``predictor.model.runtimeVersion``: the TF
             Serving image tag, at least 2.12 (KServe's own default, 2.6.2, cannot load a TF 2.21
@@ -559,6 +565,19 @@ class PushTarget:
         kserve_service_account: the predictor's ``serviceAccountName``: the Kubernetes service
             account whose secrets give KServe's storage initializer read access to a
             ``gs://``/``s3://`` ``base_path`` (None: the namespace's default account).
+        kserve_rollout: the push step also applies the manifest through the Kubernetes API
+            (server-side apply, field manager ``estflow``) with the task's service account
+            (which needs get, create and patch on ``inferenceservices.serving.kserve.io``;
+            outside a cluster: the kubeconfig), then waits for the new revision to be Ready.
+            A revision that fails, or is not Ready within ``kserve_rollout_timeout``, fails
+            the push step with KServe's reason and message; KServe keeps serving the previous
+            revision. A push of a model already served applies it again (a retried rollout).
+        kserve_canary_percent: ``predictor.canaryTrafficPercent``: the share of traffic (1 to
+            99) the new version gets, the previous revision keeping the rest until promoted
+            (None: the new version takes all traffic once Ready).
+        kserve_rollout_timeout: seconds to wait for the new revision to be Ready (None: 600).
+        kserve_gpus: GPUs (``nvidia.com/gpu``) the predictor requests; the default TF Serving
+            tag then gets KServe's ``-gpu`` suffix.
 
     Example:
         >>> import estflow.dsl as ef
@@ -575,11 +594,28 @@ class PushTarget:
     kserve_namespace: str | None = None
     kserve_runtime_version: str | None = None
     kserve_service_account: str | None = None
+    kserve_rollout: bool = False
+    kserve_canary_percent: int | None = None
+    kserve_rollout_timeout: int | None = None
+    kserve_gpus: int | None = None
 
     @property
     def serving_runtime_version(self) -> str:
-        """The TF Serving image tag the manifest names (the declared one, or the default)."""
-        return self.kserve_runtime_version or DEFAULT_TF_SERVING_VERSION
+        """The TF Serving image tag the manifest names: the declared one, else the default
+        with KServe's ``-gpu`` suffix when the predictor requests GPUs.
+
+        Always set, because KServe's unpinned tag is TF Serving 2.6.2 (KServe v0.15 to v0.20),
+        which cannot load the export; KServe adds ``-gpu`` only to an unpinned tag, so the
+        suffix is added here."""
+        if self.kserve_runtime_version:
+            return self.kserve_runtime_version
+        return DEFAULT_TF_SERVING_VERSION + ("-gpu" if self.kserve_gpus else "")
+
+    @property
+    def kserve_name(self) -> str:
+        """The InferenceService's name: :attr:`model_name` in lowercase, ``_`` -> ``-``
+        (Kubernetes names take no ``_``); clients still call ``/v1/models/<model_name>``."""
+        return self.model_name.lower().replace("_", "-")
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_path, str) or not self.base_path:
@@ -605,13 +641,49 @@ class PushTarget:
         if account is not None and not _K8S_SUBDOMAIN.match(str(account)):
             raise DslError("kserve_service_account", "a Kubernetes service account name "
                            "(lowercase letters, digits, '-' and '.') or None", account)
-        for field in ("kserve_namespace", "kserve_runtime_version", "kserve_service_account"):
+        for field in ("kserve_namespace", "kserve_runtime_version", "kserve_service_account",
+                      "kserve_canary_percent", "kserve_gpus"):
             if getattr(self, field) is not None and not self.kserve_manifest:
                 raise DslError(field, "None unless kserve_manifest=True (it only sets a field "
                                "of the KServe manifest)", getattr(self, field))
+        self._check_kserve_rollout()
+
+    def _check_kserve_rollout(self) -> None:
+        if not isinstance(self.kserve_rollout, bool):
+            raise DslError("kserve_rollout", "True or False", self.kserve_rollout)
+        if self.kserve_rollout and not self.kserve_manifest:
+            raise DslError("kserve_rollout", "False unless kserve_manifest=True (it applies "
+                           "the manifest)", self.kserve_rollout)
+        if self.kserve_rollout_timeout is not None and not self.kserve_rollout:
+            raise DslError("kserve_rollout_timeout", "None unless kserve_rollout=True",
+                           self.kserve_rollout_timeout)
+        _checks.positive_int(self.kserve_rollout_timeout, "kserve_rollout_timeout",
+                             allow_none=True)
+        _checks.positive_int(self.kserve_gpus, "kserve_gpus", allow_none=True)
+        canary = self.kserve_canary_percent
+        if canary is not None and (isinstance(canary, bool) or not isinstance(canary, int)
+                                   or not 1 <= canary <= 99):
+            raise DslError("kserve_canary_percent", "an int from 1 to 99 (the new version's "
+                           "share of traffic) or None", canary)
+        version = self.kserve_runtime_version
+        if self.kserve_gpus and version and not version.endswith("-gpu"):
+            raise DslError("kserve_runtime_version", f"a '-gpu' tag such as "
+                           f"'{DEFAULT_TF_SERVING_VERSION}-gpu' with kserve_gpus="
+                           f"{self.kserve_gpus} (the CPU image leaves the GPUs idle), or None",
+                           version)
+        name = self.kserve_name
+        if self.kserve_manifest and not _KSERVE_NAME.match(name):
+            raise DslError("model_name", "with kserve_manifest=True, a name KServe accepts "
+                           "once lowercased with '_' -> '-': starting with a letter, ending "
+                           f"with a letter or digit, at most 53 characters (KServe names the "
+                           f"predictor '<name>-predictor', a 63-character DNS label); it would "
+                           f"be {name!r}", self.model_name)
 
 
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# KServe's InferenceService name (IsvcNameFmt, a DNS-1035 label), short enough for
+# "<name>-predictor" to stay a 63-character label.
+_KSERVE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,51}[a-z0-9])?$")
 _K8S_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # A TF Serving release tag: 2.20.0, 2.20.0-gpu (the image tensorflow/serving:<tag>).
 _TAG = re.compile(r"^(\d+)\.(\d+)(\.\d+)?(-[A-Za-z0-9_.]+)*$")

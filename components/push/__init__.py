@@ -4,7 +4,8 @@
 ``python -m estflow.components.push`` runs :mod:`.__main__` (the command line). Its modules:
 :mod:`.step` (the step: blessing, ``push.json``), :mod:`.publish` (a version published whole,
 never overwritten, old ones pruned), :mod:`.guard` (one hold between "what is served?" and
-publishing, per URL scheme), :mod:`.kserve` (the InferenceService manifest).
+publishing, per URL scheme), :mod:`.kserve` (the InferenceService and its serving copy),
+:mod:`.rollout` (applying it on KServe).
 
 The package imports nothing heavy (no TensorFlow): a KFP task imports it and calls
 :func:`main`, which imports the entry point only then.

@@ -9,8 +9,12 @@ blessed model is published through a
 (local directory: atomic rename; ``gs://``/``s3://``: staged copy, verified, then renamed with
 ``saved_model.pb`` last), never overwriting a version; then the oldest versions beyond
 ``keep_versions`` are deleted, and staging directories left by killed pushes (unchanged for an
-hour) are removed. With ``PushTarget.kserve_manifest`` it also writes a KServe
-``InferenceService`` manifest next to ``push.json``.
+hour) are removed. With ``PushTarget.kserve_manifest`` it also copies the version's SavedModel
+alone to ``<model_base>/kserve/<version>-only/<version>/`` (the manifest's ``storageUri``) and
+writes a KServe ``InferenceService`` manifest next to ``push.json``; with ``kserve_rollout`` it
+applies it through the Kubernetes API and waits for the new revision
+(:mod:`estflow.components.push.rollout`): a failed rollout fails the step (exit status 1,
+KServe's reason in ``push.json`` and on stderr) while KServe keeps serving the previous one.
 
 Push only what is new: given the model's fingerprint (``--model-fingerprint``, the train
 step's cache key), a model whose fingerprint the served version already carries is not pushed
@@ -34,6 +38,7 @@ from __future__ import annotations
 import sys
 
 from estflow.components._runtime import entry
+from estflow.components.push.rollout import RolloutError
 from estflow.components.push.step import run
 from estflow.dsl.contracts import step_named
 
@@ -43,8 +48,12 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """Run the step with command-line arguments; returns the exit status."""
     args = entry.step_parser(step_named("push"), __doc__).parse_args(argv)
-    run(entry.load_pipeline(args.spec), args.model, args.evaluation, args.pushed,
-        fingerprint=args.model_fingerprint, run_ref=args.run)
+    try:
+        run(entry.load_pipeline(args.spec), args.model, args.evaluation, args.pushed,
+            fingerprint=args.model_fingerprint, run_ref=args.run)
+    except RolloutError as err:
+        print(f"[push] error: {err}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

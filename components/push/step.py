@@ -1,5 +1,6 @@
 """The push step's work: read the blessing, publish a blessed model once (with its lineage
-and eval outputs), write ``push.json`` and the KServe manifest."""
+and eval outputs), write ``push.json`` and the KServe manifest, and roll the version out on
+KServe when declared (:mod:`.rollout`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from estflow.components._io.model_repo import STALE_STAGING_SECONDS
 from estflow.components._io.model_repo import PushDestination
 from estflow.components._io.model_repo import destination_for
 from estflow.components._runtime import entry
-from estflow.components.push.kserve import kserve_manifest
+from estflow.components.push import kserve
+from estflow.components.push import rollout
 from estflow.components.push.publish import Published
 from estflow.components.push.publish import publish_once
 from estflow.dsl.contracts import Files
@@ -48,7 +50,7 @@ def _not_pushed(target: PushTarget, blessing: dict, pushed_dir: str,
 
 
 def _already_served(target: PushTarget, served: dict, pushed_dir: str,
-                    progress: entry.Progress) -> dict:
+                    progress: entry.Progress, kube: _KServe | None = None) -> dict:
     how = ("being published by another push of this model" if served.get("pending")
            else "already serves this model")
     result = {"pushed": False, "already_served": True, "model_name": target.model_name,
@@ -56,10 +58,52 @@ def _already_served(target: PushTarget, served: dict, pushed_dir: str,
               "fingerprint": served["fingerprint"],
               "reasons": [f"version {served['version']} {how} (same fingerprint "
                           f"{served['fingerprint'][:12]})"]}
+    if kube is not None and not served.get("pending"):
+        # a retried push: the version may be published and not yet rolled out
+        result.update(kube.serve(served["version"], pushed_dir, progress, result))
     write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
     progress(f"not pushed again: version {served['version']} at {served['path']} {how} "
              f"(fingerprint {served['fingerprint'][:12]})")
     return result
+
+
+class _KServe:
+    """Serving a version on KServe: its serving copy, the manifest, and with
+    ``kserve_rollout`` the rollout through the Kubernetes API (connected before anything is
+    published, so missing credentials fail the step first)."""
+
+    def __init__(self, target: PushTarget, model_base: str, export_dir: Path) -> None:
+        self.target, self.model_base, self.export_dir = target, model_base, export_dir
+        self.api = rollout.connect() if target.kserve_rollout else None
+
+    def serve(self, version: int, pushed_dir: str, progress: entry.Progress,
+              result: dict) -> dict:
+        """Facts for ``push.json``; writes it and raises RolloutError on a failed rollout."""
+        uri = kserve.publish_for_kserve(self.export_dir, self.model_base, version)
+        manifest = Path(pushed_dir) / Files.KSERVE_MANIFEST
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(kserve.kserve_manifest(self.target, uri, version))
+        facts = {"kserve_manifest": str(manifest), "kserve_storage_uri": uri}
+        if "://" not in uri:
+            progress(f"warning: the manifest's storageUri {uri} is a local path; KServe reads "
+                     "gs://, s3://, pvc:// or https:// storage")
+        if self.api is None:
+            progress(f"KServe manifest: {manifest} (kubectl apply -f {manifest})")
+            return facts
+        service = kserve.inference_service(self.target, uri, version)
+        namespace = rollout.task_namespace(self.target.kserve_namespace)
+        try:
+            facts["kserve_rollout"] = rollout.roll_out(
+                self.api, service, namespace, progress=progress,
+                timeout=self.target.kserve_rollout_timeout or 600)
+        except rollout.RolloutError as err:
+            facts["kserve_rollout"] = {"failed": str(err)}
+            write_json(Path(pushed_dir) / Files.PUSH_RESULT, {**result, **facts})
+            raise
+        progress(f"KServe serves version {version} as {namespace}/{service['metadata']['name']}"
+                 f" (revision {facts['kserve_rollout']['revision']}, traffic "
+                 f"{facts['kserve_rollout']['traffic']})")
+        return facts
 
 
 def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str,
@@ -75,6 +119,10 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
             racing each other decide this under the destination's guard
             (:mod:`estflow.components.push.guard`): the model is published once.
         run_ref: the run that made the model, recorded in the version's lineage.
+
+    Raises:
+        RolloutError: ``kserve_rollout`` is declared and the new version is not served
+            (``push.json`` is written first, saying why).
     """
     progress = progress or entry.Progress("push")
     target = pipeline.push
@@ -84,10 +132,12 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     if not blessing["blessed"]:
         return _not_pushed(target, blessing, pushed_dir, progress)
     destination = destination_for(target.base_path, target.model_name)
+    kube = _KServe(target, destination.model_base, Path(model_dir) / Files.EXPORT) \
+        if target.kserve_manifest else None
     # unguarded first look: a model already served is not copied at all
     served = lineage.served_in(destination) if fingerprint else None
     if served is not None and served["fingerprint"] == fingerprint:
-        return _already_served(target, served, pushed_dir, progress)
+        return _already_served(target, served, pushed_dir, progress, kube)
     for stale in destination.clean_staging(STALE_STAGING_SECONDS):
         progress(f"removed stale staging directory {stale} (a push killed over an hour ago)")
     metrics = read_json(Path(evaluation_dir) / Files.METRICS)["metrics"]
@@ -103,33 +153,24 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
         published = publish_once(destination, export, fingerprint=fingerprint,
                                  keep_versions=target.keep_versions, progress=progress)
     if not isinstance(published, Published):
-        return _already_served(target, published, pushed_dir, progress)
+        return _already_served(target, published, pushed_dir, progress, kube)
     return _pushed(target, destination, published, pushed_dir, progress,
-                   {"metrics": metrics, "fingerprint": fingerprint, "run": run_ref})
+                   {"metrics": metrics, "fingerprint": fingerprint, "run": run_ref}, kube)
 
 
 def _pushed(target: PushTarget, destination: PushDestination, published: Published,
-            pushed_dir: str, progress: entry.Progress, facts: dict) -> dict:
+            pushed_dir: str, progress: entry.Progress, facts: dict,
+            kube: _KServe | None) -> dict:
     result = {"pushed": True, "model_name": target.model_name, "version": published.version,
               "path": published.path, "model_base": destination.model_base,
               "base_path": destination.model_base.rsplit("/", 1)[0],
               "removed_versions": list(published.removed), **facts}
-    if target.kserve_manifest:
-        result["kserve_manifest"] = _write_manifest(target, destination, published,
-                                                    pushed_dir, progress)
-    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
     progress(f"pushed version {published.version} to {published.path}" +
              (f"; removed old versions {list(published.removed)}" if published.removed else ""))
+    if kube is not None:
+        for old in published.removed:
+            kserve.remove_serving_copy(destination.model_base, old)
+        result.update(kube.serve(published.version, pushed_dir, progress, result))
+    write_json(Path(pushed_dir) / Files.PUSH_RESULT, result)
     return result
 
-
-def _write_manifest(target: PushTarget, destination: PushDestination, published: Published,
-                    pushed_dir: str, progress: entry.Progress) -> str:
-    manifest = Path(pushed_dir) / Files.KSERVE_MANIFEST
-    manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(kserve_manifest(target, destination.model_base, published.version))
-    if "://" not in destination.model_base:
-        progress(f"warning: the manifest's storageUri {destination.model_base} is a local "
-                 "path; KServe reads gs://, s3://, pvc:// or https:// storage")
-    progress(f"KServe manifest: {manifest} (kubectl apply -f {manifest})")
-    return str(manifest)

@@ -347,7 +347,9 @@ def test_a_blessed_model_is_pushed_with_a_kserve_manifest(tmp_path):
                      "annotations": {"estflow/model-version": str(result["version"])}},
         "spec": {"predictor": {"serviceAccountName": "kserve-s3", "model": {
             "modelFormat": {"name": "tensorflow", "version": "2"},
-            "runtimeVersion": "2.19.1-gpu", "storageUri": f"{base}/chicago_taxi"}}}}
+            "runtimeVersion": "2.19.1-gpu", "args": ["--model_name=chicago_taxi"],
+            # the pushed version alone (tests/components/test_kserve_rollout.py)
+            "storageUri": f"{base}/chicago_taxi/kserve/{result['version']}-only"}}}}
     assert result["kserve_manifest"] == str(tmp_path / "pushed" / "inferenceservice.yaml")
 
 
@@ -361,13 +363,22 @@ def test_kserve_manifest_without_optional_fields(tmp_path):
     # export. Schema validation: tests/pipelines/test_kserve_manifest.py.
     assert manifest["spec"]["predictor"] == {"model": {
         "modelFormat": {"name": "tensorflow", "version": "2"},
-        "runtimeVersion": "2.20.0", "storageUri": "gs://bucket/models/taxi"}}
+        "runtimeVersion": "2.20.0", "storageUri": "gs://bucket/models/taxi",
+        "args": ["--model_name=taxi"]}}
 
 
-@pytest.mark.parametrize("name, expected", [("chicago_taxi", "chicago-taxi"), ("Taxi", "taxi"),
-                                            ("_2model", "m-2model"), ("a" * 80, "a" * 63)])
+@pytest.mark.parametrize("name, expected", [("chicago_taxi", "chicago-taxi"), ("Taxi", "taxi")])
 def test_kserve_name_is_a_dns_label(name, expected):
     assert push.kserve_name(name) == expected
+    assert ef.PushTarget("m", name, kserve_manifest=True).kserve_name == expected
+
+
+@pytest.mark.parametrize("name", ["_2model", "taxi_", "a" * 54])
+def test_a_model_name_kserve_cannot_take_is_refused_not_mangled(name):
+    """Was: '_2model' served as 'm-2model', 80 characters cut to 63 (too long for KServe)."""
+    with pytest.raises(ef.DslError, match="model_name.*KServe accepts"):
+        ef.PushTarget("m", name, kserve_manifest=True)
+    ef.PushTarget("m", name)  # without KServe any identifier is a model name
 
 
 def test_push_target_kserve_fields_validate_and_round_trip():
