@@ -39,6 +39,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,7 +100,9 @@ class Estimator:
             the former, with ``model_dir`` filled in. ``tf_random_seed`` seeds Python, NumPy,
             TensorFlow and Keras (``keras.utils.set_random_seed``, process-wide) right before
             the model's variables are first created, so initialisation is reproducible.
-        params: hyperparameters for the model_fn (and the input_fns that name ``params``).
+        params: hyperparameters for the model_fn (and the input_fns that name ``params``): a
+            dict, or an HParams-like object (``tf.contrib.training.HParams``'s attribute
+            access), passed as given (a fresh copy on every call).
         warm_start_from: a checkpoint, a directory (a model_dir) or a
             :class:`WarmStartSettings`: initialises a model_dir without a checkpoint when
             training first starts (trainable model variables by default).
@@ -108,12 +111,14 @@ class Estimator:
 
     def __init__(self, model_fn: Callable, model_dir: str | os.PathLike | None = None,
                  config: RunConfig | dsl_specs.RunConfig | None = None,
-                 params: dict | None = None,
+                 params: Mapping | Any | None = None,
                  warm_start_from: str | os.PathLike | WarmStartSettings | None = None, *,
                  progress: Callable[[str], None] | None = None) -> None:
         self.config = as_run_config(config, model_dir)
         self.model_dir = self.config.model_dir
-        self.params = dict(params or {})
+        # a dict is copied; an HParams-like object (attributes, ``.values()``) is kept as given
+        self.params = dict(params or {}) if params is None or isinstance(params, Mapping) \
+            else params
         self._model_fn = ModelFn(model_fn, self.params, self.config)
         self._warm_start_from = as_settings(warm_start_from)
         self._progress = progress or print_progress

@@ -300,9 +300,9 @@ def test_model_fn_contract_errors(tmp_path):
 
     with pytest.raises(TypeError, match="must return an estflow.dsl.EstimatorSpec"):
         _estimator(no_spec, tmp_path / "a").train(input_fn, steps=1)
-    with pytest.raises(TypeError, match="features, labels, mode"):
-        Estimator(lambda features: None)
-    with pytest.raises(ValueError, match="no `params` argument"):
+    with pytest.raises(ValueError, match="must include features argument"):
+        Estimator(lambda feats, labels, mode: None)  # tf.estimator binds by name
+    with pytest.raises(ValueError, match="does not include params argument"):
         Estimator(lambda features, labels, mode: None, params={"a": 1})
 
     def missing_train_op(features, labels, mode, params):
