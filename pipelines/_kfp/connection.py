@@ -35,6 +35,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from collections.abc import Mapping
+from pathlib import Path
 
 import kfp
 import kfp_server_api
@@ -119,7 +120,7 @@ class Login:
         """Fail now, naming the file, when the token file or CA bundle cannot be used."""
         if self.token_file:
             try:
-                text = open(self.token_file).read().strip()  # noqa: SIM115 (read once)
+                text = Path(self.token_file).read_text().strip()
             except OSError as err:
                 raise ValueError(f"cannot read the token file {self.token_file} (--token-file "
                                  f"or ${SA_TOKEN_ENV}): {err.strerror}") from None
@@ -201,19 +202,22 @@ def api_errors(host: str, login: Login | None = None,
     pool_logger.setLevel(logging.ERROR)
     printed = io.StringIO()
     try:
-        with contextlib.redirect_stdout(printed):
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+            # --insecure is the user's explicit choice: not one warning per request.
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
             yield
     except urllib3.exceptions.HTTPError as err:  # MaxRetryError, NewConnectionError, ...
         raise ApiUnreachableError(f"cannot reach the KFP API at {host}: "
                                   f"{_network_reason(err, login)}") from err
     except kfp_server_api.ApiException as err:
-        if not err.status:  # the client's wrapper for TLS failures
-            reason = str(err.reason).splitlines()[0]
+        if not err.status:  # the client's wrapper for TLS failures: "SSLError\n<detail>"
+            reason = " ".join(str(err.reason).split()[1:]) or str(err.reason)
             raise ApiUnreachableError(f"cannot reach the KFP API at {host}: {reason}"
                                       f"{_tls_hint(reason, login)}") from err
+        message = _error_message(err.body)
+        hint = _refusal_hint(err.status, login, namespace, message)
         raise ApiHttpError(f"the KFP API at {host} answered HTTP {err.status} {err.reason}: "
-                           f"{_error_message(err.body)}{_refusal_hint(err.status, login, namespace)}",
-                           err.status, err.reason) from err
+                           f"{message}{hint}", err.status, err.reason) from err
     except TimeoutError as err:  # kfp.Client's health check gave up (the API answered errors)
         raise ApiUnreachableError(f"the KFP API at {host} failed its health check "
                                   f"(GET /apis/v2beta1/healthz): {err}") from err
@@ -223,8 +227,9 @@ def api_errors(host: str, login: Login | None = None,
             logging.getLogger(__name__).info("kfp.Client: %s", printed.getvalue().strip())
 
 
-def _refusal_hint(status: int, login: Login | None, namespace: str | None) -> str:
-    """For a 401/403: what was sent and what to do (never a secret)."""
+def _refusal_hint(status: int, login: Login | None, namespace: str | None, message: str) -> str:
+    """For a 401/403 (or a 400 asking for a namespace): what was sent and what to do (never
+    a secret)."""
     login = login or Login()
     where = f"namespace {namespace!r}" if namespace else "no namespace (--namespace)"
     if status == 401:
@@ -234,6 +239,9 @@ def _refusal_hint(status: int, login: Login | None, namespace: str | None) -> st
                 "audience pipelines.kubeflow.org) or --cookies (your browser's session cookie, "
                 "e.g. _oauth2_proxy or authservice_session)")
         return f" (sent {login.describe()}, {where}; {todo})"
+    if status == 400 and not namespace and "namespace" in message:
+        return " (a multi-user KFP needs the namespace to act in: give --namespace, your " \
+               "Kubeflow profile's namespace)"
     if status == 403:
         return (f" (sent {login.describe()}, {where}; you are logged in but not allowed there: "
                 "check --namespace is your profile's namespace, or ask its owner to add you as "
