@@ -58,6 +58,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 
+from estflow.pipelines.migrate_tf1 import LAYERS
+from estflow.pipelines.migrate_tf1 import LEGACY_ESTIMATOR_ROOTS
+from estflow.pipelines.migrate_tf1 import RNN_FUNCTIONS
+from estflow.pipelines.migrate_tf1 import RNN_REPLACEMENTS
+from estflow.pipelines.migrate_tf1 import private_estimator_target
+from estflow.pipelines.migrate_tf1 import rewrite_layer_call
+
 __all__ = ["Change", "Migration", "migrate_source", "migrate_file", "ESTFLOW_MODULE"]
 
 ESTFLOW_MODULE = "estflow.estimator"
@@ -108,7 +115,8 @@ V1_TRAIN_HOOKS = frozenset({
 V1_LAYER_CLASSES = frozenset({
     "Dense", "Flatten", "Dropout", "Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose",
     "MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
-    "AveragePooling3D", "BatchNormalization", "SeparableConv2D",
+    "AveragePooling3D", "BatchNormalization", "SeparableConv1D", "SeparableConv2D",
+    "Conv3DTranspose", "Layer", "InputSpec",
 })
 GLOBAL_STEP_FUNCS = frozenset({("tensorflow", "train", "get_global_step"),
                                ("tensorflow", "train", "get_or_create_global_step")})
@@ -447,6 +455,9 @@ class _Migrator:
         module = tuple((node.module or "").split("."))
         if node.level or module[0] not in ("tensorflow", "tensorflow_estimator"):
             return
+        if module[:3] in LEGACY_ESTIMATOR_ROOTS or module == ("tensorflow_estimator",):
+            self._private_estimator_import(node, module)
+            return
         if module[0] == "tensorflow_estimator":
             self.note(node, "could not", f"from {node.module} import ...: import the engine "
                       f"instead (import {ESTFLOW_MODULE} as estimator)")
@@ -457,6 +468,9 @@ class _Migrator:
             self._from_estimator_module(node, canon)
             return
         if canon != ("tensorflow",):
+            if canon[:2] in (("tensorflow", "contrib"), ("tensorflow", "nn")):
+                for alias in node.names:  # TF 1 RNN cells by these names are reported
+                    self.aliases[alias.asname or alias.name] = module + (alias.name,)
             return
         rewritten, kept = [], []
         for alias in node.names:
@@ -481,6 +495,23 @@ class _Migrator:
         for name, target in rewritten:
             lines.append(f"import {ESTFLOW_MODULE} as {name}" if target == "" else
                          f"from {ESTFLOW_MODULE} import {target} as {name}")
+        self._replace_statement(node, lines)
+
+    def _private_estimator_import(self, node: ast.ImportFrom, module: tuple[str, ...]) -> None:
+        """``from tensorflow.python.estimator.<module> import X`` (tf.estimator's private
+        modules, also ``tensorflow_estimator``'s): the public estflow name, or reported."""
+        lines = []
+        for alias in node.names:
+            target = private_estimator_target(module, alias.name, ESTIMATOR_NAMES, EXPORT_NAMES)
+            if target is None:
+                self.note(node, "could not", f"from {node.module} import {alias.name}: a "
+                          "private tf.estimator module estflow does not have; use the public "
+                          f"name (import {ESTFLOW_MODULE} as estimator; estimator.<name>)")
+                return
+            name = alias.asname or alias.name
+            bound = target.rpartition(" ")[2].rpartition(".")[2]
+            lines.append(target if name == bound and not target.startswith("import ")
+                         else f"{target} as {name}")
         self._replace_statement(node, lines)
 
     def _from_estimator_module(self, node: ast.ImportFrom, canon: tuple[str, ...]) -> None:
@@ -614,6 +645,23 @@ class _Migrator:
             return 4, "model_to_estimator"
         return None
 
+    def tf1_rnn(self, node: ast.AST, canon: tuple[str, ...]) -> bool:
+        """Report a TF 1 RNN cell or RNN function (Keras 3 removed the cells) with its Keras
+        replacement; True when ``canon`` is one."""
+        if canon[:3] in (("tensorflow", "nn", "rnn_cell"), ("tensorflow", "contrib", "rnn")) \
+                and len(canon) > 3:
+            name = canon[3]
+            shown = ".".join(("tf", "compat", "v1") * (canon[1] == "nn") or ("tf",)) + "." + \
+                ".".join(canon[1:4])
+        elif canon[:2] == ("tensorflow", "nn") and len(canon) > 2 and canon[2] in RNN_FUNCTIONS:
+            name, shown = canon[2], f"tf.compat.v1.nn.{canon[2]}"
+        else:
+            return False
+        replacement = RNN_REPLACEMENTS.get(name, "the tf.keras.layers RNN layer of that kind")
+        self.note(node, "could not", f"{shown}: Keras 3 has no TF 1 RNN cells; replace with "
+                  f"{replacement}")
+        return True
+
     def emit_estflow(self, path: str, root: str | None) -> str:
         """Text naming estflow's ``path``, through the chain's own root alias when it is one of
         the rewritten imports and covers ``path``."""
@@ -701,7 +749,7 @@ class _Migrator:
                     self.note(node, "changed", f"{old}.{'.'.join(canon[2:])} -> {new}."
                               f"{'.'.join(canon[2:])} (the engine takes TF 2 strategies)")
                 continue
-            if canon[:2] == ("tensorflow", "layers") and len(canon) > 2 and raw != canon:
+            if canon[:2] == ("tensorflow", "layers") and len(canon) > 2:
                 if canon[2] in V1_LAYER_CLASSES:
                     covered = self.node_for(raw, nodes, root_len, 3)
                     new = f"{self.tf_name()}.keras.layers.{canon[2]}"
@@ -711,7 +759,10 @@ class _Migrator:
                                   "gone in TF 2.16+)")
                 else:
                     self.note(node, "could not", f"tf.compat.v1.layers.{canon[2]}: no Keras "
-                              "equivalent is rewritten (tf.compat.v1.layers is gone in TF 2.16+)")
+                              "equivalent is rewritten (tf.compat.v1.layers is gone in TF 2.16+);"
+                              f" replace with tf.keras.layers' {canon[2]}")
+                continue
+            if self.tf1_rnn(node, canon):
                 continue
 
     # calls ----------------------------------------------------------------------------------------
@@ -726,8 +777,7 @@ class _Migrator:
             return "input_fn", canon[3]
         if len(canon) == 3 and canon[:2] == ("tensorflow", "train") and canon[2] in DECAYS:
             return "decay", canon[2]
-        if len(canon) == 3 and canon[:2] == ("tensorflow", "layers") and \
-                canon[2] in ("dense", "flatten") and resolved[0] != canon:
+        if len(canon) == 3 and canon[:2] == ("tensorflow", "layers") and canon[2] in LAYERS:
             return "layer", canon[2]
         if len(canon) == 3 and canon[:2] == ("tensorflow", "estimator") and \
                 canon[2] in V1_SUM_CANNED and resolved[0] != canon:
@@ -764,6 +814,22 @@ class _Migrator:
             kind = self.call_kind(call)
             if kind is not None:
                 getattr(self, f"_call_{kind[0]}")(call, kind[1])
+            elif self._iterator_method(call):
+                func = call.func
+                new = (f"{self.tf_name()}.compat.v1.data.{func.attr}"
+                       f"({self.render(func.value)})")
+                if self.replace(call, new):
+                    self.note(call, "changed", f"dataset.{func.attr}() -> {_short(new, 60)} "
+                              "(TF 2 datasets have no such method; the engine reads the "
+                              "get_next() tensors as the dataset, the code after get_next() "
+                              "run on every batch)")
+
+    def _iterator_method(self, call: ast.Call) -> bool:
+        """``<dataset>.make_one_shot_iterator()`` (TF 1's ``Dataset`` method)."""
+        func = call.func
+        return (isinstance(func, ast.Attribute) and not call.args and not call.keywords
+                and func.attr in ("make_one_shot_iterator", "make_initializable_iterator")
+                and self.resolve(func.value) is None)
 
     def _call_input_fn(self, call: ast.Call, name: str) -> None:
         shown = f"tf.estimator.inputs.{name}"
@@ -848,30 +914,7 @@ class _Migrator:
                       "optimizer's step drives it)")
 
     def _call_layer(self, call: ast.Call, name: str) -> None:
-        shown = f"tf.compat.v1.layers.{name}"
-        if name == "dense":
-            params = ["inputs", "units", "activation"]
-            cls = "Dense"
-        else:
-            params = ["inputs"]
-            cls = "Flatten"
-        positional = dict(zip(params, call.args, strict=False))
-        if len(call.args) > len(params) or any(isinstance(a, ast.Starred) for a in call.args):
-            self.note(call, "could not", f"{shown}(...): arguments not understood")
-            return
-        keywords = {k.arg: k.value for k in call.keywords}
-        if None in keywords or "reuse" in keywords:
-            self.note(call, "could not", f"{shown}(...): **kwargs/reuse not carried over")
-            return
-        bound = {**positional, **keywords}
-        if "inputs" not in bound:
-            self.note(call, "could not", f"{shown}(...): no inputs")
-            return
-        args = [self.render(bound[p]) for p in params[1:] if p in positional]
-        args += [f"{k}={self.render(v)}" for k, v in keywords.items() if k != "inputs"]
-        new = f"{self.tf_name()}.keras.layers.{cls}({', '.join(args)})({self.render(bound['inputs'])})"
-        if self.replace(call, new):
-            self.note(call, "changed", f"{shown}(...) -> {_short(new, 60)}")
+        rewrite_layer_call(self, call, name)
 
     # statements ------------------------------------------------------------------------------------
 

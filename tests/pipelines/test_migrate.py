@@ -184,7 +184,8 @@ def test_keras3_legacy_optimizers_and_tf1_layers():
     assert 'h = tf.keras.layers.Dense(3, activation="relu")(x)' in m.source
     assert 'y = tf.keras.layers.Dense(10, name="logits")(h)' in m.source
     assert "z = tf.keras.layers.Flatten()(y)" in m.source
-    assert [c.line for c in m.unresolved] == [9]
+    assert "w = tf.keras.layers.Conv2D(3, 3)(x)" in m.source
+    assert not m.unresolved
 
 
 def test_tf1_decays_over_the_global_step_become_keras_schedules():
@@ -394,3 +395,146 @@ def test_the_command_usage_errors(tmp_path, capsys):
     bad.write_text("def f(:\n")
     assert cli.main(["migrate", str(bad)]) == 2
     assert "is not valid Python" in capsys.readouterr().err
+
+
+def test_every_tf1_functional_layer_becomes_a_working_keras_call():
+    """tensorflow/tensorflow tensorflow/examples/tutorials/layers/cnn_mnist.py (TF 1.x):
+    cnn_model_fn's conv2d/max_pooling2d/dense/dropout(training=mode == TRAIN), then the other
+    functional layers of tf.compat.v1.layers with their TF 1 arguments."""
+    m = migrate("""\
+        import tensorflow as tf
+        def cnn_model_fn(features, labels, mode):
+            input_layer = tf.reshape(features["x"], [-1, 28, 28, 1])
+            conv1 = tf.layers.conv2d(
+                inputs=input_layer,
+                filters=32,
+                kernel_size=[5, 5],
+                padding="same",
+                activation=tf.nn.relu)
+            pool1 = tf.layers.max_pooling2d(inputs=conv1, pool_size=[2, 2], strides=2)
+            pool2_flat = tf.reshape(pool1, [-1, 14 * 14 * 32])
+            dense = tf.layers.dense(inputs=pool2_flat, units=1024, activation=tf.nn.relu)
+            dropout = tf.layers.dropout(
+                inputs=dense, rate=0.4, training=mode == tf.estimator.ModeKeys.TRAIN)
+            return tf.layers.dense(inputs=dropout, units=10)
+        a = tf.compat.v1.layers.conv1d(x, 8, 3, 1, "same", "channels_last", 1, tf.nn.relu)
+        b = tf.compat.v1.layers.conv3d(x, 8, 3, name="c3")
+        c = tf.compat.v1.layers.average_pooling1d(x, 2, 2)
+        d = tf.compat.v1.layers.max_pooling3d(x, 2, 2, padding="same")
+        e = tf.compat.v1.layers.average_pooling2d(x, 2, 2)
+        f = tf.compat.v1.layers.dropout(x, 0.5)
+        g = tf.compat.v1.layers.batch_normalization(x, training=is_training, fused=True)
+        h = tf.compat.v1.layers.separable_conv2d(x, 16, 3, depth_multiplier=2)
+        i = tf.compat.v1.layers.conv2d_transpose(x, 16, 3, strides=2, padding="same")
+        j = tf.compat.v1.layers.flatten(x)
+        k = tf.compat.v1.layers.separable_conv1d(x, 4, 3)
+        l = tf.compat.v1.layers.conv3d_transpose(x, 4, 3)
+        n = tf.compat.v1.layers.average_pooling3d(x, 2, 2)
+        o = tf.compat.v1.layers.max_pooling1d(x, 2, 2)
+        """)
+    src = m.source
+    assert "conv1 = tf.keras.layers.Conv2D(filters=32,\n" not in src  # keywords, one call
+    assert ("conv1 = tf.keras.layers.Conv2D(filters=32, kernel_size=[5, 5], padding=\"same\", "
+            "activation=tf.nn.relu)(input_layer)") in src
+    assert "pool1 = tf.keras.layers.MaxPooling2D(pool_size=[2, 2], strides=2)(conv1)" in src
+    assert ("dropout = tf.keras.layers.Dropout(rate=0.4)(dense, training=mode == "
+            "estimator.ModeKeys.TRAIN)") in src
+    assert "return tf.keras.layers.Dense(units=10)(dropout)" in src
+    # aligned positional arguments stay positional; activation (after Keras' groups) is named
+    assert ("a = tf.keras.layers.Conv1D(8, 3, 1, \"same\", \"channels_last\", 1, "
+            "activation=tf.nn.relu)(x)") in src
+    assert 'b = tf.keras.layers.Conv3D(8, 3, name="c3")(x)' in src
+    assert "c = tf.keras.layers.AveragePooling1D(2, 2)(x)" in src
+    assert 'd = tf.keras.layers.MaxPooling3D(2, 2, padding="same")(x)' in src
+    assert "e = tf.keras.layers.AveragePooling2D(2, 2)(x)" in src
+    # TF 1's dropout defaults to training=False: it did nothing, and still does nothing
+    assert "f = tf.keras.layers.Dropout(0.5)(x, training=False)" in src
+    assert "g = tf.keras.layers.BatchNormalization()(x, training=is_training)" in src
+    assert "h = tf.keras.layers.SeparableConv2D(16, 3, depth_multiplier=2)(x)" in src
+    assert ('i = tf.keras.layers.Conv2DTranspose(16, 3, strides=2, padding="same")(x)'
+            in src)
+    assert "j = tf.keras.layers.Flatten()(x)" in src
+    assert "k = tf.keras.layers.SeparableConv1D(4, 3)(x)" in src
+    assert "l = tf.keras.layers.Conv3DTranspose(4, 3)(x)" in src
+    assert "n = tf.keras.layers.AveragePooling3D(2, 2)(x)" in src
+    assert "o = tf.keras.layers.MaxPooling1D(2, 2)(x)" in src
+    assert not re.search(r"tf\.(compat\.v1\.)?layers\.[a-z]", src)
+    assert not m.unresolved
+    report = m.report()
+    assert "training=False at the call: TF 1's default" in report
+    assert "fused left out: a speed hint" in report
+    ast.parse(src)
+
+
+def test_tf1_layer_arguments_keras_cannot_take_are_reported_with_the_replacement():
+    """Siamese-network programs call one tf.layers.dense twice with reuse=True (variables
+    shared by scope name); batch renormalisation has no Keras 3 equivalent."""
+    m = migrate("""\
+        import tensorflow as tf
+        a = tf.layers.dense(x1, 10, name="fc", reuse=tf.AUTO_REUSE)
+        b = tf.layers.batch_normalization(x, renorm=True)
+        c = tf.layers.dense(x1, 10, reuse=False)
+        """)
+    assert [(c.line, c.kind) for c in m.unresolved] == [(2, "could not"), (3, "could not")]
+    report = m.report()
+    assert "build tf.keras.layers.Dense(...) once and call it on each input" in report
+    assert "renorm has no Keras 3 equivalent" in report
+    assert "c = tf.keras.layers.Dense(10)(x1)" in m.source
+
+
+def test_private_estimator_imports_and_tf1_dataset_iterator_methods():
+    """GoogleCloudPlatform/cloudml-samples census/customestimator/trainer/model.py: ``from
+    tensorflow.python.estimator.model_fn import ModeKeys as Modes`` and an input_fn ending
+    ``dataset.make_one_shot_iterator().get_next()``; other private-module imports seen in
+    TF 1-era programs."""
+    m = migrate("""\
+        import tensorflow as tf
+        from tensorflow.python.estimator.model_fn import ModeKeys as Modes
+        from tensorflow.python.estimator import estimator as estimator_lib
+        from tensorflow.python.estimator.export import export_output
+        from tensorflow_estimator.python.estimator.run_config import RunConfig
+        from tensorflow.python.estimator.canned import head as head_lib
+        def input_fn(filenames, batch_size=200):
+            dataset = tf.data.TextLineDataset(filenames).map(parse_csv)
+            dataset = dataset.batch(batch_size)
+            iterator = dataset.make_one_shot_iterator()
+            features = iterator.get_next()
+            return features, features.pop("income_bracket")
+        """)
+    src = m.source
+    assert "from estflow.estimator import ModeKeys as Modes\n" in src
+    assert "import estflow.estimator as estimator_lib\n" in src
+    assert "from estflow.estimator import export as export_output\n" in src
+    assert "from estflow.estimator import RunConfig\n" in src
+    assert "iterator = tf.compat.v1.data.make_one_shot_iterator(dataset)\n" in src
+    assert [c.line for c in m.unresolved] == [6]
+    assert "from tensorflow.python.estimator.canned import head: a private tf.estimator " \
+           "module" in m.report()
+
+
+def test_tf1_rnn_cells_are_reported_with_line_and_keras_replacement():
+    """tensorflow/models tutorials/rnn/ptb/ptb_word_lm.py (r1.x): contrib.rnn cells wrapped in
+    DropoutWrapper and MultiRNNCell, run by static_rnn; the compat.v1 spelling too."""
+    m = migrate("""\
+        import tensorflow as tf
+        from tensorflow.contrib import rnn
+        def _build_rnn_graph(inputs, config, is_training):
+            cell = tf.contrib.rnn.BasicLSTMCell(config.hidden_size, forget_bias=0.0)
+            cell = tf.contrib.rnn.DropoutWrapper(cell, output_keep_prob=config.keep_prob)
+            cell = tf.contrib.rnn.MultiRNNCell([cell] * config.num_layers)
+            outputs, state = tf.nn.static_rnn(cell, inputs, dtype=tf.float32)
+            gru = tf.compat.v1.nn.rnn_cell.GRUCell(8)
+            out, _ = tf.compat.v1.nn.dynamic_rnn(gru, inputs, dtype=tf.float32)
+            lstm = rnn.LSTMCell(4)
+            return outputs
+        """)
+    lines = {c.line: c.message for c in m.unresolved}
+    assert sorted(lines) == [4, 5, 6, 7, 8, 9, 10]
+    assert "tf.contrib.rnn.BasicLSTMCell: Keras 3 has no TF 1 RNN cells; replace with " \
+           "tf.keras.layers.LSTMCell(num_units)" in lines[4]
+    assert "dropout=1-input_keep_prob" in lines[5]
+    assert "StackedRNNCells" in lines[6]
+    assert "tf.compat.v1.nn.static_rnn" in lines[7]
+    assert "tf.compat.v1.nn.rnn_cell.GRUCell" in lines[8] and "GRUCell(num_units)" in lines[8]
+    assert "return_state=True)(inputs)" in lines[9]
+    assert "tf.contrib.rnn.LSTMCell" in lines[10]

@@ -1,0 +1,205 @@
+"""``estflow migrate``'s TF 1 tables: ``tf.compat.v1.layers``, RNN cells, private estimator
+modules, TF 1 dataset iterators (used by :mod:`.migrate`; no TensorFlow imported).
+
+- Every functional layer of ``tf.compat.v1.layers`` / ``tf.layers`` (gone with Keras 3) becomes
+  the Keras layer built and called at once: ``tf.layers.conv2d(x, 32, 5, padding="same")`` ->
+  ``tf.keras.layers.Conv2D(32, 5, padding="same")(x)``. The arguments keep their names (the
+  TF 1 layers were the Keras ones); ``dropout``'s and ``batch_normalization``'s ``training``
+  moves to the call, ``training=False`` (TF 1's default: no dropout, moving statistics) when
+  the program left it out. ``reuse=True`` and the batch-renormalisation arguments cannot be
+  carried: reported with the replacement.
+- ``tf.compat.v1.nn.rnn_cell.*`` / ``tf.contrib.rnn.*`` cells and ``dynamic_rnn`` (Keras 3
+  removed the TF 1 cells): reported with the Keras replacement (the state layout differs, so
+  no text is rewritten).
+- ``from tensorflow.python.estimator.<module> import X`` (and ``tensorflow_estimator.python
+  .estimator``): the public name from ``estflow.estimator``, or reported.
+- ``dataset.make_one_shot_iterator()`` (a TF 1 ``Dataset`` method) ->
+  ``tf.compat.v1.data.make_one_shot_iterator(dataset)``, whose ``get_next()`` tensors the
+  engine reads as the dataset (the code after ``get_next()`` runs on every batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LAYERS", "RNN_REPLACEMENTS", "Layer", "private_estimator_target"]
+
+_INIT = ["kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
+         "activity_regularizer", "kernel_constraint", "bias_constraint", "trainable", "name",
+         "reuse"]
+_CONV = ["filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+         "activation", "use_bias", *_INIT]
+_TRANSPOSE = ["filters", "kernel_size", "strides", "padding", "data_format", "activation",
+              "use_bias", *_INIT]
+_SEPARABLE = ["filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+              "depth_multiplier", "activation", "use_bias", "depthwise_initializer",
+              "pointwise_initializer", "bias_initializer", "depthwise_regularizer",
+              "pointwise_regularizer", "bias_regularizer", "activity_regularizer",
+              "depthwise_constraint", "pointwise_constraint", "bias_constraint", "trainable",
+              "name", "reuse"]
+_POOL = ["pool_size", "strides", "padding", "data_format", "name"]
+_BATCH_NORM = ["axis", "momentum", "epsilon", "center", "scale", "beta_initializer",
+               "gamma_initializer", "moving_mean_initializer", "moving_variance_initializer",
+               "beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+               "training", "trainable", "name", "reuse", "renorm", "renorm_clipping",
+               "renorm_momentum", "fused", "virtual_batch_size", "adjustment"]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A functional TF 1 layer: ``name(inputs, *params)``.
+
+    Attributes:
+        keras: the Keras class.
+        params: its parameters after ``inputs``, in TF 1's order.
+        aligned: how many leading ``params`` the Keras constructor takes in the same position
+            (later positional arguments are written as keywords).
+        call: parameters that go to the layer's call, with TF 1's default.
+        unsupported: parameters Keras 3 has no equivalent for (reported).
+        dropped: parameters without effect on the result, left out (``fused``: a speed hint).
+    """
+
+    keras: str
+    params: tuple[str, ...]
+    aligned: int
+    call: tuple[tuple[str, str], ...] = ()
+    unsupported: frozenset[str] = frozenset()
+    dropped: frozenset[str] = frozenset()
+
+
+_TRAINING = (("training", "False"),)
+LAYERS: dict[str, Layer] = {
+    "dense": Layer("Dense", ("units", "activation", "use_bias", *_INIT), 2),
+    "flatten": Layer("Flatten", ("name", "data_format"), 0),
+    "dropout": Layer("Dropout", ("rate", "noise_shape", "seed", "training", "name"), 3,
+                     _TRAINING),
+    "batch_normalization": Layer(
+        "BatchNormalization", tuple(_BATCH_NORM), 13, _TRAINING,
+        frozenset({"renorm", "renorm_clipping", "renorm_momentum", "virtual_batch_size",
+                   "adjustment"}), frozenset({"fused"})),
+    **{f"conv{d}d": Layer(f"Conv{d}D", tuple(_CONV), 6) for d in (1, 2, 3)},
+    **{f"conv{d}d_transpose": Layer(f"Conv{d}DTranspose", tuple(_TRANSPOSE), 5) for d in (2, 3)},
+    **{f"separable_conv{d}d": Layer(f"SeparableConv{d}D", tuple(_SEPARABLE), 6)
+       for d in (1, 2)},
+    **{f"max_pooling{d}d": Layer(f"MaxPooling{d}D", tuple(_POOL), 4) for d in (1, 2, 3)},
+    **{f"average_pooling{d}d": Layer(f"AveragePooling{d}D", tuple(_POOL), 4)
+       for d in (1, 2, 3)},
+}
+
+# TF 1 RNN cells and functions -> what replaces them with Keras 3 (reported, not rewritten).
+_CELL = "inside tf.keras.layers.RNN(cell, return_sequences=True, return_state=True)"
+RNN_REPLACEMENTS = {
+    "BasicLSTMCell": f"tf.keras.layers.LSTMCell(num_units) {_CELL} (states come back [h, c])",
+    "LSTMCell": f"tf.keras.layers.LSTMCell(num_units) {_CELL} (states come back [h, c])",
+    "LSTMBlockCell": f"tf.keras.layers.LSTMCell(num_units) {_CELL}",
+    "LayerNormBasicLSTMCell": f"tf.keras.layers.LSTMCell(num_units) {_CELL} with a "
+                              "tf.keras.layers.LayerNormalization",
+    "GRUCell": f"tf.keras.layers.GRUCell(num_units) {_CELL}",
+    "GRUBlockCell": f"tf.keras.layers.GRUCell(num_units) {_CELL}",
+    "BasicRNNCell": f"tf.keras.layers.SimpleRNNCell(num_units) {_CELL}",
+    "RNNCell": "a tf.keras.layers.AbstractRNNCell subclass",
+    "MultiRNNCell": "tf.keras.layers.StackedRNNCells([cells])",
+    "DropoutWrapper": "the Keras cell's dropout=1-input_keep_prob / "
+                      "recurrent_dropout=1-state_keep_prob arguments",
+    "ResidualWrapper": "a residual connection around the tf.keras.layers.RNN layer",
+    "LSTMStateTuple": "a [h, c] list (Keras' order; TF 1's LSTMStateTuple is (c, h))",
+    "dynamic_rnn": "tf.keras.layers.RNN(cell, return_sequences=True, return_state=True)"
+                   "(inputs): outputs, *states",
+    "static_rnn": "tf.keras.layers.RNN(cell, return_sequences=True, return_state=True) on the "
+                  "stacked inputs",
+    "bidirectional_dynamic_rnn": "tf.keras.layers.Bidirectional(tf.keras.layers.RNN(cell, "
+                                 "return_sequences=True))(inputs)",
+}
+RNN_FUNCTIONS = frozenset({"dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn",
+                           "static_bidirectional_rnn"})
+
+# Private tf.estimator modules whose public names estflow.estimator has (module -> estflow).
+_WHOLE_ENGINE = frozenset({"estimator", "estimator_lib", "model_fn", "run_config", "training",
+                           "exporter", "run_config_lib", "model_fn_lib"})
+_EXPORT_MODULES = frozenset({"export", "export_lib", "export_output"})
+LEGACY_ESTIMATOR_ROOTS = (("tensorflow", "python", "estimator"),
+                          ("tensorflow_estimator", "python", "estimator"))
+
+
+def private_estimator_target(module: tuple[str, ...], name: str, estimator_names: frozenset,
+                             export_names: frozenset) -> str | None:
+    """What ``from <module> import <name>`` becomes (the text after ``from``/``import``, as
+    ``"from estflow.estimator import ModeKeys"``), or None when estflow has no such name.
+    ``module`` starts with one of :data:`LEGACY_ESTIMATOR_ROOTS`."""
+    if name in estimator_names:
+        return f"from estflow.estimator import {name}"
+    if name in export_names:
+        return f"from estflow.estimator.export import {name}"
+    if name in _WHOLE_ENGINE or (name == "estimator" and len(module) == 3):
+        return "import estflow.estimator"
+    if name in _EXPORT_MODULES:
+        return "from estflow.estimator import export"
+    return None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def rewrite_layer_call(m, call, name: str) -> None:
+    """``tf.compat.v1.layers.<name>(inputs, ...)`` -> ``tf.keras.layers.<Class>(...)(inputs)``
+    (module docstring); ``m`` is the migrator (its render/replace/note/tf_name)."""
+    import ast
+
+    layer = LAYERS[name]
+    shown = f"tf.compat.v1.layers.{name}"
+    params = ("inputs", *layer.params)
+    if len(call.args) > len(params) or any(isinstance(a, ast.Starred) for a in call.args):
+        m.note(call, "could not", f"{shown}(...): arguments not understood; replace with "
+               f"tf.keras.layers.{layer.keras}(...)(inputs)")
+        return
+    bound = dict(zip(params, call.args, strict=False))
+    for keyword in call.keywords:
+        if keyword.arg is None or keyword.arg not in params or keyword.arg in bound:
+            m.note(call, "could not", f"{shown}(...): argument {keyword.arg or '**'} not "
+                   f"understood; replace with tf.keras.layers.{layer.keras}(...)(inputs)")
+            return
+        bound[keyword.arg] = keyword.value
+    reuse = bound.pop("reuse", None)
+    if reuse is not None and not (isinstance(reuse, ast.Constant) and not reuse.value):
+        m.note(call, "could not", f"{shown}(..., reuse=...): Keras layers share variables by "
+               f"object: build tf.keras.layers.{layer.keras}(...) once and call it on each "
+               "input")
+        return
+    unsupported = sorted(set(bound) & layer.unsupported)
+    if unsupported or "inputs" not in bound:
+        what = ", ".join(unsupported) or "no inputs"
+        m.note(call, "could not", f"{shown}(...): {what} has no Keras 3 equivalent; replace "
+               f"with tf.keras.layers.{layer.keras}(...)(inputs) without it")
+        return
+    if not m.replace(call, _layer_text(m, call, layer, bound)):
+        return
+    notes = []
+    for param, default in layer.call:
+        if param in bound:
+            notes.append(f"{param}={_short(m.original(bound[param]), 40)} goes to the call")
+        else:
+            notes.append(f"{param}={default} at the call: TF 1's default")
+    notes += [f"{p} left out: a speed hint" for p in sorted(set(bound) & layer.dropped)]
+    m.note(call, "changed", f"{shown}(...) -> tf.keras.layers.{layer.keras}(...)(inputs)"
+           + "".join(f" ({n})" for n in notes))
+
+
+def _layer_text(m, call, layer: Layer, bound: dict) -> str:
+    positional = [p for p, a in zip(("inputs", *layer.params), call.args, strict=False)
+                  if p != "inputs"]
+    call_names = {p for p, _ in layer.call}
+    args = []
+    for i, param in enumerate(layer.params):
+        if param not in bound or param in call_names or param in layer.dropped:
+            continue
+        if param in positional and i < layer.aligned and all(
+                p in positional for p in layer.params[:i]):
+            args.append(m.render(bound[param]))
+        else:
+            args.append(f"{param}={m.render(bound[param])}")
+    at_call = [f"{p}={m.render(bound[p]) if p in bound else default}"
+               for p, default in layer.call]
+    inputs = ", ".join([m.render(bound["inputs"]), *at_call])
+    return f"{m.tf_name()}.keras.layers.{layer.keras}({', '.join(args)})({inputs})"
