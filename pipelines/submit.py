@@ -49,7 +49,6 @@ import json
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -72,7 +71,12 @@ from estflow.pipelines._kfp.connection import Client
 from estflow.pipelines._kfp.connection import Login
 from estflow.pipelines._kfp.connection import SubmitError
 from estflow.pipelines._kfp.connection import api_errors
+from estflow.pipelines._kfp.connection import check_host as _check_host
 from estflow.pipelines._kfp.connection import connect
+from estflow.pipelines._kfp.follow import TERMINAL_STATES
+from estflow.pipelines._kfp.follow import RunResult
+from estflow.pipelines._kfp.follow import TaskFailure
+from estflow.pipelines._kfp.follow import wait
 from estflow.pipelines.cron import to_kfp_cron
 
 __all__ = ["DEFAULT_EXPERIMENT", "TERMINAL_STATES", "SubmitError", "ApiUnreachableError",
@@ -82,9 +86,6 @@ __all__ = ["DEFAULT_EXPERIMENT", "TERMINAL_STATES", "SubmitError", "ApiUnreachab
 
 # The experiment kfp.Client itself falls back to when none is named.
 DEFAULT_EXPERIMENT = "Default"
-
-# V2beta1RuntimeState values after which a run changes no more.
-TERMINAL_STATES = ("SUCCEEDED", "SKIPPED", "FAILED", "CANCELED")
 
 _log = logging.getLogger(__name__)
 
@@ -105,29 +106,6 @@ class RunInfo:
     url: str
     run_name: str
     experiment_id: str
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskFailure:
-    """A task of a run that failed: its display name, its error message, its pod."""
-
-    task: str
-    message: str
-    pod: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class RunResult:
-    """How a run ended (:func:`wait`): its final state, its error, the tasks that failed."""
-
-    run_id: str
-    state: str
-    error: str | None = None
-    failed_tasks: tuple[TaskFailure, ...] = ()
-
-    @property
-    def succeeded(self) -> bool:
-        return self.state == "SUCCEEDED"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,59 +231,6 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
                 params=dict(params or {}), pipeline_package_path=str(package), enabled=enabled,
                 service_account=service_account)
     return _schedule_info(created)
-
-
-def wait(host: str, run_id: str, *, namespace: str | None = None, poll_seconds: float = 10,
-         timeout: float | None = None, echo: Callable[[str], None] = print,
-         login: Login | None = None, client_factory: ClientFactory = Client,
-         sleep: Callable[[float], None] = time.sleep,
-         clock: Callable[[], float] = time.monotonic) -> RunResult:
-    """Follow run ``run_id`` until it ends: ``echo`` one line per change of its state (with
-    the tasks running), then return how it ended.
-
-    Raises:
-        SubmitError: unreachable API, an HTTP error, or not finished within ``timeout``
-            seconds (the run goes on).
-    """
-    _check_host(host)
-    deadline = None if timeout is None else clock() + timeout
-    last = None
-    with api_errors(host, login, namespace):
-        client = connect(client_factory, host, namespace, login)
-    while True:
-        with api_errors(host, login, namespace):  # each call alone: it keeps the client's
-            # prints, not echo's
-            run = client.get_run(run_id)
-        state = str(run.state or "PENDING")
-        running = sorted(t.display_name for t in _task_details(run)
-                         if t.state == "RUNNING" and not t.child_tasks and t.display_name)
-        line = f"run {run_id}: {state}" + (f" ({', '.join(running)})" if running else "")
-        if line != last:
-            echo(line)
-            last = line
-        if state in TERMINAL_STATES:
-            return _run_result(run_id, run, state)
-        if deadline is not None and clock() >= deadline:
-            raise SubmitError(f"run {run_id} did not finish within {timeout:g}s (last state "
-                              f"{state}; it goes on: {host.rstrip('/')}/#/runs/details/"
-                              f"{run_id})")
-        sleep(poll_seconds)
-
-
-def _task_details(run: kfp_server_api.V2beta1Run) -> list:
-    return list((run.run_details.task_details or []) if run.run_details else [])
-
-
-def _run_result(run_id: str, run: kfp_server_api.V2beta1Run, state: str) -> RunResult:
-    # The failing tasks: failed leaves (a failed DAG, such as the exit handler's, only
-    # repeats its child's failure).
-    failed = tuple(
-        TaskFailure(t.display_name or t.task_id or "?",
-                    (t.error.message if t.error and t.error.message else "no error message"),
-                    t.pod_name or None)
-        for t in _task_details(run) if t.state == "FAILED" and not t.child_tasks)
-    error = run.error.message if run.error and run.error.message else None
-    return RunResult(run_id=run_id, state=state, error=error, failed_tasks=failed)
 
 
 def server_version(client: kfp.Client) -> kfp_backends.BackendVersion | None:
@@ -438,12 +363,6 @@ def _schedule_info(recurring: kfp_server_api.V2beta1RecurringRun) -> ScheduleInf
 
 
 # --- packages ----------------------------------------------------------------------------------
-
-def _check_host(host: str) -> None:
-    if not isinstance(host, str) or not host.startswith(("http://", "https://")):
-        raise ValueError("Received an invalid value for `host`, expected the KFP API's URL "
-                         f"such as http://localhost:8080. Received: host={host!r}")
-
 
 @contextlib.contextmanager
 def _package(source: PipelineSource, compile_fn: CompileFn | None) -> Iterator[Path]:

@@ -43,7 +43,7 @@ import urllib3
 from kfp.client import set_volume_credentials
 
 __all__ = ["SubmitError", "ApiUnreachableError", "ApiHttpError", "Login", "Client",
-           "SA_TOKEN_PATH", "SA_TOKEN_ENV", "connect", "api_errors"]
+           "SA_TOKEN_PATH", "SA_TOKEN_ENV", "check_host", "connect", "api_errors"]
 
 # kfp's in-cluster service-account token: the path a Kubeflow notebook's PodDefault
 # ("access-ml-pipeline") projects, and the variable that moves it (kfp.client's constants).
@@ -177,6 +177,14 @@ class Client(kfp.Client):
             if err.status in (0, None, 401, 403):
                 raise
         return super().get_kfp_healthz(sleep_duration)
+
+
+def check_host(host: str) -> None:
+    """Refuse a ``host`` that is not an http(s) URL (ValueError, before any request)."""
+    if not isinstance(host, str) or not host.startswith(("http://", "https://")):
+        raise ValueError("Received an invalid value for `host`, expected the KFP API's URL "
+                         f"such as http://localhost:8080. Received: host={host!r}")
+
 
 
 def connect(client_factory, host: str, namespace: str | None,
