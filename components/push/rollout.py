@@ -43,6 +43,7 @@ __all__ = ["RolloutError", "connect", "task_namespace", "roll_out", "GROUP", "VE
 GROUP, VERSION, PLURAL = "serving.kserve.io", "v1beta1", "inferenceservices"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 FIELD_MANAGER = "estflow"
+POLL_SECONDS = 5.0
 _FAILED_CONDITIONS = ("PredictorConfigurationReady", "LatestDeploymentReady")
 _FAILED_TRANSITIONS = ("BlockedByFailedLoad", "InvalidSpec")
 
@@ -51,7 +52,7 @@ class RolloutError(RuntimeError):
     """The InferenceService could not be applied, or its new revision is not serving."""
 
 
-def connect(service_account_dir: str = SERVICE_ACCOUNT_DIR):
+def connect(service_account_dir: str | None = None):
     """A ``kubernetes`` ``CustomObjectsApi``: the pod's service account, else the kubeconfig.
 
     Raises:
@@ -61,6 +62,7 @@ def connect(service_account_dir: str = SERVICE_ACCOUNT_DIR):
     from kubernetes import config as k8s_config
     from kubernetes.config.incluster_config import InClusterConfigLoader
 
+    service_account_dir = service_account_dir or SERVICE_ACCOUNT_DIR
     configuration = k8s.Configuration()
     try:
         InClusterConfigLoader(f"{service_account_dir}/token",
@@ -80,12 +82,12 @@ def connect(service_account_dir: str = SERVICE_ACCOUNT_DIR):
     return k8s.CustomObjectsApi(k8s.ApiClient(configuration))
 
 
-def task_namespace(declared: str | None, service_account_dir: str = SERVICE_ACCOUNT_DIR) -> str:
+def task_namespace(declared: str | None, service_account_dir: str | None = None) -> str:
     """The declared namespace, else the pod's own (its service account's), else the
     kubeconfig context's, else ``default``."""
     if declared:
         return declared
-    path = Path(service_account_dir) / "namespace"
+    path = Path(service_account_dir or SERVICE_ACCOUNT_DIR) / "namespace"
     if path.is_file():
         return path.read_text().strip()
     try:
@@ -98,7 +100,8 @@ def task_namespace(declared: str | None, service_account_dir: str = SERVICE_ACCO
         return "default"
 
 
-def roll_out(api, service: dict, namespace: str, *, timeout: float, poll_seconds: float = 5.0,
+def roll_out(api, service: dict, namespace: str, *, timeout: float,
+             poll_seconds: float | None = None,
              progress: Callable[[str], None] = print) -> dict:
     """Apply ``service`` in ``namespace`` and wait (at most ``timeout`` seconds) for its new
     revision; return what serves: ``{"name", "namespace", "generation", "revision",
@@ -130,7 +133,7 @@ def roll_out(api, service: dict, namespace: str, *, timeout: float, poll_seconds
                                f"Ready after {timeout:g} s (PushTarget.kserve_rollout_timeout); "
                                f"last status: {_conditions(current)}. KServe keeps serving the "
                                "previous revision until it is")
-        time.sleep(poll_seconds)
+        time.sleep(poll_seconds or POLL_SECONDS)
         current = _get(api, name, namespace)
 
 
@@ -139,10 +142,15 @@ def _apply(api, service: dict, namespace: str) -> dict:
 
     name = service["metadata"]["name"]
     try:
-        return api.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, service, field_manager=FIELD_MANAGER,
-            force=True, field_validation="Strict",
-            _content_type="application/apply-patch+yaml")
+        # the generated patch_namespaced_custom_object offers no apply content type
+        return api.api_client.call_api(
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}", "PATCH",
+            query_params=[("fieldManager", FIELD_MANAGER), ("force", "true"),
+                          ("fieldValidation", "Strict")],
+            header_params={"Content-Type": "application/apply-patch+yaml",
+                           "Accept": "application/json"},
+            body=service, auth_settings=["BearerToken"], response_type="object",
+            _return_http_data_only=True)
     except ApiException as err:
         raise RolloutError(f"applying InferenceService {namespace}/{name} failed: "
                            f"{_api_message(err)}{_hint(err)}") from None
