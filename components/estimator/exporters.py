@@ -50,11 +50,16 @@ class Exporter:
         raise NotImplementedError
 
 
-def _check_keep(exports_to_keep: int | None) -> None:
-    if exports_to_keep is not None and (
-            not isinstance(exports_to_keep, int) or exports_to_keep <= 0):
+def _check_keep(exports_to_keep: float | None) -> int | None:
+    """``exports_to_keep`` as a count: a positive number or None, as tf.estimator 2.15 took
+    it (a float such as ``5.0`` keeps that many)."""
+    if exports_to_keep is None:
+        return None
+    if isinstance(exports_to_keep, bool) or not isinstance(exports_to_keep, (int, float)) \
+            or exports_to_keep <= 0:
         raise ValueError("Received an invalid value for `exports_to_keep`, expected a positive "
-                         f"integer or None. Received: exports_to_keep={exports_to_keep!r}")
+                         f"number or None. Received: exports_to_keep={exports_to_keep!r}")
+    return max(1, int(exports_to_keep))
 
 
 class _SavedModel:
@@ -68,9 +73,9 @@ class _SavedModel:
         if not callable(serving_input_receiver_fn):
             raise TypeError("Expected serving_input_receiver_fn to be callable; received "
                             f"{type(serving_input_receiver_fn).__name__}")
-        if as_text:
-            raise ValueError("as_text=True is not supported (TF 2 writes binary SavedModels); "
-                             "received as_text=True")
+        if as_text:  # tf.estimator 2.15 took it: warn, and write what TF 2 writes
+            _log.warning("exporter %r: as_text=True is ignored: the SavedModel is written as "
+                         "binary saved_model.pb (TF 2 writes no saved_model.pbtxt)", name)
         self.name = name
         self.receiver_fn = serving_input_receiver_fn
         self.assets_extra = dict(assets_extra or {})
@@ -101,17 +106,17 @@ class LatestExporter(Exporter):
         name: the export subdirectory (``model_dir/export/<name>``).
         serving_input_receiver_fn: ``() -> ServingInputReceiver``.
         assets_extra: ``{path inside assets.extra/: source file}`` copied into each export.
-        as_text: must be False (accepted for porting).
+        as_text: accepted as tf.estimator 2.15 took it; True only logs a warning (TF 2
+            writes binary SavedModels).
         exports_to_keep: how many exports to keep (None: all).
     """
 
     def __init__(self, name: str, serving_input_receiver_fn: Callable,
                  assets_extra: Mapping[str, str] | None = None, as_text: bool = False,
                  exports_to_keep: int | None = 5) -> None:
-        _check_keep(exports_to_keep)
+        self._keep = _check_keep(exports_to_keep)
         self._saved_model = _SavedModel(name, serving_input_receiver_fn, assets_extra, as_text)
         self.name = name
-        self._keep = exports_to_keep
 
     def export(self, estimator, export_path, checkpoint_path, eval_result,
                is_the_final_export) -> str:
@@ -127,7 +132,7 @@ class FinalExporter(Exporter):
         name: the export subdirectory.
         serving_input_receiver_fn: ``() -> ServingInputReceiver``.
         assets_extra: as for :class:`LatestExporter`.
-        as_text: must be False.
+        as_text: as for :class:`LatestExporter`.
     """
 
     def __init__(self, name: str, serving_input_receiver_fn: Callable,
@@ -178,7 +183,7 @@ class BestExporter(Exporter):
         compare_fn: ``(best_eval_result, current_eval_result) -> bool``, True when the current
             is better (default :func:`loss_smaller`).
         assets_extra: as for :class:`LatestExporter`.
-        as_text: must be False.
+        as_text: as for :class:`LatestExporter`.
         exports_to_keep: how many exports to keep (None: all).
     """
 
@@ -189,12 +194,11 @@ class BestExporter(Exporter):
                  assets_extra: Mapping[str, str] | None = None, as_text: bool = False,
                  exports_to_keep: int | None = 5) -> None:
         _check_compare_fn(compare_fn)
-        _check_keep(exports_to_keep)
+        self._keep = _check_keep(exports_to_keep)
         self._saved_model = _SavedModel(name, serving_input_receiver_fn, assets_extra, as_text)
         self.name = name
         self._compare = compare_fn
         self._pattern = event_file_pattern
-        self._keep = exports_to_keep
         self._model_dir: str | None = None
         self._best: Mapping[str, Any] | None = None
 

@@ -87,13 +87,35 @@ def test_final_exporter_only_exports_at_the_end(trained, tmp_path):
     assert os.path.isdir(exporter.export(trained, str(tmp_path), ckpt, {}, True))
 
 
+def test_tf_estimator_2_15_exporter_arguments_are_taken_with_the_nearest_behaviour(
+        trained, tmp_path, caplog):
+    """The arguments tf.estimator 2.15 accepted, as TF 1-era programs pass them (the full
+    signature spelled out, e.g. GoogleCloudPlatform/cloudml-samples' census trainers'
+    ``LatestExporter(name='export', serving_input_receiver_fn=serving_input_fn,
+    assets_extra=None, as_text=False, exports_to_keep=5)``, with ``as_text=True`` or a float
+    count): accepted before training, ``as_text`` with a warning (TF 2 writes binary)."""
+    with caplog.at_level("WARNING", logger="estflow.estimator"):
+        latest = LatestExporter(name="export", serving_input_receiver_fn=fx.receiver_fn,
+                                assets_extra=None, as_text=True, exports_to_keep=2.0)
+        best = BestExporter("best", fx.receiver_fn, as_text=True, exports_to_keep=1.0,
+                            event_file_pattern=None)
+        FinalExporter("final", fx.receiver_fn, as_text=True)
+    assert caplog.text.count("as_text=True is ignored") == 3
+    base = str(tmp_path / "export")
+    ckpt = trained.latest_checkpoint()
+    paths = [latest.export(trained, base, ckpt, {"loss": 1.0}, False) for _ in range(3)]
+    assert sorted(os.listdir(base)) == sorted(os.path.basename(p) for p in paths[1:])
+    assert os.path.isfile(os.path.join(paths[-1], "saved_model.pb"))
+    assert best.export(trained, str(tmp_path / "best"), ckpt, {"loss": 1.0}, False)
+    with pytest.raises(ValueError, match="positive number or None"):
+        LatestExporter("l", fx.receiver_fn, exports_to_keep=-1.5)
+
+
 def test_exporter_argument_errors_and_assets_extra(trained, tmp_path):
     with pytest.raises(ValueError, match="best_eval_result, current_eval_result"):
         BestExporter("b", fx.receiver_fn, compare_fn=lambda a, b: True)
     with pytest.raises(ValueError, match="exports_to_keep=0"):
         LatestExporter("l", fx.receiver_fn, exports_to_keep=0)
-    with pytest.raises(ValueError, match="as_text=True"):
-        LatestExporter("l", fx.receiver_fn, as_text=True)
     with pytest.raises(ValueError, match="non-empty string"):
         FinalExporter("", fx.receiver_fn)
     source = tmp_path / "vocab.txt"
