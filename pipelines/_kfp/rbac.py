@@ -43,6 +43,9 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": _VERBS},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    # the push step's KServe rollout (server-side apply: create or patch, then read status)
+    {"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices"],
+     "verbs": ["get", "create", "patch"]},
 ]
 _LABELS = {"app.kubernetes.io/part-of": "estflow", "app.kubernetes.io/component": "train"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
