@@ -13,8 +13,9 @@ null: there was none): while the model is the served version, a run of the same 
 evaluate step by it (:func:`estflow.dsl.fingerprints.step_keys`), so that evaluation is reused.
 
 :func:`served` reads the lineage of the version a server serves (the highest complete one):
-from a local directory, through google-cloud-storage for ``gs://`` (no TensorFlow, for the
-fingerprint step), through boto3 for ``s3://`` when installed, else ``tf.io.gfile``.
+from a local directory, or a bucket through google-cloud-storage (``gs://``) or boto3
+(``s3://``) without TensorFlow (:mod:`estflow.components._io.storage`), for the fingerprint
+step; other URLs through ``tf.io.gfile``.
 :func:`served_in` does the same through a push destination (the push step has one).
 """
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from estflow.components._io import model_repo
+from estflow.components._io import storage
 from estflow.dsl.contracts import Files
 
 __all__ = ["served", "served_in", "staged_with_lineage", "lineage_record", "read_lineage"]
@@ -76,22 +78,29 @@ def staged_with_lineage(export_dir: str | os.PathLike, lineage: dict,
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def served_in(destination: model_repo.PushDestination) -> dict | None:
+def served_in(destination: model_repo.PushDestination, *,
+              clients: dict | None = None) -> dict | None:
     """``{"version", "path", "fingerprint", "lineage"}`` of the version ``destination``
     serves (None: none); fingerprint None for a version pushed without lineage."""
     version = model_repo.latest_servable(destination)
     if version is None:
         return None
     path = f"{destination.model_base}/{version}"
-    lineage = read_lineage(path)
+    lineage = read_lineage(path, clients=clients)
     return {"version": version, "path": path,
             "fingerprint": (lineage or {}).get("fingerprint"), "lineage": lineage}
 
 
-def read_lineage(path: str) -> dict | None:
-    """The lineage of the version at ``path`` (None: it has none, or it is unreadable)."""
+def read_lineage(path: str, *, clients: dict | None = None) -> dict | None:
+    """The lineage of the version at ``path`` (None: it has none, or it is not JSON; a store
+    that cannot be read is an error, not a version without lineage)."""
+    file = f"{path}/{Files.LINEAGE}"
     try:
-        return json.loads(model_repo.read_file(f"{path}/{Files.LINEAGE}"))
+        data = (storage.read_bytes(file, clients=clients) if storage.is_remote(file)
+                else model_repo.read_file(file))
+        return json.loads(data)
+    except storage.StorageError:
+        raise
     except (OSError, ValueError):
         return None
 
@@ -104,74 +113,20 @@ def _facts(version: int, path: str, lineage: dict | None) -> dict:
 
 
 def served(base_path: str, model_name: str, *, clients: dict | None = None) -> dict | None:
-    """The version served at a push target and its lineage, read without TensorFlow where
-    possible: ``{"version", "path", "fingerprint", "evaluated_against"}``, None when nothing
-    is served.
+    """The version served at a push target and its lineage, read without TensorFlow for local
+    paths and buckets: ``{"version", "path", "fingerprint", "evaluated_against"}``, None when
+    nothing is served.
 
     Args:
-        clients: ``{"gs": storage client, "s3": boto3 client}`` (tests); default: made when
-            needed.
+        clients: ``{"gs": storage client, "s3": boto3 client}`` (tests); default: made from
+            the environment (:mod:`estflow.components._io.storage`).
     """
-    clients = clients if clients is not None else {}
-    scheme = base_path.partition("://")[0] if "://" in base_path else ""
-    if scheme == "gs":
-        return _served_gcs(base_path, model_name, clients)
-    if scheme == "s3" and (clients.get("s3") is not None or _has("boto3")):
-        return _served_s3(base_path, model_name, clients)
-    # a local directory, or a filesystem only tf.io.gfile reads
-    found = served_in(model_repo.destination_for(base_path, model_name))
+    if storage.is_remote(base_path):
+        from estflow.components._io.bucket_repo import BucketDestination  # noqa: PLC0415
+
+        destination = BucketDestination(f"{base_path.rstrip('/')}/{model_name}",
+                                        clients=clients)
+        found = served_in(destination, clients=clients)
+    else:  # a local directory, or a filesystem only tf.io.gfile reads
+        found = served_in(model_repo.destination_for(base_path, model_name))
     return None if found is None else _facts(found["version"], found["path"], found["lineage"])
-
-
-def _has(module: str) -> bool:
-    import importlib.util  # noqa: PLC0415
-
-    return importlib.util.find_spec(module) is not None
-
-
-def _versions(names: list[str]) -> list[int]:
-    return sorted(int(n) for n in names if n.isascii() and n.isdigit())
-
-
-def _served_gcs(base_path: str, model_name: str, clients: dict) -> dict | None:
-    client = clients.get("gs")
-    if client is None:
-        from google.cloud import storage  # noqa: PLC0415
-
-        client = storage.Client()
-    bucket_name, _, key = base_path[len("gs://"):].partition("/")
-    prefix = "/".join(p for p in (key.strip("/"), model_name) if p) + "/"
-    bucket = client.bucket(bucket_name)
-    blobs = client.list_blobs(bucket_name, prefix=prefix, delimiter="/")
-    list(blobs)  # the prefixes are filled in while iterating
-    names = [p[len(prefix):].strip("/") for p in blobs.prefixes]
-    for version in reversed(_versions(names)):
-        if bucket.blob(f"{prefix}{version}/{_SAVED_MODEL}").exists():
-            lineage = bucket.blob(f"{prefix}{version}/{Files.LINEAGE}")
-            data = json.loads(lineage.download_as_text()) if lineage.exists() else {}
-            return _facts(version, f"gs://{bucket_name}/{prefix}{version}", data)
-    return None
-
-
-def _served_s3(base_path: str, model_name: str, clients: dict) -> dict | None:
-    client = clients.get("s3")
-    if client is None:
-        import boto3  # noqa: PLC0415
-
-        client = boto3.client("s3")
-    bucket, _, key = base_path[len("s3://"):].partition("/")
-    prefix = "/".join(p for p in (key.strip("/"), model_name) if p) + "/"
-    listing = client.list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/")
-    names = [p["Prefix"][len(prefix):].strip("/") for p in listing.get("CommonPrefixes", [])]
-    for version in reversed(_versions(names)):
-        try:
-            client.head_object(Bucket=bucket, Key=f"{prefix}{version}/{_SAVED_MODEL}")
-        except Exception:  # noqa: BLE001 (botocore's ClientError: not found)
-            continue
-        try:
-            body = client.get_object(Bucket=bucket, Key=f"{prefix}{version}/{Files.LINEAGE}")
-            data = json.loads(body["Body"].read())
-        except Exception:  # noqa: BLE001
-            data = {}
-        return _facts(version, f"s3://{bucket}/{prefix}{version}", data)
-    return None

@@ -6,8 +6,11 @@ Two implementations of :class:`PushDestination`:
 * :class:`LocalDestination`, a local directory: a version is copied under a temporary
   dot-name, fsynced, then renamed into place with one ``os.rename``, which is atomic on one
   filesystem: the version appears whole or not at all.
-* :class:`GFileDestination`, any ``tf.io.gfile`` URL (``gs://``, ``s3://`` with tensorflow-io,
-  ``ram://`` in tests). Object stores have no atomic rename (TF renames a "directory" one
+* ``gs://`` and ``s3://``: :class:`~estflow.components._io.bucket_repo.BucketDestination`,
+  through google-cloud-storage and boto3 (:mod:`estflow.components._io.storage`), without
+  TensorFlow or tensorflow-io; the same staging scheme as below.
+* :class:`GFileDestination`, any other ``tf.io.gfile`` URL (``hdfs://``, ``ram://`` in
+  tests). Object stores have no atomic rename (TF renames a "directory" one
   object at a time), so a version is copied under ``.tmp-<version>-<uuid>/``, checked against
   the export's file list, then renamed file by file with ``saved_model.pb`` last. TF Serving
   (and ``estflow serve``) ignore non-integer names, so nothing is visible while the copy runs;
@@ -39,9 +42,11 @@ import uuid
 from pathlib import Path
 from typing import Protocol
 
+from estflow.components._io import storage
+
 __all__ = ["PushDestination", "LocalDestination", "GFileDestination", "destination_for",
            "latest_servable", "version_dirs", "served_checkpoint_dir", "STAGING_PREFIX",
-           "STALE_STAGING_SECONDS", "SERVED_CHECKPOINT", "read_file"]
+           "STALE_STAGING_SECONDS", "SERVED_CHECKPOINT", "read_file", "staging_name"]
 
 STAGING_PREFIX = ".tmp-"
 STALE_STAGING_SECONDS = 3600.0
@@ -93,10 +98,15 @@ def version_dirs(model_base: Path) -> dict[int, Path]:
 
 
 def destination_for(base_path: str, model_name: str) -> PushDestination:
-    """The destination for a :class:`~estflow.dsl.PushTarget`'s base path: a URL with a scheme
-    (``gs://``, ``s3://``, ...) goes through ``tf.io.gfile``, anything else is a local
-    directory, resolved against the current directory."""
+    """The destination for a :class:`~estflow.dsl.PushTarget`'s base path: a bucket
+    (``gs://``, ``s3://``) goes through its store's client, another URL through
+    ``tf.io.gfile``, anything else is a local directory, resolved against the current
+    directory."""
     scheme, sep, _rest = base_path.partition("://")
+    if storage.is_remote(base_path):
+        from estflow.components._io.bucket_repo import BucketDestination  # noqa: PLC0415
+
+        return BucketDestination(f"{base_path.rstrip('/')}/{model_name}")
     if sep and scheme != "file":
         return GFileDestination(f"{base_path.rstrip('/')}/{model_name}")
     local = base_path[len("file://"):] if sep else base_path
@@ -116,7 +126,8 @@ def served_checkpoint_dir(destination: PushDestination, version: int) -> str:
     return f"{destination.model_base}/{version}/{SERVED_CHECKPOINT}"
 
 
-def _staging_name(version: int) -> str:
+def staging_name(version: int) -> str:
+    """A fresh staging directory name for ``version`` (ignored by servers: not an integer)."""
     return f"{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:12]}"
 
 
@@ -141,7 +152,7 @@ class LocalDestination:
         if (self.path / str(version)).exists() and not take_next:
             raise FileExistsError(f"version {version} already exists at "
                                   f"{self.path / str(version)}; versions are never overwritten")
-        staging = self.path / _staging_name(version)
+        staging = self.path / staging_name(version)
         try:
             _copy_tree(Path(export_dir), staging)
             _fsync_tree(staging)
@@ -252,7 +263,7 @@ class GFileDestination:
             raise FileExistsError(f"version {version} already exists at {final}; versions are "
                                   "never overwritten")
         manifest = _manifest(self._gfile, export_dir)
-        staging = self._join(_staging_name(version))
+        staging = self._join(staging_name(version))
         try:
             for relative in manifest:
                 self._gfile.makedirs(os.path.dirname(f"{staging}/{relative}"))
@@ -304,14 +315,15 @@ class GFileDestination:
 
 
 def read_file(path: str) -> bytes:
-    """The bytes of a file in a version (a local path, or a URL through ``tf.io.gfile``).
+    """The bytes of a file in a version (a local path; a bucket through its client; another
+    URL through ``tf.io.gfile``).
 
     Raises:
         FileNotFoundError: there is no such file.
         ValueError: no filesystem for the URL's scheme.
     """
-    if "://" not in path:
-        return Path(path).read_bytes()
+    if "://" not in path or storage.is_remote(path):
+        return storage.read_bytes(path)
     gfile = _gfile_for(path)
     if not gfile.exists(path):
         raise FileNotFoundError(path)
@@ -325,15 +337,14 @@ def _gfile_for(url: str):
     import tensorflow as tf
 
     scheme = url.partition("://")[0] if "://" in url else ""  # "": a local path
-    if scheme in ("s3", "hdfs"):  # moved out of TensorFlow into tensorflow-io (TF >= 2.6)
+    if scheme == "hdfs":  # moved out of TensorFlow into tensorflow-io (TF >= 2.6)
         try:
             importlib.import_module("tensorflow_io")  # registers the filesystems on import
         except ImportError:
             pass
     registered = tf.io.gfile.get_registered_schemes()
     if scheme not in registered:
-        hint = " (s3:// and hdfs:// need: pip install tensorflow-io)" if scheme in (
-            "s3", "hdfs") else ""
+        hint = " (hdfs:// needs: pip install tensorflow-io)" if scheme == "hdfs" else ""
         raise ValueError(f"Received an invalid value for `base_path`, expected a local path "
                          f"or a URL whose scheme tf.io.gfile supports, one of "
                          f"{sorted(s for s in registered if s)}. Received: {url!r}; no "

@@ -5,7 +5,8 @@
   :func:`files_fingerprint`: the content hash (SHA-256) of each local file; for ``gs://``
   objects their generation, etag and size (the object's metadata, through
   google-cloud-storage); for ``s3://`` objects their etag, size and modification time (boto3,
-  else ``tf.io.gfile``'s size and mtime). KFP's local paths for buckets (``/gcs/b/...``,
+  with the endpoint of a MinIO-style store from the environment:
+  :mod:`estflow.components._io.storage`); other URLs ``tf.io.gfile``'s size and mtime. KFP's local paths for buckets (``/gcs/b/...``,
   ``/s3/b/...``) are read as the bucket URLs they stand for. A kind that is not files has its
   own (a BigQuery table's etag; a query is *volatile*: a fresh value each time, so ingest
   always runs).
@@ -27,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from estflow.components._io import storage
 from estflow.components._sources.registry import reader_for
 from estflow.dsl.fingerprints import digest
 
@@ -113,35 +115,29 @@ def _glob_prefix(key: str) -> str:
 
 def _gcs_objects(pattern: str, clients: dict) -> list[dict]:
     bucket, key = _split_url(pattern)
-    client = clients.get("gs")
-    if client is None:
-        from google.cloud import storage  # noqa: PLC0415 (only for gs:// sources)
-
-        client = storage.Client()
     found = []
-    for blob in client.list_blobs(bucket, prefix=_glob_prefix(key)):
-        if blob.name == key or fnmatch.fnmatchcase(blob.name, key):
-            found.append({"path": f"gs://{bucket}/{blob.name}", "generation": blob.generation,
-                          "etag": blob.etag, "size": blob.size})
+    with storage.errors(pattern, "fingerprint the source"):
+        store = storage.store_for(pattern, clients)  # bounded retries, the emulator honoured
+        for blob in store.client.list_blobs(bucket, prefix=_glob_prefix(key), **store.kw):
+            if blob.name == key or fnmatch.fnmatchcase(blob.name, key):
+                found.append({"path": f"gs://{bucket}/{blob.name}",
+                              "generation": blob.generation, "etag": blob.etag,
+                              "size": blob.size})
     return sorted(found, key=lambda o: o["path"])
 
 
 def _s3_objects(pattern: str, clients: dict) -> list[dict]:
     bucket, key = _split_url(pattern)
-    client = clients.get("s3")
-    if client is None:
-        try:
-            import boto3  # noqa: PLC0415 (only for s3:// sources)
-        except ImportError:
-            return _gfile_objects(pattern)
-        client = boto3.client("s3")
     found = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
-                                                                  Prefix=_glob_prefix(key)):
-        for item in page.get("Contents", []):
-            if item["Key"] == key or fnmatch.fnmatchcase(item["Key"], key):
-                found.append({"path": f"s3://{bucket}/{item['Key']}", "etag": item["ETag"],
-                              "size": item["Size"], "modified": str(item["LastModified"])})
+    with storage.errors(pattern, "fingerprint the source"):
+        client = storage.store_for(pattern, clients).client  # the environment's endpoint
+        for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=_glob_prefix(key)):
+            for item in page.get("Contents", []):
+                if item["Key"] == key or fnmatch.fnmatchcase(item["Key"], key):
+                    found.append({"path": f"s3://{bucket}/{item['Key']}",
+                                  "etag": item["ETag"], "size": item["Size"],
+                                  "modified": str(item["LastModified"])})
     return sorted(found, key=lambda o: o["path"])
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from estflow.components._io import storage
 from estflow.components._io.raw_features import TF_DTYPES
 from estflow.components.evaluate import metrics as metrics_lib
 from estflow.components.evaluate import outputs as _outputs
@@ -128,7 +129,9 @@ def _load_baseline(baseline_dir: str | None):
     if baseline_dir is None:
         return None, None
     try:
-        loaded = _tensorflow().saved_model.load(baseline_dir)
+        # a bucket's version is downloaded first: TensorFlow reads s3:// only through
+        # tensorflow-io, which has no build for this TensorFlow
+        loaded = _tensorflow().saved_model.load(storage.materialize(baseline_dir))
         serve = _signature(loaded, "serving_default", baseline_dir)
     except Exception as e:  # noqa: BLE001 - a broken baseline is reported, not fatal
         return None, f"{type(e).__name__}: {e}".splitlines()[0][:300]

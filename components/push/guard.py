@@ -36,6 +36,8 @@ from typing import Protocol
 
 from estflow.components._io import lineage
 from estflow.components._io import model_repo
+from estflow.components._io import storage
+from estflow.components._io.storage import StorageError
 
 __all__ = ["Claim", "PushGuard", "LocalLock", "GcsClaims", "S3Claims", "NoHold", "guard_for",
            "LOCK_FILE", "CLAIMS_DIR"]
@@ -184,29 +186,26 @@ class GcsClaims(_ObjectClaims):
     def __init__(self, destination: model_repo.PushDestination, claims_url: str | None = None,
                  client=None) -> None:
         super().__init__(destination, claims_url or destination.model_base)
-        if client is None:
-            from google.cloud import storage  # noqa: PLC0415 (only when pushing to gs://)
-
-            client = storage.Client()
-        self._bucket = client.bucket(self.bucket)
+        self._store = storage.store_for(f"gs://{self.bucket}", {"gs": client})
+        self._bucket = self._store.client.bucket(self.bucket)
 
     def _create(self, key: str, data: bytes) -> bool:
         from google.api_core import exceptions  # noqa: PLC0415
 
         try:
-            self._bucket.blob(key).upload_from_string(data, content_type="application/json",
-                                                      if_generation_match=0)
-        except exceptions.PreconditionFailed:
-            return False
+            with storage.errors(f"gs://{self.bucket}/{key}", "claim a version with"):
+                self._bucket.blob(key).upload_from_string(
+                    data, content_type="application/json", if_generation_match=0,
+                    **self._store.kw)
+        except StorageError as e:
+            if isinstance(e.__cause__, exceptions.PreconditionFailed):
+                return False
+            raise
         return True
 
     def _read(self, key: str) -> bytes | None:
-        from google.api_core import exceptions  # noqa: PLC0415
-
-        try:
-            return self._bucket.blob(key).download_as_bytes()
-        except exceptions.NotFound:
-            return None
+        with storage.errors(f"gs://{self.bucket}/{key}", "read the push claim"):
+            return self._store.get(self.bucket, key)
 
 
 class S3Claims(_ObjectClaims):
@@ -217,24 +216,19 @@ class S3Claims(_ObjectClaims):
     def __init__(self, destination: model_repo.PushDestination, claims_url: str | None = None,
                  client=None) -> None:
         super().__init__(destination, claims_url or destination.model_base)
-        if client is None:
-            try:
-                import boto3  # noqa: PLC0415 (only when pushing to s3://)
-            except ImportError:
-                raise ImportError("pushing to s3:// claims its version with a conditional "
-                                  "PutObject, through boto3, which is not installed: pip "
-                                  "install 'estflow[s3]' (or boto3)") from None
-            client = boto3.client("s3")
-        self._client = client
+        # boto3 with the environment's endpoint (a MinIO-style store too)
+        self._store = storage.store_for(f"s3://{self.bucket}", {"s3": client})
+        self._client = self._store.client
 
     def _create(self, key: str, data: bytes) -> bool:
         for _ in range(20):
             try:
-                self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
-                                        IfNoneMatch="*")
+                with storage.errors(f"s3://{self.bucket}/{key}", "claim a version with"):
+                    self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
+                                            IfNoneMatch="*")
                 return True
-            except Exception as e:  # noqa: BLE001 (botocore's ClientError, checked below)
-                code = getattr(e, "response", {}).get("Error", {}).get("Code")
+            except StorageError as e:
+                code = getattr(e.__cause__, "response", {}).get("Error", {}).get("Code")
                 if code == "PreconditionFailed":
                     return False
                 if code != "ConditionalRequestConflict":
@@ -244,13 +238,8 @@ class S3Claims(_ObjectClaims):
                            "succeed or find the object; it conflicted 20 times")
 
     def _read(self, key: str) -> bytes | None:
-        try:
-            return self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except Exception as e:  # noqa: BLE001 (botocore's ClientError, checked below)
-            if getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey",
-                                                                           "404"):
-                return None
-            raise
+        with storage.errors(f"s3://{self.bucket}/{key}", "read the push claim"):
+            return self._store.get(self.bucket, key)
 
 
 def guard_for(destination: model_repo.PushDestination,
@@ -259,8 +248,9 @@ def guard_for(destination: model_repo.PushDestination,
     if isinstance(destination, model_repo.LocalDestination):
         return LocalLock(destination, progress)
     scheme = destination.model_base.partition("://")[0]
+    clients = getattr(destination, "clients", None) or {}  # a bucket destination's (tests)
     if scheme == "gs":
-        return GcsClaims(destination)
+        return GcsClaims(destination, client=clients.get("gs"))
     if scheme == "s3":
-        return S3Claims(destination)
+        return S3Claims(destination, client=clients.get("s3"))
     return NoHold(destination)

@@ -59,7 +59,7 @@ class _Storage:
     def __init__(self, blobs):
         self.blobs, self.prefixes = blobs, []
 
-    def list_blobs(self, bucket, prefix=None, delimiter=None):
+    def list_blobs(self, bucket, prefix=None, delimiter=None, **_kw):  # retry, timeout
         self.prefixes.append((bucket, prefix))
         return [b for b in self.blobs if b.name.startswith(prefix or "")]
 
@@ -226,52 +226,8 @@ def test_push_records_lineage_and_does_not_push_the_served_model_again(tmp_path)
     assert new["pushed"] and new["version"] > first["version"]
 
 
-class _Bucket:
-    def __init__(self, blobs):
-        self.blobs = blobs
-
-    def blob(self, name):
-        return _BucketBlob(name, self.blobs)
-
-
-class _BucketBlob:
-    def __init__(self, name, blobs):
-        self.name, self.blobs = name, blobs
-
-    def exists(self):
-        return self.name in self.blobs
-
-    def download_as_text(self):
-        return self.blobs[self.name]
-
-
-class _Listing(list):
-    prefixes: set = set()
-
-
-class _ServedStorage:
-    def __init__(self, blobs):
-        self.blobs = blobs
-
-    def bucket(self, name):
-        return _Bucket(self.blobs)
-
-    def list_blobs(self, bucket, prefix, delimiter):
-        listing = _Listing()
-        listing.prefixes = {prefix + name.split("/")[2] + "/" for name in self.blobs
-                            if name.startswith(prefix)}
-        return listing
-
-
-def test_the_served_version_of_a_bucket_is_read_without_tensorflow():
-    blobs = {"models/taxi/5/saved_model.pb": "",
-             f"models/taxi/5/{Files.LINEAGE}": json.dumps({
-                 "fingerprint": "fp-5",
-                 "evaluated_against": {"version": 4, "fingerprint": "fp-4"}}),
-             "models/taxi/9/variables/x": ""}  # 9 is incomplete: not served
-    served = lineage.served("gs://b/models", "taxi", clients={"gs": _ServedStorage(blobs)})
-    assert served == {"version": 5, "path": "gs://b/models/taxi/5", "fingerprint": "fp-5",
-                      "evaluated_against": {"version": 4, "fingerprint": "fp-4"}}
+# The served version of a bucket, read without TensorFlow: tests/components/test_storage.py
+# (against real emulators).
 
 
 # --- the step -----------------------------------------------------------------------------------

@@ -283,8 +283,13 @@ def test_destination_for_schemes(tmp_path, monkeypatch):
     assert local.model_base == str(tmp_path / "serving" / "taxi")
     assert model_repo.destination_for(f"file://{tmp_path}", "taxi").model_base == \
         str(tmp_path / "taxi")
-    with pytest.raises(ValueError, match=r"no filesystem is registered for s3://.*tensorflow-io"):
-        model_repo.destination_for("s3://bucket/models", "taxi")
+    # buckets go through their clients, not tf.io.gfile (no tensorflow-io for this TF)
+    for base in ("s3://bucket/models", "gs://bucket/models"):
+        bucket = model_repo.destination_for(base, "taxi")
+        assert type(bucket).__name__ == "BucketDestination"
+        assert bucket.model_base == f"{base}/taxi"
+    with pytest.raises(ValueError, match=r"no filesystem is registered for hdfs://"):
+        model_repo.destination_for("hdfs://namenode/models", "taxi")
 
 
 # --- the push step
