@@ -64,22 +64,43 @@ docs: $(STAMP)
 docs-build: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
-# The images (pipelines/docker/): CPU, GPU, TPU and the small one for the report and placement
-# tasks, tagged IMAGE_REPO:VERSION[-gpu|-tpu|-slim] (VERSION: pyproject's). Needs a Docker engine
-# with BuildKit; push them, then compile with `--image IMAGE_REPO@sha256:...` to pin a digest.
+# The images (pipelines/docker/), tagged IMAGE_REPO:VERSION[-gpu|-tpu|-slim] (VERSION: pyproject's),
+# built from a wheelhouse of the locked wheels (made here by pip, cached in WHEELHOUSE), so a
+# build reaches no package index. IMAGE_BASE=local (default): the base is made here from
+# Debian's packages (pipelines/docker/base.sh: debootstrap, as root; no Docker Hub), with the
+# legacy builder and no network; the CPU and slim images (no Beam worker boot: images.md says
+# what that leaves out). IMAGE_BASE=hub: the public bases (python slim, Beam's SDK image), all
+# four, with BuildKit. Push them, then compile with `--image IMAGE_REPO@sha256:...`.
 IMAGE_REPO ?= ghcr.io/estflow/estflow
 IMAGE_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
-IMAGE_VARIANTS := Dockerfile: Dockerfile.gpu:-gpu Dockerfile.tpu:-tpu Dockerfile.slim:-slim
+IMAGE_BASE ?= local
+WHEELHOUSE ?= $(HOME)/.cache/estflow/wheelhouse
+LOCAL_BASE ?= estflow/base:bookworm
+IMAGE_LOCKS := requirements.lock requirements-slim.lock requirements-build.lock
+ifeq ($(IMAGE_BASE),local)
+IMAGE_VARIANTS ?= Dockerfile: Dockerfile.slim:-slim
+IMAGE_BUILD := DOCKER_BUILDKIT=0 docker build --network none \
+  --build-arg PYTHON_IMAGE=$(LOCAL_BASE) --build-arg BEAM_SDK_IMAGE=$(LOCAL_BASE)
+else
+IMAGE_VARIANTS ?= Dockerfile: Dockerfile.gpu:-gpu Dockerfile.tpu:-tpu Dockerfile.slim:-slim
+IMAGE_LOCKS += requirements-gpu.lock
+IMAGE_BUILD := DOCKER_BUILDKIT=1 docker build
+endif
 
-image:
+image: | $(PY)
 	@docker info >/dev/null 2>&1 || { \
 	  echo "make image: no Docker engine is reachable here ('docker info' failed), so no image was built." >&2; \
-	  echo "make image: run it where a Docker engine (with BuildKit) runs; the Dockerfiles are in pipelines/docker/." >&2; \
+	  echo "make image: run it where a Docker engine runs; the Dockerfiles are in pipelines/docker/." >&2; \
 	  exit 1; }
+	$(PY) -m pip wheel --quiet --progress-bar off --no-deps --wheel-dir $(WHEELHOUSE) \
+	  $(addprefix -r pipelines/docker/,$(IMAGE_LOCKS))
+	@if [ "$(IMAGE_BASE)" = local ]; then pipelines/docker/base.sh $(LOCAL_BASE); fi
 	@set -e; for variant in $(IMAGE_VARIANTS); do \
 	  file=$${variant%%:*}; tag=$(IMAGE_REPO):$(IMAGE_VERSION)$${variant#*:}; \
 	  echo "make image: building $$tag from pipelines/docker/$$file"; \
-	  DOCKER_BUILDKIT=1 docker build -f pipelines/docker/$$file --build-arg IMAGE=$$tag -t $$tag .; \
+	  tar -c --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md LICENSE dsl \
+	    components pipelines -C $(WHEELHOUSE) --transform 's,^\.,wheelhouse,' . \
+	  | $(IMAGE_BUILD) -f pipelines/docker/$$file --build-arg IMAGE=$$tag -t $$tag -; \
 	done
 
 clean:

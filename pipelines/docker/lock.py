@@ -31,8 +31,10 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
 HERE = Path(__file__).resolve().parent
-ROOTS = ("estflow",)
-SLIM_ROOTS = ("kfp",)
+# estflow with its `s3` extra (boto3: push, lineage and fingerprints on s3://; gs:// goes through
+# google-cloud-storage, which kfp already needs).
+ROOTS = ("estflow[s3]", "google-cloud-storage")
+SLIM_ROOTS = ("kfp", "boto3", "google-cloud-storage")
 NOT_RUNTIME = {"pip", "setuptools", "wheel"}
 
 
@@ -54,7 +56,7 @@ def _requirements(dist: str, extras: frozenset[str]) -> list[tuple[str, frozense
 def closure(roots: tuple[str, ...]) -> set[str]:
     """The installed distributions ``roots`` need, transitively (normalised names)."""
     seen: set[tuple[str, frozenset[str]]] = set()
-    todo = [(_name(r), frozenset()) for r in roots]
+    todo = [(_name(r.name), frozenset(r.extras)) for r in map(Requirement, roots)]
     while todo:
         item = todo.pop()
         if item in seen:
@@ -64,7 +66,7 @@ def closure(roots: tuple[str, ...]) -> set[str]:
             todo.extend(_requirements(item[0], item[1]))
         except metadata.PackageNotFoundError:
             raise SystemExit(f"{item[0]} is required but not installed in {sys.prefix}") from None
-    return {name for name, _ in seen} - {_name(r) for r in ROOTS} - NOT_RUNTIME
+    return {name for name, _ in seen} - {"estflow"} - NOT_RUNTIME
 
 
 def freeze() -> dict[str, str]:

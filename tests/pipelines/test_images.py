@@ -1,0 +1,152 @@
+"""The images, built here and run: ``make image`` builds the CPU and slim images (a Debian base
+made with debootstrap, the locked wheelhouse, no network in the build), then the taxi pipeline
+compiled for them runs under ``kfp.local.DockerRunner``, each task a container without network
+(``network_mode="none"``) as the image's non-root user; the pushed model is then served by
+``estflow serve`` on this host and answers a request.
+
+Needs a Docker engine (CI's ``.ci/run`` installs and starts one); skipped where none runs, except
+under CI (``CI`` set), where a missing engine fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import estflow.dsl as ef
+from estflow.pipelines import loader
+from tests.pipelines import kfp_local_fakes
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+TAXI = REPO / "pipelines" / "examples" / "taxi.py"
+IMAGE = "ghcr.io/estflow/estflow:0.1.0"
+TASKS = ("fingerprint", "ingest", "transform", "train", "evaluate", "push", "report")
+
+# In a subprocess (kfp.local's configuration is process-wide): every task in IMAGE's containers,
+# without network, the data mounted read-only and the push target read-write (docker-py's
+# containers.run arguments, which DockerRunner passes on).
+DOCKER_RUN = textwrap.dedent("""
+    import json
+    import sys
+    import docker
+    import kfp.components
+    import kfp.local
+    yaml_path, root, data, serving, arguments = sys.argv[1:6]
+    mounts = [docker.types.Mount(data, data, type="bind", read_only=True),
+              docker.types.Mount(serving, serving, type="bind")]
+    kfp.local.init(runner=kfp.local.DockerRunner(network_mode="none", mounts=mounts),
+                   pipeline_root=root)
+    kfp.components.load_component_from_file(yaml_path)(**json.loads(arguments))
+""")
+
+
+def _docker_engine() -> bool:
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="module")
+def images():
+    """``make image``, as documented (the README's command, from the repository root)."""
+    if not _docker_engine():
+        if os.environ.get("CI"):
+            pytest.fail("no Docker engine runs here: .ci/run should have started one")
+        pytest.skip("no Docker engine runs here")
+    done = subprocess.run(["make", "image"], cwd=REPO, capture_output=True, text=True,
+                          timeout=1800, env=kfp_local_fakes.env())
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return IMAGE, IMAGE + "-slim"
+
+
+def test_make_image_builds_the_cpu_and_slim_images_without_network(images):
+    cpu, slim = images
+    for image, imports in ((cpu, "import tensorflow, apache_beam, boto3, google.cloud.storage, "
+                                 "estflow.components.train"),
+                           (slim, "import kfp.dsl.executor_main, estflow.dsl, boto3")):
+        done = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3",
+                               "-c", f"{imports}; import os; print(os.getuid())"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split()[-1] == "1000"  # the image's non-root user
+    done = subprocess.run(["docker", "run", "--rm", "--network", "none", slim, "python3", "-c",
+                           "import tensorflow"], capture_output=True, text=True, timeout=300)
+    assert "No module named 'tensorflow'" in done.stderr  # the slim image has no TensorFlow
+
+
+def _compile(tmp_path: Path, image: str) -> Path:
+    done = subprocess.run([sys.executable, "-m", "estflow.pipelines.cli", "compile", str(TAXI),
+                           "-o", "taxi.yaml", "--image", image,
+                           "--push-base-path", "gs://estflow-examples/serving_models"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=kfp_local_fakes.env())
+    assert done.returncode == 0, done.stderr
+    assert f"image {image}" in done.stdout
+    return tmp_path / "taxi.yaml"
+
+
+def _run_in_containers(yaml_path: Path, tmp_path: Path) -> str:
+    """The compiled pipeline under DockerRunner, with a short spec pushing to a mounted folder
+    and the data read from a mounted folder (``source_root``): the run's output."""
+    root, serving = tmp_path / "root", tmp_path / "serving"
+    for folder in (root, serving):
+        folder.mkdir()
+        folder.chmod(0o777)  # the containers run as the image's user (uid 1000)
+    data = REPO / "pipelines" / "examples"
+    small = dataclasses.replace(
+        loader.load(str(TAXI)).pipeline, train=ef.TrainSpec(max_steps=20, batch_size=64),
+        push=ef.PushTarget(base_path=str(serving), model_name="chicago_taxi"))
+    arguments = {"spec": small.to_json(), "source_root": str(data)}
+    done = subprocess.run([sys.executable, "-c", DOCKER_RUN, str(yaml_path), str(root),
+                           str(data), str(serving), json.dumps(arguments)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=1800, env=kfp_local_fakes.env())
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    return output
+
+
+def test_the_compiled_taxi_pipeline_runs_in_the_images_and_its_push_is_served(images, tmp_path):
+    yaml_path = _compile(tmp_path, images[0])
+    output = _run_in_containers(yaml_path, tmp_path)
+    finished = dict(re.findall(r"Task '([\w-]+)' finished with status (\w+)", output))
+    assert set(TASKS) <= set(finished) and set(finished.values()) == {"SUCCESS"}, finished
+    assert f"Found image '{images[1]}'" in output  # the report task ran in the slim image
+    assert "estflow pipeline chicago-taxi finished: SUCCEEDED" in output
+    versions = [p for p in (tmp_path / "serving" / "chicago_taxi").iterdir() if p.name.isdigit()]
+    assert len(versions) == 1 and (versions[0] / "saved_model.pb").is_file()
+    _assert_served(tmp_path / "serving")
+
+
+def _assert_served(base: Path) -> None:
+    """``estflow serve BASE`` on this host answers a classify request for the pushed model."""
+    process = subprocess.Popen([sys.executable, "-m", "estflow.pipelines.cli", "serve", str(base),
+                                "--port", "0", "--poll-seconds", "0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=kfp_local_fakes.env())
+    try:
+        line = process.stdout.readline()
+        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+        assert url, line + process.stderr.read() if process.poll() is not None else line
+        request = urllib.request.Request(
+            f"{url[1]}/v1/models/chicago_taxi:classify", method="POST",
+            data=json.dumps({"examples": [{"fare": 12.5, "trip_miles": 2.1, "trip_seconds": 600,
+                                           "payment_type": "Credit Card",
+                                           "company": "Flash Cab"}]}).encode())
+        with urllib.request.urlopen(request, timeout=120) as response:
+            results = json.loads(response.read())["results"]
+        [[(zero, p0), (one, p1)]] = results
+        assert (zero, one) == ("0", "1") and abs(p0 + p1 - 1) < 1e-4
+    finally:
+        process.terminate()
+        process.communicate(timeout=60)
