@@ -58,6 +58,7 @@ from estflow.estimator._premade.model_fns import linear_part
 from estflow.estimator._premade.model_fns import linear_rate
 from estflow.estimator._premade.model_fns import make_optimizer
 from estflow.estimator._premade.model_fns import premade_model_fn
+from estflow.estimator._premade.names import tf_estimator_aliases
 from estflow.estimator.estimator import Estimator
 from estflow.estimator.feature_column import CategoricalColumn
 from estflow.estimator.feature_column import DenseFeatures
@@ -247,6 +248,9 @@ class _Canned(Estimator):
         super().__init__(premade_model_fn(head, parts, f"{type(self).__name__}_model_fn"),
                          model_dir=model_dir, config=config, warm_start_from=warm_start_from,
                          progress=progress)
+
+    def _variable_aliases(self, names: list[str]) -> dict[str, str]:
+        return tf_estimator_aliases(names)  # dnn/hiddenlayer_0/kernel, linear/linear_model/...
 
 
 class DNNClassifier(_Canned):

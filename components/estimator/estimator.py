@@ -192,14 +192,26 @@ class Estimator:
         """Names of the variables in the latest checkpoint: ``store/model/NNN_<name>`` (the
         model, in creation order), ``store/train/NNN`` (optimizer state of the model_fn),
         ``optimizers/...`` (the engine's optimizer state), ``global_step``; see
-        :mod:`.warm_starting`."""
+        :mod:`.warm_starting`. A premade Estimator's model variables are also listed under
+        tf.estimator's names (``dnn/hiddenlayer_0/kernel``, ``linear/linear_model/x/weights``)."""
+        names = self._own_variable_names()
+        return names + sorted(self._variable_aliases(names))
+
+    def get_variable_value(self, name: str) -> np.ndarray:
+        """The value of variable ``name`` (or its tf.estimator name) in the latest checkpoint."""
+        if not name.startswith(("store/", "optimizers/", "global_step")):
+            name = self._variable_aliases(self._own_variable_names()).get(name, name)
+        return tf.train.load_variable(self._require_checkpoint(), name + _VALUE_SUFFIX)
+
+    def _own_variable_names(self) -> list[str]:
         return sorted(name[:-len(_VALUE_SUFFIX)]
                       for name, _ in tf.train.list_variables(self._require_checkpoint())
                       if name.endswith(_VALUE_SUFFIX))
 
-    def get_variable_value(self, name: str) -> np.ndarray:
-        """The value of variable ``name`` in the latest checkpoint."""
-        return tf.train.load_variable(self._require_checkpoint(), name + _VALUE_SUFFIX)
+    def _variable_aliases(self, names: list[str]) -> dict[str, str]:
+        """``{other name: checkpoint name}`` (premade Estimators: tf.estimator's names)."""
+        del names
+        return {}
 
     @property
     def global_step(self) -> int:
