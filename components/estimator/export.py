@@ -28,8 +28,10 @@ receiver with exactly one string input; with another receiver it is left out, an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -40,6 +42,7 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.trackable import resource as resource_lib
 
 __all__ = ["ServingInputReceiver", "TensorServingInputReceiver",
            "parsing_serving_input_receiver_fn", "build_parsing_serving_input_receiver_fn",
@@ -310,13 +313,31 @@ def export_module(estimator, trackables: Mapping[str, Any] | None = None) -> tf.
 
 
 _UNTRACKED_TABLE = (
-    "The serving signature uses a lookup table the SavedModel cannot carry: "
-    "tf.feature_column / tf.compat.v1.feature_column vocabulary and hash columns (through "
-    "tf.compat.v1.feature_column.input_layer, tf.keras.layers.DenseFeatures) create a new "
-    "table on every trace and keep none of them. Use "
-    "estflow.estimator.feature_column (same names: input_layer, DenseFeatures, "
-    "categorical_column_with_vocabulary_list, ...): its lookups are constant ops; or pass "
-    "the objects owning the tables as ServingInputReceiver trackables.")
+    "The serving signature uses a lookup table the SavedModel cannot carry: {table}. Tables a "
+    "model_fn or a receiver builds (tf.lookup.StaticHashTable, StaticVocabularyTable, "
+    "index_table_from_file...) are carried; this one was made outside the traced call (a "
+    "table created once and captured, or a tf.compat.v1.feature_column lookup): pass the "
+    "object owning it as a ServingInputReceiver trackable, or build it inside the model_fn; "
+    "for feature columns, estflow.estimator.feature_column's lookups are constant ops.")
+
+
+@contextlib.contextmanager
+def carried_tables(module: tf.Module):
+    """Attach to ``module`` the lookup tables (TF resources: ``tf.lookup.StaticHashTable``,
+    ``StaticVocabularyTable``, ...) created while signatures trace inside this block, so the
+    SavedModel carries them with their vocabulary files as assets (tf.estimator's graph kept
+    a model_fn's tables in ``TABLE_INITIALIZERS``; a TF 2 trace keeps none)."""
+    tracker = resource_lib.ResourceTracker()
+    with resource_lib.resource_tracker_scope(tracker):
+        yield
+    if tracker.resources:
+        module.lookup_tables = [*getattr(module, "lookup_tables", []), *tracker.resources]
+
+
+def _untracked_table(err: AssertionError) -> ValueError:
+    found = re.search(r'ResourceHandle\(name="([^"]*)"', str(err))
+    table = f"resource {found.group(1)!r}" if found else "a lookup table"
+    return ValueError(_UNTRACKED_TABLE.format(table=table))
 
 
 def _patch_method_names(export_dir: Path, method_names: Mapping[str, str]) -> None:
@@ -346,8 +367,9 @@ def save(module: tf.Module, estimator, export_dir: str | os.PathLike,
     if target.exists():
         raise FileExistsError(f"export directory {target} already exists")
     target.parent.mkdir(parents=True, exist_ok=True)
-    concrete = {name: fn.get_concrete_function() if hasattr(fn, "get_concrete_function")
-                else fn for name, fn in signatures.items()}
+    with carried_tables(module):
+        concrete = {name: fn.get_concrete_function() if hasattr(fn, "get_concrete_function")
+                    else fn for name, fn in signatures.items()}
     module.model_variables = list(estimator.serving_variables())
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
@@ -356,7 +378,7 @@ def save(module: tf.Module, estimator, export_dir: str | os.PathLike,
                 tf.saved_model.save(module, str(tmp), signatures=concrete)
             except AssertionError as err:
                 if "untracked" in str(err) and "LookupInterface" in str(err):
-                    raise ValueError(_UNTRACKED_TABLE) from err
+                    raise _untracked_table(err) from err
                 raise
         if method_names:
             _patch_method_names(tmp, method_names)
@@ -432,7 +454,9 @@ def export_saved_model(estimator, export_dir_base: str | os.PathLike,
     ``export_dir_base/<unix timestamp>``, like tf.estimator's export layout."""
     receiver = resolve_receiver(serving_input_receiver_fn)
     module = export_module(estimator, receiver.trackables)
-    signatures, methods = _export_signatures(estimator, receiver, progress or (lambda m: None))
+    with carried_tables(module):  # the tables the model_fn builds as the signatures trace
+        signatures, methods = _export_signatures(estimator, receiver,
+                                                 progress or (lambda m: None))
     module.serve = signatures["serving_default"]
     base = Path(export_dir_base)
     stamp = int(time.time())
