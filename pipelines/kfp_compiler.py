@@ -20,7 +20,11 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
 * the KFP backend it targets (``kfp_backend``, default 2.14: the exit handler's
   ``PipelineTaskFinalStatus`` needs it): for an older one (Kubeflow 1.10.x ships 2.4.1 or
   2.5.0) the report takes no final status, and before 2.5 placement parameters become the
-  declared constants and a PVC ``sub_path`` is an error (:mod:`estflow.pipelines._kfp.backend`);
+  declared constants; a PVC ``sub_path`` before 2.16 and an optional secret as environment
+  variables before 2.15 are errors (older drivers drop them); from 2.14 to 2.16 push sits in
+  the exit handler's DAG without a ``dsl.If`` and skips itself unless blessed, since those
+  backends leave the state of an exit handler holding a condition RUNNING
+  (:mod:`estflow.pipelines._kfp.backend`);
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
   ``source_root`` (where the ingest step resolves relative data paths), ``beam_options`` (the
   Beam pipeline options of the ingest and transform tasks, one string such as
@@ -145,8 +149,9 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             runner, checked now and made the default of the ``beam_options`` parameter.
         kfp_backend: the oldest KFP backend version the pipeline must run on (``"2.5"``,
             ``"2.14.3"``; at least 2.4). Before 2.14 the exit handler's report takes no final
-            status; before 2.5 placement parameters become the declared constants and a PVC
-            ``sub_path`` is an error. See :mod:`estflow.pipelines._kfp.backend`.
+            status; before 2.5 placement parameters become the declared constants; a PVC
+            ``sub_path`` before 2.16 and an optional secret env before 2.15 are errors; before
+            2.17 push gates itself (no ``dsl.If``). See :mod:`estflow.pipelines._kfp.backend`.
         push_base_path: replaces ``PushTarget.base_path`` in the compiled pipeline (e.g. a
             pipeline pushing to a local directory when run locally, compiled to push to
             ``gs://bucket/models``).
@@ -213,6 +218,14 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
             result=kfp_components.fingerprint_result([s.name for s in plan.steps]))
+    # Before 2.17 a dsl.If group in the exit handler leaves its state RUNNING: gated steps sit
+    # in the exit handler's DAG and skip themselves (kfp_tasks.build_gated_component).
+    in_task_gates = (kfp_backends.FINAL_STATUS.since <= target
+                     < kfp_backends.EXIT_HANDLER_STATE.since)
+    if in_task_gates:
+        components.update({s.name: kfp_tasks.build_gated_component(
+            s, plan.step(s.runs_if).result.key, _image_of(components[s.name]), keyed=keyed)
+            for s in plan.steps if s.runs_if is not None})
     small_image = small_image or image
     report = kfp_tasks.build_report_component(
         plan.pipeline.name, small_image,
@@ -230,7 +243,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
             _add_steps(plan, _task_steps(plan, image), components, placements, arguments,
-                       caching)
+                       caching, in_task_gates=in_task_gates)
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan, target))
@@ -283,19 +296,24 @@ def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | No
 
 
 def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, placements: dict,
-               arguments: dict, caching: Mapping[str, bool]) -> None:
+               arguments: dict, caching: Mapping[str, bool], *,
+               in_task_gates: bool = False) -> None:
     """The fingerprint task, then one task per step (in plan order: ``steps``, the plan's as
     their tasks run them), each fed by the artifacts of the steps before it and keyed by the
     fingerprint task; the steps ``runs_if`` an earlier one inside its condition, consecutive
     gated steps in one group (as KFP requires of a task that consumes another's output inside
-    a condition)."""
+    a condition), or, ``in_task_gates``, given its result as an input (the gate's key)."""
     available = dict(arguments)
     fingerprint = _add_fingerprint(plan, components, arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
     gates, open_gate = contextlib.ExitStack(), None
     for step in steps:
         resources = _task_resources(step.name, plan.pipeline)
-        if step.runs_if != open_gate:
+        if in_task_gates and step.runs_if is not None:
+            gate = plan.step(step.runs_if)
+            available[gate.result.key] = tasks[gate.name].outputs[
+                kfp_components.RESULT_OUTPUT]
+        elif step.runs_if != open_gate:
             gates.close()
             if step.runs_if is not None:
                 gates.enter_context(_gate(plan.step(step.runs_if), tasks))
@@ -366,6 +384,11 @@ def _gate(gate: PlannedStep, tasks: dict) -> contextlib.AbstractContextManager:
     only when evaluate blessed the model: ``blessed``)."""
     value = tasks[gate.name].outputs[kfp_components.RESULT_OUTPUT]
     return dsl.If(value == True, name=gate.result.key)  # noqa: E712 (a KFP condition)
+
+
+def _image_of(component) -> str:
+    """The image a built component runs in."""
+    return component.component_spec.implementation.container.image
 
 
 def _add_placement(step: str, resources: Resources, component, arguments: dict):
@@ -504,13 +527,7 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
                          f"(needs {kfp_backends.PARAMETERISED_PLACEMENT.since}): the "
                          f"{step} task runs on its declared accelerator and node pool, and "
                          f"the {step}_* run parameters are left out")
-        sub_paths = [p.pvc_name for p in r.pvcs if p.sub_path]
-        if sub_paths and target < kfp_backends.PVC_SUB_PATH.since:
-            raise CompileError(f"Received resources[{step!r}].pvcs with a sub_path "
-                               f"({', '.join(sub_paths)}), which KFP backend {target} ignores "
-                               f"(it mounts the whole volume; subPath needs "
-                               f"{kfp_backends.PVC_SUB_PATH.since}): mount the volume without "
-                               f"sub_path, or target a newer backend")
+        _check_storage(step, r, target)
         if r.retries and target < kfp_backends.RETRIES.since and not _runs_tfjob(step, pipeline):
             notes.append(f"resources[{step!r}].retries: KFP backend {target} ignores retry "
                          f"policies (they run from {kfp_backends.RETRIES.since})")
@@ -518,6 +535,32 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
         notes.append(f"the exit handler's report task takes no final status (KFP backend "
                      f"{target}; needs {kfp_backends.FINAL_STATUS.since}): it logs UNKNOWN")
     return dataclasses.replace(pipeline, resources=resources), tuple(notes)
+
+
+def _check_storage(step: str, resources: Resources,
+                   target: kfp_backends.BackendVersion) -> None:
+    """CompileError for storage that ``target``'s driver would silently run otherwise: it drops
+    a PVC's subPath (the whole volume mounted) and a secret's ``optional`` (the secret then
+    required)."""
+    sub_paths = [p.pvc_name for p in resources.pvcs if p.sub_path]
+    since = kfp_backends.PVC_SUB_PATH.since
+    if sub_paths and target < since:
+        raise CompileError(f"Received resources[{step!r}].pvcs with a sub_path "
+                           f"({', '.join(sub_paths)}), which the driver of KFP backend {target} "
+                           f"drops (it mounts the whole volume; subPath needs {since}, "
+                           f"{', '.join(kfp_backends.PVC_SUB_PATH.evidence)}): mount the "
+                           f"volume without sub_path and put the subdirectory in the paths, "
+                           f"or compile with --kfp-backend {since.major}.{since.minor}")
+    optional = [e.secret for e in resources.secrets_as_env if e.optional]
+    since = kfp_backends.SECRET_OPTIONAL.since
+    if optional and target < since:
+        raise CompileError(f"Received resources[{step!r}].secrets_as_env with optional=True "
+                           f"({', '.join(optional)}), which the driver of KFP backend {target} "
+                           f"drops (the secret is then required and the pod does not start "
+                           f"without it; optional needs {since}, "
+                           f"{', '.join(kfp_backends.SECRET_OPTIONAL.evidence)}): declare "
+                           f"optional=False and create the secret, or compile with "
+                           f"--kfp-backend {since.major}.{since.minor}")
 
 
 def _check_caching(caching: Mapping[str, bool], plan: Plan) -> None:

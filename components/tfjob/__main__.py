@@ -23,7 +23,8 @@ KFP v2 has no resource op, so the task submits the job itself, through the Kuber
 
 The pipeline's service account needs RBAC to create/get/patch/delete the job's kind, and to
 get/list pods and get pods/log in the namespace (default: the task pod's own):
-``pipelines/docker/train-rbac.yaml``. Kubernetes access is configured here, at the entry point:
+``pipelines/kubernetes/estflow-train-rbac.yaml`` (``estflow rbac`` writes it for another
+namespace or service account). Kubernetes access is configured here, at the entry point:
 in-cluster credentials, else the kubeconfig (``KUBECONFIG``, ``~/.kube/config``).
 """
 

@@ -116,7 +116,7 @@ TRAINJOB = JobKind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", 
                    trainjob_state, _trainjob_replicas,
                    lambda name: f"jobset.sigs.k8s.io/jobset-name={name}",
                    "is Kubeflow Trainer v2 (CRD trainjobs.trainer.kubeflow.org) installed, "
-                   "with estflow's ClusterTrainingRuntime (pipelines/docker/"
+                   "with estflow's ClusterTrainingRuntime (pipelines/kubernetes/"
                    "trainer-runtime.yaml)? For the Training Operator declare "
                    "Cluster(job_kind='tfjob')")
 
@@ -308,7 +308,7 @@ def _api_error(err: ApiException, job: _Job) -> str:
     hints = {404: job.kind.install_hint,
              403: f"the pod's service account needs RBAC to create/get/patch/delete "
                   f"{job.kind.plural}.{job.kind.group} in namespace {job.namespace} "
-                  "(pipelines/docker/train-rbac.yaml)"}
+                  "(estflow rbac --namespace NS --service-account SA)"}
     detail = err.reason or ""
     try:
         detail = json.loads(err.body or "{}").get("message") or detail

@@ -4,10 +4,10 @@
   sets TF_CONFIG in the container named ``tensorflow``);
 * :func:`trainjob_manifests`: a Kubeflow Trainer v2 ``trainer.kubeflow.org/v1alpha1`` TrainJob
   on estflow's ClusterTrainingRuntime (:func:`cluster_training_runtime`), whose pods compute
-  TF_CONFIG themselves (:mod:`.tf_config`, :mod:`.node`). Trainer 2.1 (Kubeflow 1.11) takes
-  per-job pod settings in ``spec.podTemplateOverrides``, Trainer 2.2 (Kubeflow 26.03) in
-  ``spec.runtimePatches`` (same API version, the older field removed): both forms are built,
-  newest first, and the submitter sends the one the server's schema accepts.
+  TF_CONFIG themselves (:mod:`.tf_config`, :mod:`.node`). Trainer 2.1 (what Kubeflow 1.11 and
+  26.03 install) takes per-job pod settings in ``spec.podTemplateOverrides``, Trainer 2.2 and
+  later in ``spec.runtimePatches`` (same API version, the older field removed): both forms are
+  built, newest first, and the submitter sends the one the server's schema accepts.
 
 Every replica gets the train step's resources, placement, secrets and PVCs, the submitter's
 service account and image pull secrets, and ``sidecar.istio.io/inject: "false"``; every job is
@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import yaml
+
 from estflow.components.tfjob import pods
 from estflow.components.tfjob import tf_config as tfc
 from estflow.components.tfjob.submitter import Submitter
@@ -27,8 +29,9 @@ from estflow.dsl.resources import Resources
 from estflow.dsl.specs import Cluster
 
 __all__ = ["JobRequest", "TFJOB_CONTAINER", "TRAINJOB_CONTAINER", "RUNTIME", "NODE_MODULE",
-           "TRAIN_MODULE", "DEFAULT_TTL_SECONDS", "tfjob_manifest", "trainjob_manifests",
-           "cluster_training_runtime", "trainjob_replicas"]
+           "TRAIN_MODULE", "DEFAULT_TTL_SECONDS", "CHIEF_INDEX", "COPY_BACK_MARGIN_SECONDS",
+           "job_deadline", "tfjob_manifest", "trainjob_manifests",
+           "cluster_training_runtime", "runtime_yaml", "trainjob_replicas"]
 
 TFJOB_CONTAINER = "tensorflow"  # the container the Training Operator sets TF_CONFIG in
 TRAINJOB_CONTAINER = "node"  # the trainer container Trainer v2 applies `spec.trainer` to
@@ -37,6 +40,11 @@ RUNTIME = "estflow-tensorflow"
 TRAIN_MODULE = "estflow.components.train"
 NODE_MODULE = "estflow.components.tfjob.node"
 DEFAULT_TTL_SECONDS = 86400  # a day to read a failed job's pods and logs
+CHIEF_INDEX = 0  # tf_config.roles lays the chief (or worker 0) out first
+# What the train task keeps of its timeout after the job's deadline, to copy the model back
+# and clean up: 10 minutes (a SavedModel and checkpoints of a few GB from a bucket), or a
+# quarter of a short timeout.
+COPY_BACK_MARGIN_SECONDS = 600
 PATCH_MANAGER = "estflow.dev/train-task"
 _TRAINER_GROUP = "trainer.kubeflow.org"
 
@@ -55,6 +63,8 @@ class JobRequest:
         labels: extra labels of the job and its pods.
         ttl_seconds: how long a finished job (and its pods' logs) is kept.
         runtime: the ClusterTrainingRuntime of a TrainJob.
+        deadline_seconds: the job's ``activeDeadlineSeconds`` (None: none), shorter than the
+            train task's timeout (:func:`job_deadline`).
     """
 
     name: str
@@ -66,6 +76,7 @@ class JobRequest:
     labels: tuple[tuple[str, str], ...] = ()
     ttl_seconds: int = DEFAULT_TTL_SECONDS
     runtime: str = RUNTIME
+    deadline_seconds: int | None = None
 
     def pod_labels(self) -> dict[str, str]:
         return {"app.kubernetes.io/part-of": "estflow", "app.kubernetes.io/component": "train",
@@ -77,13 +88,32 @@ class JobRequest:
                 "labels": self.pod_labels(), **({"ownerReferences": [owner]} if owner else {})}
 
 
+def job_deadline(task_timeout: int | None, elapsed: float = 0) -> int | None:
+    """The job's deadline when the train task has ``task_timeout`` seconds in all and has used
+    ``elapsed`` (staging): what is left, less :data:`COPY_BACK_MARGIN_SECONDS` (at most a
+    quarter of the timeout), so the copy-back still runs when the job uses its whole window.
+
+    Raises:
+        ValueError: nothing is left for the job.
+    """
+    if task_timeout is None:
+        return None
+    margin = min(COPY_BACK_MARGIN_SECONDS, task_timeout // 4)
+    deadline = int(task_timeout - elapsed - margin)
+    if deadline < 1:
+        raise ValueError(f"Received resources['train'].timeout_seconds={task_timeout}, "
+                         f"expected more than the {elapsed:.0f}s staging took plus the "
+                         f"{margin}s kept to copy the model back")
+    return deadline
+
+
 # -- TFJob ---------------------------------------------------------------------------------------
 def tfjob_manifest(request: JobRequest) -> dict[str, Any]:
     """A ``kubeflow.org/v1`` TFJob running ``python -m estflow.components.train ARGS`` in every
     replica of ``request.cluster``: ``Worker`` replicas (worker 0 is the chief) under
     multi_worker_mirrored; ``Chief`` + ``Worker`` + ``PS`` under parameter_server; an
     ``Evaluator`` when asked. ``resources.retries`` -> ``runPolicy.backoffLimit``,
-    ``timeout_seconds`` -> ``activeDeadlineSeconds``; ps and evaluator pods take
+    ``deadline_seconds`` -> ``activeDeadlineSeconds``; ps and evaluator pods take
     ``cluster.ps_resources``/``evaluator_resources`` when declared."""
     cluster, resources = request.cluster, request.resources
     compute = {"Chief": resources, "Worker": resources,
@@ -97,8 +127,8 @@ def tfjob_manifest(request: JobRequest) -> dict[str, Any]:
     # freed); finished pods stay, with their logs, until the TTL deletes the job.
     run_policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": resources.retries,
                                   "ttlSecondsAfterFinished": request.ttl_seconds}
-    if resources.timeout_seconds is not None:
-        run_policy["activeDeadlineSeconds"] = resources.timeout_seconds
+    if request.deadline_seconds is not None:
+        run_policy["activeDeadlineSeconds"] = request.deadline_seconds
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": request.metadata(),
             "spec": {"runPolicy": run_policy, "tfReplicaSpecs": replica_specs}}
 
@@ -155,8 +185,8 @@ def trainjob_manifests(request: JobRequest) -> tuple[dict[str, Any], dict[str, A
     v22: dict[str, Any] = {"runtimeRef": runtime_ref, "trainer": trainer, "runtimePatches": [{
         "manager": PATCH_MANAGER,
         "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated_job]}}}}]}
-    if storage.timeout_seconds is not None:
-        v22["activeDeadlineSeconds"] = storage.timeout_seconds
+    if request.deadline_seconds is not None:
+        v22["activeDeadlineSeconds"] = request.deadline_seconds
     v21 = {"runtimeRef": runtime_ref, "trainer": trainer, "podTemplateOverrides": [{
         "targetJobs": [{"name": TRAINER_JOB}], "metadata": pod_metadata, "spec": pod_spec}]}
     return {**base, "spec": v22}, {**base, "spec": v21}
@@ -170,7 +200,14 @@ def cluster_training_runtime(image: str, name: str = RUNTIME,
     JobSet identity in the environment (downward API), no Istio sidecar, and the finished
     JobSet deleted after ``ttl_seconds``. A failed pod fails the job (no in-place restart: a
     multi-worker cluster cannot take a restarted member back mid-step); retries resubmit the
-    whole job, which resumes from its last checkpoint."""
+    whole job, which resumes from its last checkpoint.
+
+    The Job succeeds when pod 0 (the chief: :data:`CHIEF_INDEX`) succeeds, as a TFJob does, and
+    its other pods are then stopped (Job ``successPolicy``, Kubernetes 1.31+): the parameter
+    servers and a parameter-server strategy's workers serve until killed (``server.join()``),
+    so a Job waiting for every pod would never complete. TrainJobs cannot set Job fields per
+    job (Trainer 2.1-2.3: ``podTemplateOverrides``/``runtimePatches`` reach pods and replicated
+    jobs' pod templates only), hence the runtime."""
     labels = "metadata.labels['jobset.sigs.k8s.io/{}']"
     env = [{"name": var, "valueFrom": {"fieldRef": {"fieldPath": labels.format(label)}}}
            for var, label in (("JOBSET_NAME", "jobset-name"),
@@ -181,7 +218,9 @@ def cluster_training_runtime(image: str, name: str = RUNTIME,
                  "ports": [{"name": "tf", "containerPort": tfc.PORT}], "env": env}
     job = {"name": TRAINER_JOB, "replicas": 1, "template": {
         "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-        "spec": {"completionMode": "Indexed", "backoffLimit": 0, "template": {
+        "spec": {"completionMode": "Indexed", "backoffLimit": 0,
+                 "successPolicy": {"rules": [{"succeededIndexes": str(CHIEF_INDEX)}]},
+                 "template": {
             "metadata": {"annotations": dict(pods.POD_ANNOTATIONS)},
             "spec": {"restartPolicy": "Never", "containers": [container]}}}}}
     return {"apiVersion": f"{_TRAINER_GROUP}/v1alpha1", "kind": "ClusterTrainingRuntime",
@@ -193,6 +232,22 @@ def cluster_training_runtime(image: str, name: str = RUNTIME,
                 "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
                 "failurePolicy": {"maxRestarts": 0},
                 "replicatedJobs": [job]}}}}
+
+
+def runtime_yaml(image: str) -> str:
+    """:func:`cluster_training_runtime` as the file ``pipelines/kubernetes/trainer-runtime.yaml``
+    (a test keeps that file equal to this)."""
+    header = (
+        "# estflow's ClusterTrainingRuntime for Kubeflow Trainer v2 (2.1 to 2.3): what a\n"
+        "# multi-worker train step's TrainJob runs on (Cluster(job_kind=\"trainjob\"), the\n"
+        "# default). Install it once per cluster, as a cluster admin:\n"
+        "#   kubectl apply -f pipelines/kubernetes/trainer-runtime.yaml\n"
+        "# No framework policy (Trainer has no TensorFlow one, kubeflow/trainer#2699): each pod\n"
+        "# computes its TF_CONFIG from its JobSet identity (estflow.components.tfjob.node). The\n"
+        "# Job succeeds when its pod 0 (the chief) does: successPolicy, Kubernetes 1.31+. The\n"
+        "# image is a default only: every TrainJob sets its own (the pipeline's). Generated by\n"
+        "# estflow.components.tfjob.manifests.runtime_yaml; a test keeps them equal.\n")
+    return header + yaml.safe_dump(cluster_training_runtime(image), sort_keys=False)
 
 
 def _roles(cluster: Cluster) -> tuple[tuple[str, int], ...]:

@@ -5,6 +5,7 @@ and follow it, copy the model back (:func:`submit`); and who submits it, read fr
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,6 +55,7 @@ def submit(pipeline: Pipeline, transformed: str, model: str, image: str,
     Raises:
         JobError: the job could not be submitted, failed, or timed out.
     """
+    started = time.monotonic()
     cluster = checked_cluster(pipeline)
     name = name or job_name(pipeline.name, submitter.run_key)
     shared = f"{cluster.shared_dir.rstrip('/')}/{name}"
@@ -64,11 +66,16 @@ def submit(pipeline: Pipeline, transformed: str, model: str, image: str,
     copytree(transformed, f"{shared}/transformed")
     write_text(f"{shared}/{Files.SPEC}", pipeline.to_json())
     resources = pipeline.resources.get("train", Resources())
+    try:  # the job ends before the task does: the copy-back below gets its margin
+        deadline = manifests.job_deadline(resources.timeout_seconds, time.monotonic() - started)
+    except ValueError as err:
+        raise JobError(str(err)) from None
+    timeout = deadline if timeout is None else timeout  # Trainer 2.1's form has no deadline
     request = manifests.JobRequest(
         name=name, image=image, cluster=cluster, resources=resources,
         args=("--spec", f"{shared}/{Files.SPEC}", "--transformed", f"{shared}/transformed",
               "--model", f"{shared}/model"),
-        submitter=submitter, ttl_seconds=ttl_seconds, runtime=runtime,
+        submitter=submitter, ttl_seconds=ttl_seconds, runtime=runtime, deadline_seconds=deadline,
         labels=(("estflow/pipeline", re.sub(r"[^a-z0-9-]", "-", pipeline.name)[:63]
                  .strip("-") or "estflow"),))
     if cluster.job_kind == "tfjob":

@@ -34,10 +34,11 @@ from kfp.dsl import python_component
 
 from estflow.dsl.resources import Resources
 from estflow.pipelines._kfp import components
+from estflow.pipelines.plan import PlannedStep
 
-__all__ = ["REPORT", "REPORT_STATES", "STATE_NAMES", "PlacementParameter",
+__all__ = ["REPORT", "REPORT_STATES", "STATE_NAMES", "SKIPPED_FILE", "PlacementParameter",
            "placement_parameters", "build_report_component", "build_placement_component",
-           "placement_task_name"]
+           "build_gated_component", "placement_task_name"]
 
 REPORT = "report"
 
@@ -48,6 +49,9 @@ REPORT_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
 # Vertex AI.
 STATE_NAMES = {"SUCCEEDED": "SUCCEEDED", "COMPLETE": "SUCCEEDED", "CACHED": "SUCCEEDED",
                "FAILED": "FAILED", "CANCELED": "CANCELLED", "CANCELLED": "CANCELLED"}
+
+# What a gated task (see build_gated_component) writes in each output when its gate is False.
+SKIPPED_FILE = "skipped.json"
 
 # Output name -> type of the placement task, in the forms the KFP backend reads.
 _PLACEMENT_OUTPUTS = (("resource", "str"), ("count", "str"), ("node_selector", "dict"),
@@ -100,6 +104,39 @@ def build_report_component(pipeline_name: str, image: str, *, final_status: bool
     source = _report_source(pipeline_name) if final_status else \
         _plain_report_source(pipeline_name)
     return dsl.component(components.define(REPORT, source), base_image=image,
+                         install_kfp_package=False)
+
+
+def build_gated_component(step: PlannedStep, gate: str, image: str, *, keyed: bool = False,
+                          ) -> python_component.PythonComponent:
+    """``step``'s component taking its gate's result as the bool input ``gate`` (``blessed``):
+    when False it runs no step, logs why and writes :data:`SKIPPED_FILE` in each output (a KFP
+    launcher uploads every output). For a KFP backend before 2.17, where a ``dsl.If`` group
+    inside the exit handler leaves the exit handler's state RUNNING (kubeflow/pipelines#11979):
+    the task then sits in the exit handler's DAG itself, and the report reads the run's real
+    final state.
+
+    Raises:
+        ValueError: ``step`` returns a result (a skipped task would have none to return).
+    """
+    if step.result is not None:
+        raise ValueError(f"Received a gated step with a result, expected none: {step.name} "
+                         f"returns {step.result.key}")
+    lines = components.render_source(step, keyed=keyed).split("\n")
+    body = next(i for i, line in enumerate(lines) if line.startswith(")")) + 2  # after doc
+    outputs = [*step.outputs, *(name for name, _ in components.ui_outputs(step))]
+    message = f"estflow step {step.name}: skipped: {gate} is False"
+    guard = [f"    if not {gate}:",
+             "        import json",
+             "        import os",
+             f"        print({message!r})",
+             f"        for skipped in ({''.join(o + ', ' for o in outputs)}):",
+             "            os.makedirs(skipped.path, exist_ok=True)",
+             f"            with open(os.path.join(skipped.path, {SKIPPED_FILE!r}), 'w') as f:",
+             f"                json.dump({{'skipped': True, {gate!r}: False}}, f)",
+             "        return"]
+    source = "\n".join([lines[0], f"    {gate}: bool,", *lines[1:body], *guard, *lines[body:]])
+    return dsl.component(components.define(step.name, source), base_image=image,
                          install_kfp_package=False)
 
 

@@ -37,7 +37,8 @@ OWNER = {"apiVersion": "v1", "kind": "Pod", "name": "taxi-run-train-123", "uid":
 
 def _request(cluster, resources=GPU, name="taxi-train-1", submitter=SUBMITTER):
     return manifests.JobRequest(name=name, image="img:1", cluster=cluster, resources=resources,
-                                args=ARGS, submitter=submitter)
+                                args=ARGS, submitter=submitter,
+                                deadline_seconds=manifests.job_deadline(resources.timeout_seconds))
 
 
 def _tfjob(name="j"):
@@ -76,7 +77,7 @@ def test_multi_worker_mirrored_manifest_is_a_worker_only_tfjob():
     assert specs["Worker"]["replicas"] == 3 and specs["Worker"]["restartPolicy"] == "OnFailure"
     assert manifest["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2,
                                              "ttlSecondsAfterFinished": 86400,
-                                             "activeDeadlineSeconds": 7200}
+                                             "activeDeadlineSeconds": 7200 - 600}
     worker = _container(manifest, "Worker")
     assert worker["name"] == "tensorflow" and worker["image"] == "img:1"
     assert worker["command"] == ["python", "-m", "estflow.components.train"]
@@ -309,6 +310,34 @@ def test_main_stages_submits_a_tfjob_and_copies_the_model_back(tmp_path, monkeyp
                                                                    [{"name": "regcred"}])
     assert _container(sent, "Worker")["args"][1] == str(shared / name / "pipeline.json")
     assert ef.Pipeline.from_json((shared / name / "pipeline.json").read_text()) == pipeline
+
+
+def test_the_job_ends_before_the_task_so_the_model_is_still_copied_back():
+    """The train task and its job shared one deadline: a job using its whole window left the
+    task no time to copy the model back. The job gets what is left of the task's timeout after
+    staging, less the copy-back margin (10 minutes, or a quarter of a short timeout)."""
+    assert manifests.job_deadline(None) is None
+    assert manifests.job_deadline(7200) == 7200 - manifests.COPY_BACK_MARGIN_SECONDS == 6600
+    assert manifests.job_deadline(7200, elapsed=120.5) == 6479
+    assert manifests.job_deadline(1200) == 900  # a quarter of a short timeout
+    with pytest.raises(ValueError, match="timeout_seconds=100.*staging took"):
+        manifests.job_deadline(100, elapsed=80)
+
+
+@pytest.mark.parametrize("job_kind, field", [("tfjob", ("runPolicy", "activeDeadlineSeconds")),
+                                             ("trainjob", ("activeDeadlineSeconds",))])
+def test_main_sends_a_job_deadline_shorter_than_the_task_timeout(tmp_path, monkeypatch,
+                                                                 job_kind, field):
+    with FakeKubernetes(on_create=replicas_write_the_model,
+                        pods={"taxi-abc-system-container-impl-123": submitter_pod()}) as fake:
+        code, _, _ = run_main(tmp_path, monkeypatch, fake, job_kind,
+                              resources={"train": ef.Resources(timeout_seconds=3600)})
+    assert code == 0
+    sent = fake.job_requests()[0].body["spec"]
+    for key in field:
+        sent = sent[key]
+    assert 3600 - 600 - 60 < sent <= 3600 - 600  # staging took a little of the task's time
+    assert (tmp_path / "model" / "train.json").is_file()
 
 
 def test_main_requires_a_shared_dir(tmp_path, capsys):

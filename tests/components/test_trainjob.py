@@ -29,7 +29,7 @@ from tests.components.test_tfjob import run_main
 from tests.components.test_tfjob import submitter_pod
 
 REPO = Path(__file__).resolve().parents[2]
-RUNTIME_YAML = REPO / "pipelines" / "docker" / "trainer-runtime.yaml"
+RUNTIME_YAML = REPO / "pipelines" / "kubernetes" / "trainer-runtime.yaml"
 
 
 def _pod_env(jobset: str, index: int, **extra) -> dict[str, str]:
@@ -119,7 +119,9 @@ def test_the_node_entry_point_execs_the_train_step_with_tf_config(monkeypatch, c
 # -- the manifests ---------------------------------------------------------------------------------
 def _trainjobs(cluster=None, resources=GPU, submitter=SUBMITTER):
     request = manifests.JobRequest("taxi-train-1a2b", "img:1", cluster or ef.Cluster(workers=3),
-                                   resources, ARGS, submitter)
+                                   resources, ARGS, submitter,
+                                   deadline_seconds=manifests.job_deadline(
+                                       resources.timeout_seconds))
     return manifests.trainjob_manifests(request)
 
 
@@ -153,7 +155,7 @@ def test_the_trainjob_carries_the_pods_settings():
         "replicatedJobs"][0]["template"]["spec"]["template"]
     override = v21["spec"]["podTemplateOverrides"][0]
     assert override["targetJobs"] == [{"name": "node"}]
-    assert v22["spec"]["activeDeadlineSeconds"] == 7200
+    assert v22["spec"]["activeDeadlineSeconds"] == 7200 - 600  # the copy-back's margin
     for pod in (template, override):
         assert pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
         spec = pod["spec"]
@@ -196,10 +198,36 @@ def test_the_runtime_is_valid_for_both_releases_and_shipped_as_yaml():
            for e in pod["spec"]["containers"][0]["env"]}
     assert env["JOBSET_NAME"] == "metadata.labels['jobset.sigs.k8s.io/jobset-name']"
     assert runtime["spec"]["template"]["spec"]["ttlSecondsAfterFinished"] == 86400
-    shipped = yaml.safe_load_all(RUNTIME_YAML.read_text())
-    assert next(shipped) == runtime, (
-        "pipelines/docker/trainer-runtime.yaml is out of date: regenerate it with "
-        "estflow.components.tfjob.manifests.cluster_training_runtime")
+    assert RUNTIME_YAML.read_text() == manifests.runtime_yaml(kfp_compiler.DEFAULT_IMAGE), (
+        "pipelines/kubernetes/trainer-runtime.yaml is out of date: regenerate it with "
+        "estflow.components.tfjob.manifests.runtime_yaml")
+    assert yaml.safe_load(RUNTIME_YAML.read_text()) == runtime
+
+
+@pytest.mark.parametrize("cluster", [
+    ef.Cluster(workers=2, parameter_servers=1, evaluator=True),
+    ef.Cluster(workers=3),
+])
+def test_the_runtime_job_succeeds_when_the_chief_does(cluster):
+    """Parameter servers and a PS strategy's workers block in server.join(): a Job whose
+    success needs every pod never completes (GPUs held to the deadline). The runtime's Job
+    succeeds on the chief's index, a field both Trainer releases' runtime schemas declare."""
+    runtime = manifests.cluster_training_runtime("img")
+    [job] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    assert job["template"]["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert job["template"]["spec"]["completionMode"] == "Indexed"  # successPolicy needs it
+    first_role, _ = tfc.roles(cluster.workers, cluster.parameter_servers,
+                                    cluster.evaluator)[0]
+    assert first_role == ("chief" if cluster.parameter_servers else "worker")
+    for release in ("v2.1.0", "v2.2.1"):
+        schema = crd_schemas.crd(f"clustertrainingruntime-{release}")
+        job_spec = (schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+                    ["spec"]["properties"]["template"]["properties"]["spec"]["properties"]
+                    ["replicatedJobs"]["items"]["properties"]["template"]["properties"]
+                    ["spec"]["properties"])
+        assert "succeededIndexes" in \
+            job_spec["successPolicy"]["properties"]["rules"]["items"]["properties"]
+        assert crd_schemas.errors(f"clustertrainingruntime-{release}", runtime) == []
 
 
 # -- the submitter's identity ----------------------------------------------------------------------

@@ -185,7 +185,7 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
         _write_blessing(Path(paths["evaluation"]), True)
     kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM",
               "cache_key": "KEY", "model_fingerprint": "FP", "run": "RUN",
-              "source_digest": "DIGEST"}
+              "source_digest": "DIGEST", "blessed": True}  # push's gate (KFP before 2.17)
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
     kwargs.update(_ui_outputs(step_name, tmp_path))
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
@@ -278,7 +278,16 @@ def test_dependencies_follow_the_artifacts(ir):
                      "evaluate": ["fingerprint", "ingest", "train"]}
 
 
-def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_condition(ir):
+@pytest.fixture(scope="module")
+def ir_217(taxi, tmp_path_factory):
+    """Compiled for KFP 2.17, where push sits under a dsl.If (before 2.17 it gates itself:
+    tests/pipelines/test_kfp_backends.py)."""
+    path = tmp_path_factory.mktemp("kfp") / "taxi-2.17.yaml"
+    return Ir(kfp_compiler.compile_pipeline(taxi, path, image=IMAGE, kfp_backend="2.17").path)
+
+
+def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_condition(ir_217):
+    ir = ir_217
     groups = ir.groups()
     assert set(groups) == {"exit-handler-1", "condition-2"}
     assert ir.dag_of("exit-handler-1") == ROOT
@@ -288,7 +297,8 @@ def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_conditio
         assert ir.enclosing_groups(name) == expected
 
 
-def test_push_runs_only_when_evaluate_blessed_the_model(ir):
+def test_push_runs_only_when_evaluate_blessed_the_model(ir_217):
+    ir = ir_217
     condition = ir.task("condition-2")
     assert condition.task_info.name == "blessed"
     match = re.fullmatch(r"inputs\.parameter_values\['([\w-]+)'\] == true",
@@ -396,6 +406,7 @@ def test_spec_source_root_and_beam_options_are_pipeline_parameters(ir, taxi):
         if name == "push":
             expected["model_fingerprint"] = ("fingerprint", "model_fingerprint")
             expected["run"] = ("constant", dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
+            expected["blessed"] = ("evaluate", kfp_components.RESULT_OUTPUT)  # KFP < 2.17
         if name == "ingest":  # it checks the source is still what the run started with
             expected["source_root"] = ("pipeline", "source_root")
             expected["source_digest"] = ("fingerprint", "source_digest")

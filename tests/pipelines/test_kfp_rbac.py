@@ -143,6 +143,16 @@ def test_the_shipped_file_is_the_rendering_for_a_standalone_kfp():
     assert [d["kind"] for d in yaml.safe_load_all(SHIPPED.read_text())] == ["Role", "RoleBinding"]
 
 
+def test_the_shipped_file_is_the_only_rbac_manifest():
+    """One source of truth: `estflow rbac`'s rendering. A second hand-written Role (there was
+    pipelines/docker/train-rbac.yaml, with another Role name) drifts from what the submitter
+    calls, and two names make a cluster hold both."""
+    roles = [path.relative_to(REPO) for path in (REPO / "pipelines").rglob("*.y*ml")
+             if any((d or {}).get("kind") in ("Role", "ClusterRole")
+                    for d in yaml.safe_load_all(path.read_text()))]
+    assert roles == [SHIPPED.relative_to(REPO)]
+
+
 def test_cli_rbac(tmp_path, capsys):
     out = tmp_path / "rbac.yaml"
     assert cli.main(["rbac", "-o", str(out), "--namespace", "kubeflow-user",

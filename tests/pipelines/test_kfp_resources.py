@@ -49,9 +49,10 @@ def gpu(tmp_path_factory):
     return Ir(kfp_compiler.compile_pipeline(loader.load(TAXI_GPU), path).path)
 
 
-def _compile(taxi, tmp_path, **resources) -> Ir:
+def _compile(taxi, tmp_path, kfp_backend=kfp_compiler.DEFAULT_KFP_BACKEND, **resources) -> Ir:
     pipeline = dataclasses.replace(taxi, resources=resources)
-    return Ir(kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml").path)
+    return Ir(kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml",
+                                            kfp_backend=kfp_backend).path)
 
 
 def _tolerations(config) -> list[tuple]:
@@ -212,7 +213,7 @@ def test_a_node_pool_alone_selects_the_pool(taxi, tmp_path):
 # --- secrets, volumes, retries, timeout, labels ------------------------------------------------
 
 def test_secrets_as_env_and_volume_and_pvc_mounts(taxi, tmp_path):
-    ir = _compile(taxi, tmp_path, push=ef.Resources(
+    ir = _compile(taxi, tmp_path, kfp_backend="2.16", push=ef.Resources(  # sub_path: 2.16
         secrets_as_env=(ef.SecretEnv("db", {"user": "DB_USER", "password": "DB_PASSWORD"}),),
         secrets_as_volume=(ef.SecretVolume("gcp-sa", "/var/secrets/gcp", optional=True),),
         pvcs=(ef.PvcMount("models", "/mnt/models", sub_path="taxi"),)))
