@@ -78,6 +78,7 @@ from estflow.dsl.resources import Resources
 from estflow.pipelines import beam_options as beam
 from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines._kfp import components as kfp_components
+from estflow.pipelines._kfp import images as kfp_images
 from estflow.pipelines._kfp import tasks as kfp_tasks
 from estflow.pipelines._kfp.settings import TASK_SETTINGS
 from estflow.pipelines._kfp.settings import TaskContext
@@ -90,8 +91,9 @@ __all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "DEFAULT_KFP_BACKEND", "TASK_SETT
            "CompileError", "CompiledPipeline", "compile_pipeline", "build_pipeline",
            "small_image_for"]
 
-# The one place the image's version is written; tests check it matches the package version.
-DEFAULT_IMAGE = "ghcr.io/estflow/estflow:0.1.0"
+# The image reference `make image` tags (not published: `estflow compile` wants it named).
+DEFAULT_IMAGE = kfp_images.DEFAULT_IMAGE
+small_image_for = kfp_images.small_image_for
 
 # Caching per step, set at compile time (a KFP client's `enable_caching=False` reaches only
 # root-level tasks): each contract row's `caching` (push has an effect outside its artifacts, a
@@ -110,13 +112,16 @@ class CompileError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class CompiledPipeline:
     """What :func:`compile_pipeline` wrote: the file and its task names, in plan order; the
-    KFP backend it needs (at most the targeted one), and notes on what the targeted backend
-    changed (placement parameters made constant, retries it ignores)."""
+    KFP backend it needs (at most the targeted one), notes on what the targeted backend
+    changed (placement parameters made constant, retries it ignores), and the image of each
+    task (step names, ``report``, ``<step>-placement``, ``fingerprint``; a multi-worker train
+    task's replicas as ``train-replicas``)."""
 
     path: Path
     tasks: tuple[str, ...]
     kfp_backend: str = DEFAULT_KFP_BACKEND
     notes: tuple[str, ...] = ()
+    images: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
@@ -128,14 +133,16 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      kfp_backend: str = DEFAULT_KFP_BACKEND,
                      push_base_path: str | None = None,
                      small_image: str | None = None,
-                     steps: Sequence[Step] | None = None) -> CompiledPipeline:
+                     steps: Sequence[Step] | None = None,
+                     step_images: Mapping[str, str] | None = None) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
         loaded_or_pipeline: what :func:`estflow.pipelines.loader.load` returned, or a Pipeline.
         output_path: a ``.yaml`` or ``.yml`` file; its directory must exist.
-        image: the container image every task runs in (must have estflow installed; see
-            ``pipelines/docker/``).
+        image: the base container image of the tasks (must have estflow installed; see
+            ``pipelines/docker/``): the steps without an accelerator run it, a step declaring
+            a GPU or TPU its ``-gpu``/``-tpu`` variant (:mod:`estflow.pipelines._kfp.images`).
         source_root: default of the ``source_root`` pipeline parameter: where relative data
             paths resolve inside the task, a directory or ``module:pkg.mod``. Default: the
             loaded pipeline's portable source root, or ``""`` (the task's working directory)
@@ -161,10 +168,13 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         steps: the contract rows a training pipeline may run (default: the contract table's,
             :data:`estflow.pipelines.plan.TRAINING_STEPS`); each task's defaults (requests,
             caching, gate, KFP UI outputs) are its row's.
+        step_images: step name -> the image its task runs, instead of ``image`` or its
+            accelerator's variant (required for an accelerated step when ``image`` is pinned
+            by digest: a variant's digest cannot be derived).
 
     Returns:
         The written path, the step task names (the ``report`` and placement tasks aside), the
-        backend the output needs, and notes on what the target changed.
+        backend the output needs, notes on what the target changed, and each task's image.
 
     Raises:
         CompileError: the image, output path, caching, Beam options or backend are invalid,
@@ -185,6 +195,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     _check_image(image)
     small_image = small_image or small_image_for(image)
     _check_image(small_image)
+    for ref in (step_images or {}).values():
+        _check_image(ref)
     target = _check_backend(kfp_backend)
     _check_push_target(pipeline, given=push_base_path is not None)
     pipeline, notes = _for_backend(pipeline, target)
@@ -192,28 +204,38 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                       beam_options=kfp_components.param_placeholder("beam_options"),
                       sdk_image=image, steps=steps)
     _check_caching(caching or {}, plan)
+    images = _step_images(plan, image, step_images or {})
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
                            caching={**{s.name: s.caching for s in plan.steps}, **declared,
                                     **(caching or {})},
-                           beam_options=beam_default, kfp_backend=str(target))
+                           beam_options=beam_default, kfp_backend=str(target),
+                           step_images=images)
     needs = _write(graph, path, target)
     return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps),
-                            kfp_backend=str(needs), notes=notes)
+                            kfp_backend=str(needs), notes=notes,
+                            images=kfp_images.task_images(
+                                plan, image, small_image, images,
+                                tfjob=TFJOB.name if _runs_tfjob(TFJOB.name, pipeline) else None))
 
 
 def build_pipeline(plan: Plan, *, image: str, source_root: str,
                    caching: Mapping[str, bool], beam_options: str = "",
                    kfp_backend: str = DEFAULT_KFP_BACKEND,
-                   small_image: str | None = None) -> graph_component.GraphComponent:
+                   small_image: str | None = None,
+                   step_images: Mapping[str, str] | None = None,
+                   ) -> graph_component.GraphComponent:
     """The KFP pipeline (a graph component) for ``plan``, whose argv must use the
     ``source_root`` and ``beam_options`` parameter placeholders (see
-    :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``)."""
+    :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``);
+    the steps of ``step_images`` run their image instead of ``image``."""
     target = kfp_backends.parse(kfp_backend)
     keyed = plan.fingerprint is not None
-    components = {s.name: kfp_components.build_component(s, image, keyed=keyed)
-                  for s in _task_steps(plan, image)}
+    step_images = step_images or {}
+    components = {s.name: kfp_components.build_component(
+        s, image if _runs_tfjob(s.name, plan.pipeline) else step_images.get(s.name, image),
+        keyed=keyed) for s in _task_steps(plan, image, step_images)}
     if keyed:
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
@@ -242,8 +264,8 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         exit_task = report()
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
-            _add_steps(plan, _task_steps(plan, image), components, placements, arguments,
-                       caching, in_task_gates=in_task_gates)
+            _add_steps(plan, _task_steps(plan, image, step_images), components, placements,
+                       arguments, caching, in_task_gates=in_task_gates)
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan, target))
@@ -340,9 +362,25 @@ def _runs_tfjob(step_name: str, pipeline: Pipeline) -> bool:
     return step_name == TFJOB.name and cluster is not None and cluster.distributed
 
 
-def _task_steps(plan: Plan, image: str) -> list[PlannedStep]:
-    """The plan's steps as their tasks run them (see :func:`_as_tfjob`)."""
-    return [_as_tfjob(s, plan.pipeline, image) for s in plan.steps]
+def _task_steps(plan: Plan, image: str,
+                step_images: Mapping[str, str] | None = None) -> list[PlannedStep]:
+    """The plan's steps as their tasks run them (see :func:`_as_tfjob`: its replicas run the
+    train step's image, the submitting task the base ``image``)."""
+    step_images = step_images or {}
+    return [_as_tfjob(s, plan.pipeline, step_images.get(s.name, image)) for s in plan.steps]
+
+
+def _step_images(plan: Plan, image: str, given: Mapping[str, str]) -> dict[str, str]:
+    """Step -> image of the steps not running ``image`` (:func:`kfp_images.step_images`)."""
+    names = [s.name for s in plan.steps]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise CompileError(f"Received an invalid value for `step_images` (--step-image), "
+                           f"expected step names, some of {names}. Received: {unknown}")
+    try:
+        return kfp_images.step_images(image, kfp_images.accelerators(plan), given)
+    except kfp_images.ImageError as err:
+        raise CompileError(str(err)) from None
 
 
 def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
@@ -478,18 +516,6 @@ def _check_output_path(output_path: str | os.PathLike) -> Path:
         raise CompileError("Received an invalid value for `output_path`, expected a file in "
                            f"an existing directory. Received: output_path={str(path)!r}")
     return path
-
-
-def small_image_for(image: str) -> str:
-    """The small image beside ``image`` (``make image`` tags it ``REPO:VERSION-slim``): the
-    same tag with ``-slim``. An image pinned by digest, or without a tag, has no derivable
-    sibling: its tasks all run ``image`` (give ``small_image`` to choose one)."""
-    name = image.rsplit("/", 1)[-1]
-    if "@" in image or ":" not in name:
-        return image
-    for accelerated in ("-gpu", "-tpu"):
-        image = image.removesuffix(accelerated)
-    return image if image.endswith("-slim") else f"{image}-slim"
 
 
 def _check_image(image: str) -> None:

@@ -28,12 +28,12 @@ _COMPILE_AND_REPORT = textwrap.dedent("""
     from estflow.pipelines import cli, kfp_compiler, loader
 
     out, taxi_file = sys.argv[1:3]
-    push = ["--push-base-path", "gs://estflow-examples/serving_models"]
+    push = ["--push-base-path", "gs://estflow-examples/serving_models", "--image", "r/e:1"]
     codes = [cli.main(["compile", taxi_file, "-o", out + "/file.yaml", *push]),
              cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", out + "/module.yaml",
                        *push])]
     kfp_compiler.compile_pipeline(loader.load(taxi_file), out + "/api.yaml",
-                                  push_base_path=push[1])
+                                  push_base_path=push[1], image=push[3])
     heavy = [m for m in sys.modules if m.split(".")[0] in {heavy}]
     steps = [m for m in sys.modules if m.startswith("estflow.components.")]
     print(json.dumps({{"codes": codes, "heavy": sorted(heavy), "steps": sorted(steps)}}))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -17,6 +18,7 @@ from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines._kfp import backend as kfp_backends
+from estflow.pipelines._kfp import images as kfp_images
 from estflow.pipelines._kfp import rbac
 
 __all__ = ["add_commands"]
@@ -31,8 +33,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("pipeline", metavar="PIPELINE", help=PIPELINE_HELP)
     cmd.add_argument("-o", "--output", required=True, metavar="OUT.yaml",
                      help="the YAML file to write")
-    cmd.add_argument("--image", default=kfp_compiler.DEFAULT_IMAGE,
-                     help="container image of the step tasks (default: %(default)s)")
+    cmd.add_argument("--image", default=None, metavar="IMAGE",
+                     help="base container image of the step tasks, as published by `make "
+                     "image IMAGE_REPO=REGISTRY/estflow` and docker push, e.g. "
+                     "REGISTRY/estflow:VERSION or REGISTRY/estflow@sha256:DIGEST (default: "
+                     f"${kfp_images.ENV}; required otherwise: the reference `make image` tags "
+                     f"by default, {kfp_compiler.DEFAULT_IMAGE}, is not published). A step "
+                     "declaring a GPU or TPU accelerator runs IMAGE's tag with -gpu or -tpu")
+    cmd.add_argument("--step-image", action="append", default=[], metavar="STEP=IMAGE",
+                     help="the image of one step's task instead (repeatable), e.g. "
+                     "train=REGISTRY/estflow@sha256:DIGEST: required for a GPU or TPU step "
+                     "when IMAGE is pinned by digest, whose variants cannot be derived")
     cmd.add_argument("--small-image", default=None, metavar="IMAGE",
                      help="image of the report and placement tasks, which need neither "
                      "TensorFlow nor Beam (default: IMAGE's tag with -slim, as `make image` "
@@ -99,19 +110,29 @@ def _compile(args: argparse.Namespace) -> int:
     caching = dict.fromkeys(kfp_compiler.DEFAULT_CACHING, False) if args.no_cache else None
     try:
         compiled = kfp_compiler.compile_pipeline(
-            loaded, args.output, image=args.image, source_root=args.source_root,
-            caching=caching, beam_runner=args.beam_runner,
+            loaded, args.output, image=kfp_images.base_image(args.image, os.environ),
+            source_root=args.source_root, caching=caching, beam_runner=args.beam_runner,
             beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend,
-            push_base_path=args.push_base_path, small_image=args.small_image)
-    except kfp_compiler.CompileError as err:
+            push_base_path=args.push_base_path, small_image=args.small_image,
+            step_images=kfp_images.parse_step_images(args.step_image))
+    except (kfp_compiler.CompileError, kfp_images.ImageError) as err:
         raise UsageError(str(err)) from None
     for note in compiled.notes:
         print(f"estflow compile: note: {note}", file=sys.stderr)
     print(f"Compiled pipeline {loaded.pipeline.name!r} to {compiled.path}: "
-          f"{len(compiled.tasks)} tasks ({' -> '.join(compiled.tasks)}), image {args.image}, "
+          f"{len(compiled.tasks)} tasks ({' -> '.join(compiled.tasks)}), "
+          f"images {_images_line(compiled.images)}, "
           f"needs KFP backend >= {compiled.kfp_backend}, "
           f"in {time.perf_counter() - start:.2f}s")
     return 0
+
+
+def _images_line(images: dict[str, str]) -> str:
+    """``IMAGE (task, task), IMAGE (task)``: each image once, with the tasks that run it."""
+    tasks: dict[str, list[str]] = {}
+    for task, image in images.items():
+        tasks.setdefault(image, []).append(task)
+    return ", ".join(f"{image} ({', '.join(names)})" for image, names in tasks.items())
 
 
 def _rbac(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines._kfp import connection
 from estflow.pipelines._kfp import cron_zone
+from estflow.pipelines._kfp import images as kfp_images
 
 __all__ = ["add_commands", "compile_target"]
 
@@ -35,12 +36,15 @@ _PIPELINE_HELP = ("a compiled .yaml, or a pipeline path/to/file.py[:attr] or "
 
 def compile_target(target: str, output: str, push_base_path: str | None = None) -> None:
     """Compile a PIPELINE that is not a ``.yaml`` already (a ``file.py[:attr]`` or
-    ``package.module[:attr]`` target) to ``output``, with the default image (and
+    ``package.module[:attr]`` target) to ``output``, on ``$ESTFLOW_IMAGE`` (and
     ``push_base_path`` replacing the push target's base path)."""
     try:
-        kfp_compiler.compile_pipeline(load_target(target), output,
+        image = kfp_images.base_image(None, os.environ, expected=(
+            f"${kfp_images.ENV} to compile {target} on, or a file compiled first with "
+            f"estflow compile {target} -o PIPELINE.yaml --image REF"))
+        kfp_compiler.compile_pipeline(load_target(target), output, image=image,
                                       push_base_path=push_base_path)
-    except kfp_compiler.CompileError as err:
+    except (kfp_compiler.CompileError, kfp_images.ImageError) as err:
         raise UsageError(str(err)) from None
 
 

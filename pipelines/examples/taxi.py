@@ -4,10 +4,12 @@ Run it end to end on this machine::
 
     estflow run pipelines/examples/taxi.py
 
-or compile it for Kubeflow Pipelines, pushing to a bucket (it pushes to ``serving_models``, a
-relative path, which a Kubeflow task's pod would lose: compile refuses it)::
+or compile it for Kubeflow Pipelines on the images you published (``make image``, see
+``taxi_gpu.py``), pushing to a bucket (it pushes to ``serving_models``, a relative
+path, which a Kubeflow task's pod would lose: compile refuses it)::
 
-    estflow compile pipelines/examples/taxi.py -o taxi.yaml --push-base-path gs://BUCKET/models
+    estflow compile pipelines/examples/taxi.py -o taxi.yaml --image REGISTRY/estflow:0.1.0 \\
+        --push-base-path gs://BUCKET/models
 
 The data (15,002 real trips with real gaps) ships next to this file; see
 ``data/chicago_taxi/README.md``.

@@ -4,19 +4,25 @@ push reads a serving token from a Kubernetes Secret, and models are pushed to a 
 (:data:`MODELS`): a Kubeflow task's own disk goes with its pod, so a push target there would
 be lost, and every later run would find no baseline to compare with.
 
-Compile it on the GPU image (``pipelines/docker/Dockerfile.gpu``; the default image has no
-CUDA), then submit the compiled file (``estflow submit FILE.py`` would compile it on the default
-image)::
+Compile it with the images you published (``make image IMAGE_REPO=REGISTRY/estflow``, then
+``docker push``; ``docs/pages/kubeflow/publishing-images.md``): the train step declares a T4, so
+its task runs the GPU variant ``REGISTRY/estflow:0.1.0-gpu`` (the CPU image has no CUDA), the
+other steps ``REGISTRY/estflow:0.1.0``, the report and placement tasks ``-slim``; the compile
+line names each. Then submit the compiled file (``estflow submit FILE.py`` compiles on
+``$ESTFLOW_IMAGE``)::
 
     estflow compile pipelines/examples/taxi_gpu.py -o taxi_gpu.yaml \\
-        --image ghcr.io/estflow/estflow:0.1.0-gpu
+        --image REGISTRY/estflow:0.1.0
     estflow submit taxi_gpu.yaml --host URL
 
 The accelerator and node pool of training are run parameters, so one compiled YAML trains on
-any GPU or on CPUs, chosen per run; compiled on the TPU image (``Dockerfile.tpu``), on a TPU::
+any GPU or on CPUs, chosen per run; its image is chosen at compile time, so for a TPU compile
+the train step onto the TPU image (``--step-image`` gives one step its image; with an image
+pinned by digest, ``--image REGISTRY/estflow@sha256:...``, it is required for the train step,
+since a digest has no ``-gpu`` variant)::
 
     estflow compile pipelines/examples/taxi_gpu.py -o taxi_tpu.yaml \\
-        --image ghcr.io/estflow/estflow:0.1.0-tpu
+        --image REGISTRY/estflow:0.1.0 --step-image train=REGISTRY/estflow:0.1.0-tpu
     estflow submit taxi_tpu.yaml --host URL \\
         --param train_accelerator_type=tpu-v5-lite-podslice --param train_tpu_topology=2x2 \\
         --param train_accelerator_count=4 --param train_node_pool=tpu-pool

@@ -24,6 +24,8 @@ GOLDEN = Path(__file__).parent / "goldens" / "taxi.yaml"
 # The taxi example pushes to a relative local path, which no Kubeflow task can reach: it is
 # compiled with a bucket, as its golden is.
 PUSH = ("--push-base-path", "gs://estflow-examples/serving_models")
+# compile wants the image named (the default reference is published by nothing): the goldens'.
+IMAGE = ("--image", kfp_compiler.DEFAULT_IMAGE)
 
 
 def _estflow(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -49,7 +51,8 @@ _VALID = """
 # --- the real command ---------------------------------------------------------------------------
 
 def test_compile_the_taxi_example(tmp_path):
-    result = _estflow("compile", str(TAXI_FILE), "-o", "taxi.yaml", *PUSH, cwd=tmp_path)
+    result = _estflow("compile", str(TAXI_FILE), "-o", "taxi.yaml", *PUSH, *IMAGE,
+                      cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = tmp_path / "taxi.yaml"
     assert f"to {out.name}: 5 tasks" in result.stdout
@@ -61,7 +64,8 @@ def test_compile_the_taxi_example(tmp_path):
 
 def test_compile_from_the_repository_root_gives_the_golden(tmp_path):
     out = tmp_path / "taxi.yaml"
-    result = _estflow("compile", "pipelines/examples/taxi.py", "-o", str(out), *PUSH, cwd=REPO)
+    result = _estflow("compile", "pipelines/examples/taxi.py", "-o", str(out), *PUSH, *IMAGE,
+                      cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert as_golden(out.read_bytes()) == as_golden(GOLDEN.read_bytes())
 
@@ -94,7 +98,7 @@ def test_a_bad_target_exits_2_with_a_message_and_no_traceback(tmp_path):
 
 def test_an_invalid_declaration_exits_2_naming_the_field(tmp_path):
     path = _write_pipeline(tmp_path, "bad", _VALID.format(max_steps=0))
-    result = _estflow("compile", str(path), "-o", "x.yaml", cwd=tmp_path)
+    result = _estflow("compile", str(path), "-o", "x.yaml", *IMAGE, cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith(f"estflow compile: error: the pipeline in {path} is invalid")
@@ -115,7 +119,7 @@ def test_an_invalid_declaration_exits_2_naming_the_field(tmp_path):
 ])
 def test_declaration_and_target_errors(tmp_path, capsys, name, body, expected):
     path = _write_pipeline(tmp_path, name, body)
-    assert cli.main(["compile", str(path), "-o", str(tmp_path / "x.yaml")]) == 2
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "x.yaml"), *IMAGE]) == 2
     err = capsys.readouterr().err
     assert err.startswith("estflow compile: error: ")
     assert expected in err
@@ -137,7 +141,8 @@ def test_declaration_and_target_errors(tmp_path, capsys, name, body, expected):
       "flink"], "FlinkRunner cannot run with these options: missing --flink_master"),
 ])
 def test_usage_errors_exit_2(tmp_path, capsys, args, expected):
-    assert cli.main([a.format(tmp=tmp_path) for a in args]) == 2
+    # The image first: a case's own --image comes later and wins.
+    assert cli.main([args[0], *IMAGE, *(a.format(tmp=tmp_path) for a in args[1:])]) == 2
     err = capsys.readouterr().err
     assert err.startswith("estflow compile: error: ") and expected in err
     assert list(tmp_path.iterdir()) == []
@@ -145,11 +150,11 @@ def test_usage_errors_exit_2(tmp_path, capsys, args, expected):
 
 def test_a_file_that_is_not_importable_gets_a_note_about_source_root(tmp_path, capsys):
     path = _write_pipeline(tmp_path, "tiny_ok", _VALID.format(max_steps=5))
-    assert cli.main(["compile", str(path), "-o", str(tmp_path / "x.yaml")]) == 0
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "x.yaml"), *IMAGE]) == 0
     captured = capsys.readouterr()
     assert "4 tasks (ingest -> transform -> train -> evaluate)" in captured.out
     assert "pass --source-root" in captured.err
-    assert cli.main(["compile", str(path), "-o", str(tmp_path / "y.yaml"),
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "y.yaml"), *IMAGE,
                      "--source-root", "/data"]) == 0
     assert "note" not in capsys.readouterr().err
 
@@ -157,7 +162,7 @@ def test_a_file_that_is_not_importable_gets_a_note_about_source_root(tmp_path, c
 def test_beam_runner_and_options_set_the_beam_options_parameter(tmp_path):
     out = tmp_path / "x.yaml"
     assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *PUSH,
-                     "--beam-runner", "spark",
+                     *IMAGE, "--beam-runner", "spark",
                      "--beam-options=--spark_master_url=spark://10.0.0.2:7077"]) == 0
     spec = next(yaml.safe_load_all(out.read_text()))
     default = spec["root"]["inputDefinitions"]["parameters"]["beam_options"]["defaultValue"]
@@ -167,7 +172,7 @@ def test_beam_runner_and_options_set_the_beam_options_parameter(tmp_path):
 def test_no_cache_disables_caching_everywhere(tmp_path):
     out = tmp_path / "x.yaml"
     assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *PUSH,
-                     "--no-cache"]) == 0
+                     *IMAGE, "--no-cache"]) == 0
     spec = next(yaml.safe_load_all(out.read_text()))  # then the PlatformSpec
     # The steps sit in nested DAGs (the exit handler's, push's condition): check every DAG.
     dags = [spec["root"]] + [c for c in spec["components"].values() if "dag" in c]
@@ -186,10 +191,13 @@ def test_missing_subcommand_and_version(capsys):
     assert capsys.readouterr().out.strip() == f"estflow {metadata.version('estflow')}"
 
 
-def test_compile_help_names_the_default_image(capsys):
+def test_compile_help_says_the_default_image_is_not_published(capsys):
     with pytest.raises(SystemExit):
         cli.main(["compile", "--help"])
-    assert kfp_compiler.DEFAULT_IMAGE in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"the reference `make image` tags by default, {kfp_compiler.DEFAULT_IMAGE}, is not " \
+           "published" in text
+    assert "--step-image STEP=IMAGE" in text
 
 
 # --- estflow run: only the wiring to the local runner (its behaviour is tested with it) ----------

@@ -66,11 +66,23 @@ def _compiled(name: str) -> dict[str, str]:
             if n == name and argv[1] == "compile"}
 
 
-def test_the_gpu_example_compiles_onto_the_accelerator_images_and_submits_those_files():
-    """taxi_gpu trains on an accelerator: its documented compiles must name an accelerator
-    image (the default one has no CUDA), and its submits must send such a compiled file
-    (``estflow submit FILE.py`` compiles with the default image)."""
-    compiled = _compiled("taxi_gpu")
+def test_the_gpu_example_compiles_onto_the_accelerator_images_and_submits_those_files(
+        tmp_path, monkeypatch):
+    """taxi_gpu trains on an accelerator: its documented compiles must put the train task on
+    an accelerator image (the CPU one has no CUDA), read back from the compiled file, and its
+    submits must send such a compiled file (``estflow submit FILE.py`` compiles on
+    ``$ESTFLOW_IMAGE``)."""
+    monkeypatch.chdir(REPO)
+    compiled = {}
+    for output in _compiled("taxi_gpu"):
+        (argv,) = [a for n, a in COMMANDS if n == "taxi_gpu" and a[1] == "compile"
+                   and a[a.index("-o") + 1] == output]
+        path = tmp_path / output
+        assert cli.main([*argv[1:], "-o", str(path)]) == 0
+        spec = next(yaml.safe_load_all(path.read_text()))
+        compiled[output] = next(e["container"]["image"] for label, e in
+                                spec["deploymentSpec"]["executors"].items()
+                                if label == "exec-train")
     assert compiled and all(image.endswith(("-gpu", "-tpu")) for image in compiled.values())
     submits = [argv for name, argv in COMMANDS if name == "taxi_gpu" and argv[1] == "submit"]
     assert submits

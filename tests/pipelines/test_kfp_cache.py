@@ -62,14 +62,15 @@ def test_a_bucket_or_a_mounted_volume_is_reachable(tmp_path, base_path):
 
 def test_push_base_path_replaces_the_declared_one(tmp_path, capsys):
     out = tmp_path / "p.yaml"
-    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out)]) == 2
+    image = ("--image", "r/estflow:1")  # compile wants the image named
+    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *image]) == 2
     assert "`push.base_path`" in capsys.readouterr().err
-    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out),
+    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *image,
                      "--push-base-path", "gs://b/models"]) == 0
     spec = next(iter(__import__("yaml").safe_load_all(out.read_text())))
     default = spec["root"]["inputDefinitions"]["parameters"]["spec"]["defaultValue"]
     assert ef.Pipeline.from_json(default).push.base_path == "gs://b/models"
-    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out),
+    assert cli.main(["compile", "estflow.pipelines.examples.taxi", "-o", str(out), *image,
                      "--push-base-path", "models"]) == 2
     assert "--push-base-path" in capsys.readouterr().err
 

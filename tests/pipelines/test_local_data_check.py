@@ -116,4 +116,5 @@ def test_the_cli_stops_before_any_step_with_every_mismatch(tmp_path, capsys, com
 
 def test_compile_does_not_need_the_data(tmp_path, capsys):
     target = _write(tmp_path, "x,tips", path="elsewhere/data.csv")
-    assert cli.main(["compile", str(target), "-o", str(tmp_path / "t.yaml")]) == 0
+    assert cli.main(["compile", str(target), "-o", str(tmp_path / "t.yaml"),
+                     "--image", "r/estflow:1"]) == 0

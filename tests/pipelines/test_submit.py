@@ -512,7 +512,8 @@ def test_cli_unreachable_host_exits_1(closed_port_url, package, cli):
                    "connection refused\n")
 
 
-def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys):
+def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys, monkeypatch):
+    monkeypatch.setenv("ESTFLOW_IMAGE", "r/estflow:1")  # what a .py target compiles on
     args = estflow_cli.build_parser().parse_args(["submit", "pipelines/examples/taxi.py",
                                                   "--host", api.url,
                                                   "--push-base-path", BUCKET])
