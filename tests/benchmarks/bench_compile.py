@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         commands = {
             "estflow compile": [str(BIN / "estflow"), "compile",
                                 str(REPO / "pipelines/examples/taxi.py"), "-o", "e.yaml",
-                                "--push-base-path", "gs://estflow-examples/serving_models"],
+                                "--push-base-path", "gs://estflow-examples/serving_models",
+                                "--image", "ghcr.io/estflow/estflow:0.1.0"],
             "kfp dsl compile": [str(BIN / "kfp"), "dsl", "compile", "--py", "hand.py",
                                 "--output", "k.yaml"],
         }
