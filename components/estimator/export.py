@@ -314,24 +314,32 @@ def export_module(estimator, trackables: Mapping[str, Any] | None = None) -> tf.
 
 _UNTRACKED_TABLE = (
     "The serving signature uses a lookup table the SavedModel cannot carry: {table}. Tables a "
-    "model_fn or a receiver builds (tf.lookup.StaticHashTable, StaticVocabularyTable, "
-    "index_table_from_file...) are carried; this one was made outside the traced call (a "
-    "table created once and captured, or a tf.compat.v1.feature_column lookup): pass the "
-    "object owning it as a ServingInputReceiver trackable, or build it inside the model_fn; "
-    "for feature columns, estflow.estimator.feature_column's lookups are constant ops.")
+    "model_fn builds over a vocabulary file (tf.lookup.TextFileInitializer: "
+    "index_table_from_file's TF 2 form) are carried; this one is not (keys from tensors, a "
+    "table created once and captured, or a tf.compat.v1.feature_column lookup): build it in "
+    "a tf.Module passed as a ServingInputReceiver trackable, or read the keys from a "
+    "vocabulary file; for feature columns, estflow.estimator.feature_column's lookups are "
+    "constant ops.")
 
 
 @contextlib.contextmanager
 def carried_tables(module: tf.Module):
-    """Attach to ``module`` the lookup tables (TF resources: ``tf.lookup.StaticHashTable``,
-    ``StaticVocabularyTable``, ...) created while signatures trace inside this block, so the
-    SavedModel carries them with their vocabulary files as assets (tf.estimator's graph kept
-    a model_fn's tables in ``TABLE_INITIALIZERS``; a TF 2 trace keeps none)."""
+    """Attach to ``module`` the vocabulary-file lookup tables (``tf.lookup.StaticHashTable``,
+    ``StaticVocabularyTable`` over a ``TextFileInitializer``) created while signatures trace
+    inside this block, so the SavedModel carries them with their files as assets
+    (tf.estimator's graph kept a model_fn's tables in ``TABLE_INITIALIZERS``; a TF 2 trace
+    keeps none)."""
     tracker = resource_lib.ResourceTracker()
     with resource_lib.resource_tracker_scope(tracker):
         yield
-    if tracker.resources:
-        module.lookup_tables = [*getattr(module, "lookup_tables", []), *tracker.resources]
+    # Only vocabulary-file tables: their initializer (a file, saved as an asset) is rebuilt
+    # at load. A table from in-graph keys (KeyValueTensorInitializer over the trace's
+    # tensors, tf.feature_column's lists) would load empty and serve wrong ids silently:
+    # left untracked, the save fails naming it.
+    tables = [r for r in tracker.resources
+              if isinstance(getattr(r, "_initializer", None), tf.lookup.TextFileInitializer)]
+    if tables:
+        module.lookup_tables = [*getattr(module, "lookup_tables", []), *tables]
 
 
 def _untracked_table(err: AssertionError) -> ValueError:

@@ -10,6 +10,7 @@ carries the table (and its vocabulary file as an asset)."""
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import estflow.estimator as estimator
@@ -73,3 +74,28 @@ def test_a_vocabulary_table_built_in_the_model_fn_is_exported(tmp_path):
         title=tf.constant(["election results", "startup funding", "rust unknownword"]))
     assert [s.decode() for s in served["source"].numpy()] == [
         "nytimes", "techcrunch", "github"]
+
+
+def test_a_table_over_in_graph_keys_fails_naming_the_table_not_feature_columns(tmp_path):
+    """The label table of GoogleCloudPlatform/cloudml-samples
+    census/customestimator/trainer/model.py (``index_table_from_tensor(label_values)``, TF 2:
+    ``StaticHashTable(KeyValueTensorInitializer(...))``), here used in PREDICT too: its keys
+    are the trace's tensors, so a loaded SavedModel would hold it empty; the export refuses,
+    naming the table's resource."""
+    def model_fn(features, labels, mode):
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(["a", "b"]), tf.constant([0, 1], tf.int64)), -1)
+        ids = table.lookup(tf.squeeze(features["title"], [1]))
+        w = tf.Variable(lambda: tf.zeros([]), name="w")
+        y = tf.cast(ids, tf.float32) + w
+        if mode == estimator.ModeKeys.PREDICT:
+            return estimator.EstimatorSpec(mode, predictions={"y": y})
+        loss = tf.reduce_mean(tf.square(y - labels))
+        return estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.
+                                       GradientDescentOptimizer(0.1).minimize(loss))
+
+    est = estimator.Estimator(model_fn, model_dir=str(tmp_path / "m"))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(
+        ({"title": [["a"], ["b"]]}, [0.0, 1.0])).batch(2), steps=1)
+    with pytest.raises(ValueError, match=r"cannot carry: resource '[^']+'.*vocabulary file"):
+        est.export_saved_model(str(tmp_path / "export"), serving_input_fn)
