@@ -2,8 +2,12 @@
 
 One way to write them (:func:`write_json`: ``path`` first, atomic where the filesystem allows)
 and to read them back. Local paths are written under a temporary name and renamed into place,
-so a reader never sees half a file; URLs (``gs://``, ``s3://``, ...) go through Beam's
-filesystems, which a Beam job's workers can reach.
+so a reader never sees half a file. ``gs://`` and ``s3://`` go through estflow's storage module
+(google-cloud-storage, boto3: an object's put is atomic), which honours the endpoint variables
+a pod sets (``STORAGE_EMULATOR_HOST``; ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL`` and KFP's
+MinIO-style ``S3_ENDPOINT``) and needs no Beam pipeline options: Beam's S3 filesystem refuses
+to work before a pipeline has set them, and never reads ``S3_ENDPOINT``. Other URLs
+(``hdfs://``, ...) go through Beam's filesystems.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from estflow.components._io import storage
 
 __all__ = ["write_json", "read_json", "take_json"]
 
@@ -22,22 +28,27 @@ def _is_url(path: str | os.PathLike) -> bool:
 
 def write_json(path: str | os.PathLike, value: Any) -> None:
     """Write ``value`` as JSON to ``path`` (sorted keys; anything else as its ``str``)."""
-    text = json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
+    data = (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+    if storage.is_remote(path):
+        storage.write_bytes(str(path), data)
+        return
     if _is_url(path):
-        # Only remote paths need Beam's filesystems; steps that never write one (train,
-        # push) do not pay for importing Beam.
+        # Only other URLs need Beam's filesystems; steps that never write one (train, push)
+        # do not pay for importing Beam.
         from apache_beam.io.filesystems import FileSystems
         with FileSystems.create(str(path)) as handle:
-            handle.write(text.encode("utf-8"))
+            handle.write(data)
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
 def read_json(path: str | os.PathLike) -> Any:
     """Read the JSON file at ``path`` (a local path or a URL)."""
+    if storage.is_remote(path):
+        return json.loads(storage.read_bytes(str(path)).decode("utf-8"))
     if _is_url(path):
         from apache_beam.io.filesystems import FileSystems
         with FileSystems.open(str(path)) as handle:
@@ -48,7 +59,9 @@ def read_json(path: str | os.PathLike) -> Any:
 def take_json(path: str | os.PathLike) -> Any:
     """Read, then delete, a JSON file a finished job left for its driver (statistics)."""
     value = read_json(path)
-    if _is_url(path):
+    if storage.is_remote(path):
+        storage.delete(str(path))
+    elif _is_url(path):
         from apache_beam.io.filesystems import FileSystems
         FileSystems.delete([str(path)])
     else:

@@ -20,6 +20,8 @@ import posixpath
 import numpy as np
 import tensorflow as tf
 
+from estflow.components._io import storage
+from estflow.components._io.bucket_repo import BucketDestination
 from estflow.components._io.model_repo import GFileDestination
 from estflow.components._io.model_repo import LocalDestination
 from estflow.components._io.model_repo import latest_servable
@@ -75,6 +77,29 @@ def _join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if "://" in base else os.path.join(base, *parts)
 
 
+def _exists(path: str) -> bool:
+    """Whether a file is at ``path``: local, ``gs://``/``s3://`` (estflow's storage module:
+    TensorFlow has no filesystem for them without tensorflow-io), else ``tf.io.gfile``."""
+    if "://" not in path or storage.is_remote(path):
+        return storage.exists(path)
+    return tf.io.gfile.exists(path)
+
+
+def _read(path: str) -> bytes:
+    """The bytes of the file at ``path`` (see :func:`_exists`)."""
+    if "://" not in path or storage.is_remote(path):
+        return storage.read_bytes(path)
+    with tf.io.gfile.GFile(path, "rb") as handle:
+        return handle.read()
+
+
+def _destination(base: str):
+    """The pushed model at ``base``, to list its versions."""
+    if storage.is_remote(base):
+        return BucketDestination(base)
+    return GFileDestination(base) if "://" in base else LocalDestination(base)
+
+
 def resolve_model(ref: str) -> ResolvedModel:
     """The SavedModel directory that ``ref`` names (relative paths: the working directory).
 
@@ -84,11 +109,11 @@ def resolve_model(ref: str) -> ResolvedModel:
     base = ref.rstrip("/") if "://" in ref else os.path.abspath(ref)
     for place in _EXPORT_PLACES:
         path = _join(base, place) if place else base
-        if tf.io.gfile.exists(_join(path, _SAVED_MODEL)):
+        if _exists(_join(path, _SAVED_MODEL)):
             name = posixpath.basename(path.rstrip("/"))
             version = int(name) if name.isascii() and name.isdigit() and not place else None
             return ResolvedModel(path, version)
-    destination = GFileDestination(base) if "://" in base else LocalDestination(base)
+    destination = _destination(base)
     versions = destination.list_versions()
     latest = latest_servable(destination) if versions else None
     if latest is None:
@@ -110,12 +135,12 @@ def read_raw_columns(path: str) -> tuple[Column, ...]:
         ModelError: the file is missing or not in the train step's format.
     """
     file = _join(path, RAW_FEATURES_FILE)
-    if not tf.io.gfile.exists(file):
+    if not _exists(file):
         raise ModelError(f"{path} has no {RAW_FEATURES_FILE}, which estflow's train step writes "
                          "next to the export: batch prediction reads the model's raw features "
                          "and their types from it to validate and encode the rows")
     try:
-        doc = json.loads(tf.io.gfile.GFile(file, "rb").read())
+        doc = json.loads(_read(file))
         columns = []
         for entry in doc["columns"]:
             dtype = entry["dtype"]
@@ -138,7 +163,8 @@ def describe_model(resolved: ResolvedModel, signature: str, loaded=None) -> Mode
     Raises:
         ModelError: no such signature, or it does not take serialized tf.Examples.
     """
-    loaded = loaded if loaded is not None else tf.saved_model.load(resolved.path)
+    loaded = loaded if loaded is not None else tf.saved_model.load(
+        storage.materialize(resolved.path))
     function = loaded.signatures.get(signature)
     if function is None:
         raise ModelError(f"the model at {resolved.path} has no signature {signature!r}; its "

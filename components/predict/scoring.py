@@ -28,6 +28,7 @@ import tensorflow as tf
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils import shared
 
+from estflow.components._io import storage
 from estflow.components._io.example_codec import encode_examples
 from estflow.components.predict.formats import Formatter
 
@@ -41,7 +42,9 @@ class _Loaded:
     """A loaded SavedModel (weakly referenceable, as ``shared.Shared`` needs)."""
 
     def __init__(self, path: str) -> None:
-        self.model = tf.saved_model.load(path)
+        # gs:// and s3:// are downloaded first (each worker process once): TensorFlow has no
+        # filesystem for them without tensorflow-io.
+        self.model = tf.saved_model.load(storage.materialize(path))
 
 
 def load_model(handle: shared.Shared, path: str):

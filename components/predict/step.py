@@ -13,8 +13,10 @@ import re
 import time
 
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils import shared
 
+from estflow.components._io import storage
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import beam as _beam
@@ -88,6 +90,7 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
             ``source.max_rejected_fraction`` of the data lines were rejected.
     """
     progress = entry.Progress("batch_predict")
+    beam_options = _filesystem_options(beam_options)
     spec = pipeline.predict
     ref = spec.model
     if pushed_dir is not None:
@@ -107,6 +110,20 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
     for line in summary_lines(summary):
         progress(line)
     return summary
+
+
+def _filesystem_options(beam_options) -> list[str]:
+    """``beam_options`` with the S3 endpoint the environment names (``AWS_ENDPOINT_URL_S3``,
+    ``AWS_ENDPOINT_URL``, KFP's ``S3_ENDPOINT``) unless they name one, given to Beam's
+    filesystems now: the driver checks and publishes an ``s3://`` output outside the job's
+    pipeline, and Beam's S3 filesystem works only once options are set, and never reads
+    ``S3_ENDPOINT`` itself."""
+    options = list(beam_options)
+    endpoint = storage.s3_endpoint()
+    if endpoint and not any(o.startswith("--s3_endpoint_url") for o in options):
+        options.append(f"--s3_endpoint_url={endpoint}")
+    FileSystems.set_options(PipelineOptions(options))
+    return options
 
 
 def _skip(pushed: dict, predictions_dir: str, progress: entry.Progress) -> dict:

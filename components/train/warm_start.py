@@ -12,6 +12,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from estflow.components._io import model_repo
+from estflow.components._io import storage
 from estflow.components.train.inputs import TrainStepError
 from estflow.dsl.pipeline import Pipeline
 from estflow.estimator import Estimator
@@ -44,22 +45,38 @@ def resolve(pipeline: Pipeline, model_dir: Path,
         progress(f"warm start: no version is served at {destination.model_base} yet; "
                  "training from scratch")
         return WarmStart(None, {"version": None, "reason": "no served version"})
-    found = tf.train.latest_checkpoint(model_repo.served_checkpoint_dir(destination, version))
+    found, recorded = _served_checkpoint(model_repo.served_checkpoint_dir(destination, version))
     path = f"{destination.model_base}/{version}"
     if found is None:
         progress(f"warm start: served version {version} at {path} carries no training "
                  f"checkpoint ({model_repo.SERVED_CHECKPOINT}/); training from scratch")
         return WarmStart(None, {"version": version, "path": path,
                                  "reason": "no checkpoint in the served version"})
-    record = {"version": version, "path": path, "checkpoint": found}
+    record = {"version": version, "path": path, "checkpoint": recorded}
     if tf.train.latest_checkpoint(str(model_dir)):
         progress(f"warm start: {model_dir} has a checkpoint of its own: resuming from it "
                  f"(served version {version} is not read)")
         return WarmStart(None, {**record, "reason": "resumed from the model_dir"})
-    progress(f"warm start: from served version {version} ({found})")
+    progress(f"warm start: from served version {version} ({recorded})")
     settings = WarmStartSettings(found, vars_to_warm_start=declared.settings_vars(),
                                  var_name_to_prev_var_name=declared.var_name_to_prev_var_name)
     return WarmStart(settings, record)
+
+
+def _served_checkpoint(folder: str) -> tuple[str | None, str | None]:
+    """(the checkpoint prefix to read, the one to record) of a served version's checkpoint
+    directory; (None, None) when it has none. A ``gs://``/``s3://`` directory is downloaded
+    first (removed when the process exits): TensorFlow has no filesystem for them without
+    tensorflow-io, which has no build for the TensorFlow estflow runs on."""
+    if not storage.is_remote(folder):
+        found = tf.train.latest_checkpoint(folder)
+        return found, found
+    try:
+        local = storage.materialize(folder)
+    except FileNotFoundError:  # nothing below it: a version pushed without a checkpoint
+        return None, None
+    found = tf.train.latest_checkpoint(local)
+    return found, (f"{folder}/{Path(found).name}" if found else None)
 
 
 def copy_checkpoint(estimator: Estimator, export_dir: Path) -> None:
