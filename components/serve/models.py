@@ -209,8 +209,11 @@ class ModelRegistry:
     request threads call ``get()``/``status()``, which only read an immutable snapshot.
     """
 
-    def __init__(self, base_path: Path, *, loader: Callable[..., ServedModel] = load_model):
+    def __init__(self, base_path: Path, *, loader: Callable[..., ServedModel] = load_model,
+                 sync: Callable[[], object] | None = None, source: str | None = None):
         self.base_path = base_path
+        self.source = source or str(base_path)  # what messages name (a bucket's URI)
+        self._sync = sync  # copies a bucket's new versions into base_path before each scan
         self._loader = loader
         self._lock = threading.Lock()          # guards the swap of _models / _failures
         self._refresh_lock = threading.Lock()  # one scan-and-load at a time
@@ -239,7 +242,7 @@ class ModelRegistry:
                 raise ServingError(404, f"model {name!r} is not available: version {newest} "
                                    f"failed to load: {failures[newest].message}")
             raise ServingError(404, f"no model named {name!r} is served from "
-                               f"{self.base_path}; served models: "
+                               f"{self.source}; served models: "
                                f"{', '.join(m.name for m in self.models()) or 'none'}")
         if version is not None and version != model.version:
             reason = (f"it failed to load: {failures[version].message}" if version in failures
@@ -269,6 +272,12 @@ class ModelRegistry:
     def refresh(self) -> None:
         """Scan the base path; load each model's newest version if it is not served yet."""
         with self._refresh_lock:
+            if self._sync is not None:
+                try:
+                    self._sync()
+                except OSError as e:  # the bucket is unreachable now: keep serving the copy
+                    log.error("cannot copy new versions from %s (serving what was copied "
+                              "before): %s", self.source, e)
             try:
                 found, refused = _scan(self.base_path)
             except OSError as e:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from estflow.components.serve.http import HttpServer
 from estflow.components.serve.http import Limits
 from estflow.components.serve.http import listen
+from estflow.components.serve.mirror import Mirror
 from estflow.dsl.contracts import SERVE_OPTIONS
 
 if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is bound
@@ -80,7 +81,9 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
     """Load the models under ``base_path`` and serve them over HTTP from a background thread.
 
     Args:
-        base_path: the push base path: ``<base_path>/<model_name>/<integer version>/``.
+        base_path: the push base path: ``<base_path>/<model_name>/<integer version>/``; a
+            local directory, or ``gs://``/``s3://`` (served from a local copy of each
+            model's newest version, copied again as new versions are pushed).
         host: address to bind; loopback by default (nothing here authenticates requests).
         port: TCP port; 0 picks a free one (see ``Server.port``).
         poll_seconds: how often to look for newly pushed versions; 0 disables polling.
@@ -97,7 +100,8 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
 
     Raises:
         NotADirectoryError: ``base_path`` is not a directory.
-        ValueError: an option is out of range.
+        StorageError: ``base_path`` is in a bucket that cannot be read (the message says why).
+        ValueError: an option is out of range, or ``base_path`` is not a valid URI.
         OSError: the address cannot be bound (the message names it).
     """
     base = checked_base_path(base_path)
@@ -111,8 +115,11 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
         raise
 
 
-def checked_base_path(base_path: str | Path) -> Path:
-    """``base_path``, resolved; NotADirectoryError when it is not a directory."""
+def checked_base_path(base_path: str | Path) -> Path | Mirror:
+    """``base_path``, resolved; NotADirectoryError when it is not a directory. A ``gs://`` or
+    ``s3://`` base is a :class:`Mirror` (ValueError for a URI without a bucket)."""
+    if "://" in str(base_path):
+        return Mirror(str(base_path))
     base = Path(base_path).resolve()
     if not base.is_dir():
         raise NotADirectoryError(f"the model base path {str(base)!r} is not a directory")
@@ -140,12 +147,19 @@ def checked_limits(poll_seconds: float, max_body_bytes: int, threads: int,
                   max_connections=max_connections)
 
 
-def start(listener: socket.socket, base: Path, limits: Limits, poll_seconds: float) -> Server:
-    """Load the models (this imports TensorFlow) and start serving on ``listener``."""
+def start(listener: socket.socket, base: Path | Mirror, limits: Limits,
+          poll_seconds: float) -> Server:
+    """Load the models (this imports TensorFlow) and start serving on ``listener``; a
+    :class:`Mirror` is copied first (a bucket that cannot be read fails here: StorageError)
+    and again before each poll's scan."""
     from estflow.components.serve.models import ModelRegistry
     from estflow.components.serve.rest import make_app
 
-    registry = ModelRegistry(base)
+    if isinstance(base, Mirror):
+        base.sync()
+        registry = ModelRegistry(base.local, sync=base.sync, source=base.uri)
+    else:
+        registry = ModelRegistry(base)
     registry.refresh()
     if poll_seconds:
         registry.start_polling(poll_seconds)

@@ -1,11 +1,13 @@
 """Staging on shared storage: the job's inputs copied to ``cluster.shared_dir`` and its model
-copied back, on a local path (a PVC) or a URL (``gs://...``: through TensorFlow's
-filesystems, imported only then)."""
+copied back, on a local path (a PVC) or a URL (``gs://``, ``s3://``: estflow's storage module,
+no tensorflow-io; other schemes through TensorFlow's filesystems, imported only then)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from estflow.components._io import storage
 
 __all__ = ["is_url", "copytree", "write_text"]
 
@@ -20,6 +22,13 @@ def copytree(src: str, dst: str) -> None:
     if not is_url(src) and not is_url(dst):
         shutil.copytree(src, dst, dirs_exist_ok=True)
         return
+    if storage.is_remote(src) or storage.is_remote(dst):  # gs://, s3://: no tensorflow-io
+        with storage.local_copy(src) as local:
+            if storage.is_remote(dst):
+                storage.upload_tree(local, dst)
+            else:
+                shutil.copytree(local, dst, dirs_exist_ok=True)
+        return
     # TensorFlow's filesystems only when a URL is involved: a PVC run never imports it.
     import tensorflow as tf
 
@@ -32,6 +41,9 @@ def copytree(src: str, dst: str) -> None:
 
 def write_text(path: str, text: str) -> None:
     """Write a text file, locally or to a URL, making its directory."""
+    if storage.is_remote(path):
+        storage.write_bytes(path, text.encode("utf-8"))
+        return
     if is_url(path):
         import tensorflow as tf  # see copytree
 

@@ -29,7 +29,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    if not os.path.isdir(args.base_path):
+    # a bucket (gs://, s3://) is checked by the server, which reads it with the step's clients
+    if not args.base_path.startswith(("gs://", "s3://")) and not os.path.isdir(args.base_path):
         raise UsageError(f"BASE_PATH {args.base_path!r} is not a directory")
     options = []
     for option in SERVE_OPTIONS:
