@@ -93,7 +93,7 @@ def _compile(tmp_path: Path, image: str) -> Path:
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env=kfp_local_fakes.env())
     assert done.returncode == 0, done.stderr
-    assert f"image {image}" in done.stdout
+    assert image in done.stdout and f"{image}-slim" in done.stdout  # compile names both
     return tmp_path / "taxi.yaml"
 
 
