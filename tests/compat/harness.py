@@ -16,7 +16,9 @@ text is not touched; the harness only
 - wraps ``Estimator.evaluate`` of the framework under test to record each call's result;
 - runs the program in a fresh temporary working directory (the notebooks write relative paths),
   after removing the absolute model directories the program names in its header
-  (``# corpus: fresh-dir /tmp/...``).
+  (``# corpus: fresh-dir /tmp/...``), with the data files its header names copied in
+  (``# corpus: data-file NAME RELATIVE/PATH``: ``data/NAME`` where the program reads
+  ``RELATIVE/PATH``, for programs that read local files rather than download).
 
 The result file: ``{"ok": bool, "error": str | None, "seconds": float, "evaluations": [{metric:
 value, ..., "_estimator": i}, ...]}`` (values as Python floats/ints, non-scalar entries dropped;
@@ -199,6 +201,18 @@ def fresh_dirs(program: str) -> list[str]:
         return re.findall(r"^# corpus: fresh-dir (\S+)$", f.read(), flags=re.M)
 
 
+def data_files(program: str) -> list[tuple[str, str]]:
+    with open(program) as f:
+        return re.findall(r"^# corpus: data-file (\S+) (\S+)$", f.read(), flags=re.M)
+
+
+def _copy_data_files(program: str, workdir: str) -> None:
+    for name, relative in data_files(program):
+        target = os.path.join(workdir, relative)
+        os.makedirs(os.path.dirname(target) or workdir, exist_ok=True)
+        shutil.copyfile(os.path.join(DATA, name), target)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("program")
@@ -225,6 +239,7 @@ def main(argv=None) -> int:
         _install_framework(args.framework, args.seed, evaluations)
         for path in fresh_dirs(program):
             shutil.rmtree(path, ignore_errors=True)
+        _copy_data_files(program, workdir)
         os.chdir(workdir)
         sys.argv = [program]
         runpy.run_path(program, run_name="__main__")
