@@ -167,6 +167,12 @@ def rewrite_layer_call(m, call, name: str) -> None:
                f"object: build tf.keras.layers.{layer.keras}(...) once and call it on each "
                "input")
         return
+    scope = _reusing_scope(m, call) if "trainable" in layer.params else None  # has variables
+    if scope is not None:
+        m.note(call, "could not", f"{shown}(...) inside variable_scope(..., reuse=...) (line "
+               f"{scope.lineno}): Keras layers share variables by object, not by scope name: "
+               f"build tf.keras.layers.{layer.keras}(...) once and call it on each input")
+        return
     unsupported = sorted(set(bound) & layer.unsupported)
     if unsupported or "inputs" not in bound:
         what = ", ".join(unsupported) or "no inputs"
@@ -184,6 +190,27 @@ def rewrite_layer_call(m, call, name: str) -> None:
     notes += [f"{p} left out: a speed hint" for p in sorted(set(bound) & layer.dropped)]
     m.note(call, "changed", f"{shown}(...) -> tf.keras.layers.{layer.keras}(...)(inputs)"
            + "".join(f" ({n})" for n in notes))
+
+
+def _reusing_scope(m, call):
+    """The ``variable_scope(..., reuse=X)`` call around ``call`` (X not False/None), or None:
+    TF 1 layers built twice in such a scope share one set of variables."""
+    import ast
+
+    node = call
+    while node in m.parents:
+        node = m.parents[node]
+        if not isinstance(node, (ast.With, ast.AsyncWith)):
+            continue
+        for item in node.items:
+            expr = item.context_expr
+            resolved = m.resolve(expr.func) if isinstance(expr, ast.Call) else None
+            if resolved is None or m.canonical(resolved[0]) != ("tensorflow", "variable_scope"):
+                continue
+            reuse = next((k.value for k in expr.keywords if k.arg == "reuse"), None)
+            if reuse is not None and not (isinstance(reuse, ast.Constant) and not reuse.value):
+                return expr
+    return None
 
 
 def _layer_text(m, call, layer: Layer, bound: dict) -> str:

@@ -350,7 +350,11 @@ def test_nothing_to_do_leaves_the_text_alone():
 
 # what each corpus program cannot have migrated (the codemod's side; the engine's gaps are in
 # tests/compat/test_corpus.py)
-CORPUS_UNRESOLVED: dict[str, list[str]] = {}
+_REUSE = "inside variable_scope(..., reuse=...) (line 51)"
+CORPUS_UNRESOLVED: dict[str, list[str]] = {
+    "adtfex_convolutional_network": [f"tf.compat.v1.layers.{name}(...) {_REUSE}"
+                                     for name in ("conv2d", "conv2d", "dense", "dense")],
+}
 
 
 @pytest.mark.parametrize("program", sorted(p.stem for p in CORPUS.glob("*.py")))
@@ -480,6 +484,27 @@ def test_tf1_layer_arguments_keras_cannot_take_are_reported_with_the_replacement
     assert "build tf.keras.layers.Dense(...) once and call it on each input" in report
     assert "renorm has no Keras 3 equivalent" in report
     assert "c = tf.keras.layers.Dense(10)(x1)" in m.source
+
+
+def test_tf1_layers_inside_a_reusing_variable_scope_are_reported():
+    """aymericdamien/TensorFlow-Examples convolutional_network.py builds its network twice
+    (train and test graphs) inside ``tf.variable_scope('ConvNet', reuse=reuse)``: TF 1 shares
+    the layers' variables by scope name, Keras layers would not (the test graph would evaluate
+    untrained weights)."""
+    m = migrate("""\
+        import tensorflow.compat.v1 as tf
+        def net(x, reuse):
+            with tf.variable_scope('ConvNet', reuse=reuse):
+                return tf.layers.dense(tf.layers.flatten(x), 10)
+        def other(x):
+            with tf.variable_scope('Head', reuse=False):
+                return tf.layers.dense(x, 10)
+        """)
+    assert [(c.line, c.kind) for c in m.unresolved] == [(4, "could not")]
+    assert "variable_scope(..., reuse=...)" in m.report()
+    assert "build tf.keras.layers.Dense(...) once and call it on each input" in m.report()
+    assert "keras.layers.Flatten()(x)" in m.source  # no variables: nothing to share
+    assert "return tensorflow.keras.layers.Dense(10)(x)" in m.source
 
 
 def test_private_estimator_imports_and_tf1_dataset_iterator_methods():
