@@ -369,8 +369,9 @@ class _Migrator:
     def canonical(path: Iterable[str]) -> tuple[str, ...]:
         """``tensorflow.compat.v1.X`` and ``.v2.X`` -> ``tensorflow.X``."""
         path = tuple(path)
-        if path[:3] in (("tensorflow", "compat", "v1"), ("tensorflow", "compat", "v2")):
-            return ("tensorflow",) + path[3:]
+        # a loop: `tf.compat.v1.X` under `import tensorflow.compat.v1 as tf` spells it twice
+        while path[:3] in (("tensorflow", "compat", "v1"), ("tensorflow", "compat", "v2")):
+            path = ("tensorflow",) + path[3:]
         return path
 
     def collect_imports(self) -> None:

@@ -563,3 +563,16 @@ def test_tf1_rnn_cells_are_reported_with_line_and_keras_replacement():
     assert "tf.compat.v1.nn.rnn_cell.GRUCell" in lines[8] and "GRUCell(num_units)" in lines[8]
     assert "return_state=True)(inputs)" in lines[9]
     assert "tf.contrib.rnn.LSTMCell" in lines[10]
+
+
+def test_compat_v1_spelled_again_under_a_compat_v1_alias():
+    """``tf.compat.v1.estimator.X`` where ``tf`` is already ``tensorflow.compat.v1`` (TF 1.14-era
+    examples/learn programs): the same names as ``tf.estimator.X``."""
+    m = migrate("""\
+        import tensorflow.compat.v1 as tf
+        fn = tf.compat.v1.estimator.inputs.numpy_input_fn(x={'x': xs}, y=ys, shuffle=False)
+        est = tf.compat.v1.estimator.Estimator(model_fn=model_fn)
+        """)
+    assert "tf.compat.v1.estimator" not in m.source
+    assert "est = estimator.Estimator(model_fn=model_fn)" in m.source
+    assert not m.unresolved
