@@ -60,6 +60,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 
+from estflow.pipelines.migrate_surface import replacement
+from estflow.pipelines.migrate_surface import surface_target
 from estflow.pipelines.migrate_tf1 import LAYERS
 from estflow.pipelines.migrate_tf1 import LEGACY_ESTIMATOR_ROOTS
 from estflow.pipelines.migrate_tf1 import RNN_FUNCTIONS
@@ -635,7 +637,8 @@ class _Migrator:
                 return None
             if head in ESTIMATOR_NAMES:
                 return 3, head
-            return None
+            surface = surface_target(rest)  # tpu, inputs, experimental, the rest of 2.15's
+            return None if surface is None else (2 + surface[0], surface[1])
         if canon[:2] == ("tensorflow", "feature_column"):
             if len(canon) == 2:
                 return 2, "feature_column"
@@ -720,8 +723,9 @@ class _Migrator:
                               "`numpy_input_fn(...)`/`pandas_input_fn(...)` is rewritten")
                     continue
                 what = ".".join(canon[2:4]) if canon[2] in ("experimental", "export") else canon[2]
+                instead = replacement(canon[2:])
                 self.note(node, "could not", f"tf.estimator.{what}: estflow's engine has no "
-                          "such name (left as is)")
+                          "such name (left as is)" + (f"; use {instead}" if instead else ""))
                 continue
             if canon[:2] == ("tensorflow", "feature_column") and len(canon) > 2:
                 self.note(node, "could not", f"tf.feature_column.{canon[2]}: estflow's feature "

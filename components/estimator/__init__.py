@@ -14,10 +14,13 @@ if __name__ != "estflow.estimator":
 from estflow.dsl.model_fn import EstimatorSpec
 from estflow.dsl.model_fn import ModeKeys
 from estflow.estimator import early_stopping
+from estflow.estimator import experimental
 from estflow.estimator import export
 from estflow.estimator import feature_column
 from estflow.estimator import heads
 from estflow.estimator import hooks
+from estflow.estimator import inputs
+from estflow.estimator import tpu
 from estflow.estimator._premade.inputs import InputLayer
 from estflow.estimator._premade.inputs import LinearLayer
 from estflow.estimator._premade.model_fns import head_of
@@ -65,6 +68,7 @@ from estflow.estimator.heads import PoissonRegressionHead
 from estflow.estimator.heads import RegressionHead
 from estflow.estimator.hooks import CheckpointSaverListener
 from estflow.estimator.hooks import LoggingTensorHook
+from estflow.estimator.hooks import NanLossDuringTrainingError
 from estflow.estimator.hooks import NanTensorHook
 from estflow.estimator.hooks import SessionRunArgs
 from estflow.estimator.hooks import SessionRunContext
@@ -74,6 +78,16 @@ from estflow.estimator.hooks import StepCounterHook
 from estflow.estimator.hooks import StopAtStepHook
 from estflow.estimator.keras_estimator import model_to_estimator
 from estflow.estimator.run_config import RunConfig
+from estflow.estimator.surface import BaselineEstimator
+from estflow.estimator.surface import CheckpointSaverHook
+from estflow.estimator.surface import FeedFnHook
+from estflow.estimator.surface import FinalOpsHook
+from estflow.estimator.surface import GlobalStepWaiterHook
+from estflow.estimator.surface import ProfilerHook
+from estflow.estimator.surface import SecondOrStepTimer
+from estflow.estimator.surface import SummarySaverHook
+from estflow.estimator.surface import classifier_parse_example_spec
+from estflow.estimator.surface import regressor_parse_example_spec
 from estflow.estimator.training import EvalSpec
 from estflow.estimator.training import TrainSpec
 from estflow.estimator.training import train_and_evaluate
@@ -151,4 +165,19 @@ __all__ = [
     "LinearClassifier",
     "LinearEstimator",
     "LinearRegressor",
+    # the rest of tf.estimator 2.15's names (tests/compat/test_surface.py)
+    "BaselineEstimator",
+    "CheckpointSaverHook",
+    "FeedFnHook",
+    "FinalOpsHook",
+    "GlobalStepWaiterHook",
+    "NanLossDuringTrainingError",
+    "ProfilerHook",
+    "SecondOrStepTimer",
+    "SummarySaverHook",
+    "classifier_parse_example_spec",
+    "experimental",
+    "inputs",
+    "regressor_parse_example_spec",
+    "tpu",
 ]

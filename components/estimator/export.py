@@ -472,3 +472,14 @@ def export_saved_model(estimator, export_dir_base: str | os.PathLike,
         stamp += 1
     return str(save(module, estimator, base / str(stamp), signatures, method_names=methods,
                     checkpoint_path=checkpoint_path))
+
+
+# tf.estimator.export names the engine does not implement (they raise naming the replacement).
+from estflow.estimator._unavailable import unavailable_class  # noqa: E402
+
+ExportOutput = unavailable_class(
+    "estimator.export.ExportOutput", "export.ClassificationOutput, export.RegressionOutput or "
+    "export.PredictOutput (the outputs the engine exports)")
+EvalOutput = unavailable_class(
+    "estimator.export.EvalOutput", "EstimatorSpec(eval_metric_ops=...) and "
+    "estimator.evaluate(...) (the engine exports serving signatures, not EVAL graphs)")
