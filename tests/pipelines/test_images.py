@@ -112,7 +112,7 @@ def _run_in_containers(yaml_path: Path, tmp_path: Path) -> str:
     done = subprocess.run([sys.executable, "-c", DOCKER_RUN, str(yaml_path), str(root),
                            str(data), str(serving), json.dumps(arguments)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=1800, env=kfp_local_fakes.env())
-    output = done.stdout + done.stderr
+    output = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)  # kfp.local's colours
     assert done.returncode == 0, output[-6000:]
     return output
 
