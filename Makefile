@@ -38,7 +38,7 @@ demo: $(STAMP)
 	$(VENV)/bin/estflow run pipelines/examples/taxi.py
 
 compile: $(STAMP)
-	$(VENV)/bin/estflow compile pipelines/examples/taxi.py -o taxi.yaml --push-base-path gs://estflow-examples/serving_models
+	$(VENV)/bin/estflow compile pipelines/examples/taxi.py -o taxi.yaml --push-base-path gs://estflow-examples/serving_models --image $(IMAGE_REPO):$(IMAGE_VERSION)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
