@@ -48,6 +48,7 @@ URLS = {
     "iris_test.csv": "iris_test.csv",
     "tf-datasets/titanic/train.csv": "titanic_train.csv",
     "tf-datasets/titanic/eval.csv": "titanic_eval.csv",
+    "autos/imports-85.data": "imports85.data",
 }
 
 
@@ -81,7 +82,7 @@ def _install_download_shims() -> None:
         with np.load(os.path.join(DATA, "mnist_small.npz")) as f:
             return (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
 
-    utils_modules = [tf.keras.utils]
+    utils_modules = [tf.keras.utils, tf.compat.v1.keras.utils]  # TF 1 code: compat.v1's own
     try:
         import keras
 
@@ -91,8 +92,10 @@ def _install_download_shims() -> None:
     for module in utils_modules:
         module.get_file = get_file
     tf.keras.datasets.mnist.load_data = mnist_load_data
+    tf.compat.v1.keras.datasets.mnist.load_data = mnist_load_data  # TF 1 code: its own module
 
     sys.modules["tensorflow_datasets"] = _fake_tfds(tf, np)
+    _install_tf1_data_shims(tf, np)
     try:
         import IPython.display  # noqa: F401
     except ImportError:
@@ -106,6 +109,52 @@ def _install_download_shims() -> None:
         import tensorflow_decision_forests  # noqa: F401
     except ImportError:
         sys.modules["tensorflow_decision_forests"] = types.ModuleType("tensorflow_decision_forests")
+    from fake_sklearn import install as install_fake_sklearn
+
+    install_fake_sklearn(DATA, np)  # both venvs lack scikit-learn; the same stand-in in each
+
+
+def _install_tf1_data_shims(tf, np) -> None:
+    """TF 1-era loaders: ``tensorflow.examples.tutorials.mnist.input_data`` (gone from TF 2),
+    ``keras.datasets.imdb`` and ``urllib.request.urlretrieve`` of MNIST's idx files."""
+    import gzip
+    import urllib.request
+
+    from corpus_data import imdb_load_data
+    from corpus_data import imdb_word_index
+    from corpus_data import mnist_idx_gz
+    from corpus_data import mnist_read_data_sets
+
+    names = ["tensorflow.examples", "tensorflow.examples.tutorials",
+             "tensorflow.examples.tutorials.mnist"]
+    for name in names:
+        sys.modules.setdefault(name, types.ModuleType(name))
+    input_data = types.ModuleType("tensorflow.examples.tutorials.mnist.input_data")
+    input_data.read_data_sets = lambda *a, **k: mnist_read_data_sets(DATA, np, *a, **k)
+    sys.modules[input_data.__name__] = input_data
+    sys.modules[names[-1]].input_data = input_data
+    imdb_modules = [tf.keras.datasets.imdb]
+    try:
+        import keras
+
+        imdb_modules.append(keras.datasets.imdb)
+    except (ImportError, AttributeError):
+        pass
+    for module in imdb_modules:
+        module.load_data = lambda *a, **k: imdb_load_data(DATA, np, *a, **k)
+        module.get_word_index = lambda *a, **k: imdb_word_index()
+    real_urlretrieve = urllib.request.urlretrieve
+
+    def urlretrieve(url, filename=None, *args, **kwargs):
+        data = mnist_idx_gz(DATA, np, gzip, str(url))
+        if data is None:
+            return real_urlretrieve(url, filename, *args, **kwargs)
+        filename = filename or tempfile.mkstemp(suffix=".gz")[1]
+        with open(filename, "wb") as f:
+            f.write(data)
+        return filename, None
+
+    urllib.request.urlretrieve = urlretrieve
 
 
 def _fake_tfds(tf, np) -> types.ModuleType:

@@ -46,7 +46,11 @@ BOUNDED_MARGIN = 0.05
 LOSS_MARGIN, LOSS_FLOOR = 0.25, 0.02
 
 # What each failing program needs from the engine (or, named so, from elsewhere).
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "adtfex_convolutional_network": "tf.compat.v1.layers built twice inside "
+    "variable_scope(reuse=True) (train and test graphs sharing weights by scope name): Keras "
+    "layers share by object; estflow migrate reports each layer with the replacement",
+}
 SLOW: set[str] = set()  # programs over ~20 s on 2 cores; none so far
 
 
