@@ -25,7 +25,8 @@ What it rewrites (each change is reported with its line number):
   pipeline (``lambda: tf.data.Dataset.from_tensor_slices(...).shuffle(queue_capacity)
   .repeat(num_epochs).batch(batch_size)``).
 - ``tf.compat.v1.estimator``'s premade classes get ``loss_reduction="sum"``, their TF 1 default
-  (TF 2's and estflow's is ``sum_over_batch_size``), unless the call sets it.
+  (TF 2's and estflow's is ``sum_over_batch_size``), unless the call sets it; their DNN part
+  given no optimizer gets TF 1's default, ``tf.compat.v1.train.AdagradOptimizer(0.05)``.
 - ``tf.compat.v1.distribute.X`` strategies -> ``tf.distribute.X`` (the engine takes TF 2 ones).
 - Keras 3: ``tf.keras.optimizers.legacy.X`` -> ``tf.keras.optimizers.X`` (there is no legacy
   namespace in Keras 3); ``tf.compat.v1.layers.Dense``/``Flatten``/... and every functional
@@ -152,6 +153,10 @@ V1_SUM_CANNED = frozenset({
     "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "LinearClassifier",
     "LinearRegressor",
 })
+# ... and their DNN part to Adagrad at 0.05: (keyword, its position in the TF 1 signature).
+V1_DNN_OPTIMIZER = {"DNNClassifier": ("optimizer", 6), "DNNRegressor": ("optimizer", 5),
+                    "DNNLinearCombinedClassifier": ("dnn_optimizer", 4),
+                    "DNNLinearCombinedRegressor": ("dnn_optimizer", 4)}
 PANDAS_INPLACE = frozenset({"replace", "fillna", "where", "mask", "clip", "ffill", "bfill",
                             "interpolate", "rename", "drop_duplicates", "sort_values"})
 GRAPH_MODE_SWITCHES = frozenset({"disable_eager_execution", "disable_v2_behavior",
@@ -886,17 +891,28 @@ class _Migrator:
                       "loss_reduction='sum'")
             return
         values = list(call.args) + [k.value for k in call.keywords]
+        text = 'loss_reduction="sum"' + self._v1_dnn_optimizer(call, name)
         if values:
             last = max(values, key=lambda v: (v.end_lineno, v.end_col_offset))
             pos = self.offset(last.end_lineno, last.end_col_offset)
-            text = ', loss_reduction="sum"'
+            text = ", " + text
         else:
             pos = self.offset(call.end_lineno, call.end_col_offset) - 1
-            text = 'loss_reduction="sum"'
         if self.edit(pos, pos, text):
-            self.note(call, "changed", f"tf.compat.v1.estimator.{name}: added "
-                      "loss_reduction=\"sum\" (the TF 1 class's default; TF 2's and estflow's "
-                      "is sum_over_batch_size)")
+            self.note(call, "changed", f"tf.compat.v1.estimator.{name}: added {text.lstrip(', ')}"
+                      " (the TF 1 class's defaults; TF 2's and estflow's are sum_over_batch_size"
+                      " and Keras Adagrad's 0.001)")
+
+    def _v1_dnn_optimizer(self, call: ast.Call, name: str) -> str:
+        """``, optimizer=<TF 1 Adagrad at 0.05>`` for a TF 1 DNN class given no optimizer (TF 1's
+        default learning rate; TF 2's classes take Keras Adagrad's 0.001), else ``""``."""
+        keyword, position = V1_DNN_OPTIMIZER.get(name, (None, 0))
+        if keyword is None or len(call.args) > position:
+            return ""
+        if keyword in {k.arg for k in call.keywords}:
+            return ""
+        return (f", {keyword}={self.tf_name()}.compat.v1.train.AdagradOptimizer("
+                "learning_rate=0.05)")
 
     def _call_decay(self, call: ast.Call, name: str) -> None:
         schedule, params = DECAYS[name]
