@@ -739,3 +739,21 @@ def test_scaffold_fields_the_engine_does_itself_are_refused(tmp_path):
     est = tf_estimator.Estimator(model_fn, str(tmp_path), progress=_quiet)
     with pytest.raises(ValueError, match=r"Scaffold\(init_fn\).*saver=tf.train.Checkpoint"):
         est.train(_regression_input_fn(), steps=1)
+
+
+def test_tf1_optimizer_takes_a_keras_schedule_as_its_learning_rate(tmp_path):
+    """``estflow migrate`` turns ``tf.compat.v1.train.exponential_decay(lr, global_step)`` into a
+    Keras ``ExponentialDecay``; a ``tf.compat.v1.train`` optimizer given it (tensorflow/tpu's
+    mnist_tpu.py) calls it at the global step, as it called TF 1's decayed rate."""
+    def model_fn(features, labels, mode):
+        logits = keras.layers.Dense(2)(tf.concat([features["x1"], features["x2"]], 1))
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        schedule = keras.optimizers.schedules.ExponentialDecay(
+            initial_learning_rate=0.5, decay_steps=1, decay_rate=0.5)
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate=schedule)
+        train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
+        return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    est = tf_estimator.Estimator(model_fn, model_dir=str(tmp_path / "m"))
+    est.train(_train_input_fn, steps=3)
+    assert est.get_variable_value("global_step") == 3
