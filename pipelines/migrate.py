@@ -65,6 +65,7 @@ from estflow.pipelines.migrate_surface import replacement
 from estflow.pipelines.migrate_surface import surface_target
 from estflow.pipelines.migrate_tf1 import LAYERS
 from estflow.pipelines.migrate_tf1 import LEGACY_ESTIMATOR_ROOTS
+from estflow.pipelines.migrate_tf1 import PRIVATE_COLUMN_CLASSES
 from estflow.pipelines.migrate_tf1 import RNN_FUNCTIONS
 from estflow.pipelines.migrate_tf1 import RNN_REPLACEMENTS
 from estflow.pipelines.migrate_tf1 import private_estimator_target
@@ -471,6 +472,13 @@ class _Migrator:
         if module[0] == "tensorflow_estimator":
             self.note(node, "could not", f"from {node.module} import ...: import the engine "
                       f"instead (import {ESTFLOW_MODULE} as estimator)")
+            return
+        if module == ("tensorflow", "python", "feature_column"):
+            for alias in node.names:  # isinstance on TF's classes never matches estflow's columns
+                self.note(node, "could not", f"from {node.module} import {alias.name}: TF's "
+                          "private feature-column classes never match estflow's columns; "
+                          f"import {ESTFLOW_MODULE}.feature_column as {alias.asname or alias.name}"
+                          f" ({PRIVATE_COLUMN_CLASSES})")
             return
         canon = self.canonical(module)
         if canon in (("tensorflow", "estimator"), ("tensorflow", "feature_column"),

@@ -13,6 +13,8 @@ modules, TF 1 dataset iterators (used by :mod:`.migrate`; no TensorFlow imported
   no text is rewritten).
 - ``from tensorflow.python.estimator.<module> import X`` (and ``tensorflow_estimator.python
   .estimator``): the public name from ``estflow.estimator``, or reported.
+- ``from tensorflow.python.feature_column import feature_column[_v2]``: reported with
+  estflow's column classes (``isinstance`` on TF's classes never matches estflow's columns).
 - ``dataset.make_one_shot_iterator()`` (a TF 1 ``Dataset`` method) ->
   ``tf.compat.v1.data.make_one_shot_iterator(dataset)``, whose ``get_next()`` tensors the
   engine reads as the dataset (the code after ``get_next()`` runs on every batch).
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LAYERS", "RNN_REPLACEMENTS", "Layer", "private_estimator_target"]
+__all__ = ["LAYERS", "PRIVATE_COLUMN_CLASSES", "RNN_REPLACEMENTS", "Layer",
+           "private_estimator_target"]
 
 _INIT = ["kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
          "activity_regularizer", "kernel_constraint", "bias_constraint", "trainable", "name",
@@ -119,6 +122,17 @@ _WHOLE_ENGINE = frozenset({"estimator", "estimator_lib", "model_fn", "run_config
 _EXPORT_MODULES = frozenset({"export", "export_lib", "export_output"})
 LEGACY_ESTIMATOR_ROOTS = (("tensorflow", "python", "estimator"),
                           ("tensorflow_estimator", "python", "estimator"))
+
+# TF's private feature-column classes (tensorflow.python.feature_column's feature_column and
+# feature_column_v2 modules) -> estflow.estimator.feature_column's, for the migrate report.
+PRIVATE_COLUMN_CLASSES = ", ".join(f"{old} -> {new}" for old, new in (
+    ("_NumericColumn", "NumericColumn"), ("_BucketizedColumn", "BucketizedColumn"),
+    ("_VocabularyListCategoricalColumn", "VocabularyListColumn"),
+    ("_VocabularyFileCategoricalColumn", "VocabularyFileColumn"),
+    ("_IdentityCategoricalColumn", "IdentityCategoricalColumn"),
+    ("_HashedCategoricalColumn", "HashedCategoricalColumn"), ("_CrossedColumn", "CrossedColumn"),
+    ("_EmbeddingColumn", "EmbeddingColumn"), ("_IndicatorColumn", "IndicatorColumn"),
+    ("VocabularyListCategoricalColumn", "VocabularyListColumn")))
 
 
 def private_estimator_target(module: tuple[str, ...], name: str, estimator_names: frozenset,
