@@ -322,6 +322,12 @@ _V1_LAYERS = {
     "average_pooling1d": "keras.layers.AveragePooling1D",
     "average_pooling2d": "keras.layers.AveragePooling2D",
 }
+# TF 1 RNN cells (tf.compat.v1.nn.rnn_cell.*, which Keras 3 stubs out under the same error as
+# the layers): the Keras cell to build and wrap in keras.layers.RNN.
+_V1_CELLS = {
+    "BasicLSTMCell": "LSTMCell", "LSTMCell": "LSTMCell", "LayerNormBasicLSTMCell": "LSTMCell",
+    "GRUCell": "GRUCell", "BasicRNNCell": "SimpleRNNCell", "RNNCell": "SimpleRNNCell",
+}
 _LEGACY_LAYER = re.compile(r"^`(\w+)` is not available with Keras 3\.$")
 _NO_SETTER = re.compile(r"property '(\w+)' of '(\w+)' object has no setter")
 _MISSING = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
@@ -329,6 +335,17 @@ _MISSING = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 
 def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _cell_message(name: str) -> str:
+    if name == "MultiRNNCell":
+        keras_cell = "keras.layers.StackedRNNCells([cell, ...])"
+    else:
+        keras_cell = f"keras.layers.{_V1_CELLS.get(name, 'LSTMCell')}(units)"
+    return (f"tf.compat.v1.nn.rnn_cell.{name} is not available on TF 2.21 (Keras 3 has no TF 1 "
+            f"RNN cells): build {keras_cell} once and run it with keras.layers.RNN(cell, "
+            "return_sequences=..., return_state=...)(inputs) in place of tf.nn.dynamic_rnn "
+            "(an LSTM's state comes back as [h, c], not an LSTMStateTuple)")
 
 
 def explain(error: BaseException) -> BaseException | None:
@@ -339,6 +356,8 @@ def explain(error: BaseException) -> BaseException | None:
         match = _LEGACY_LAYER.match(text)
         if match:
             name = match.group(1)
+            if name.endswith("Cell") or name == "MultiRNNCell":
+                return AttributeError(_cell_message(name))
             replacement = _V1_LAYERS.get(name) or f"keras.layers.{_camel(name)}"
             return AttributeError(
                 f"tf.compat.v1.layers.{name} is not available on TF 2.21 (Keras 3 has no TF 1 "

@@ -757,3 +757,21 @@ def test_tf1_optimizer_takes_a_keras_schedule_as_its_learning_rate(tmp_path):
     est = tf_estimator.Estimator(model_fn, model_dir=str(tmp_path / "m"))
     est.train(_train_input_fn, steps=3)
     assert est.get_variable_value("global_step") == 3
+
+
+@pytest.mark.parametrize("name, keras_cell", [("BasicLSTMCell", "keras.layers.LSTMCell"),
+                                              ("GRUCell", "keras.layers.GRUCell"),
+                                              ("MultiRNNCell", "keras.layers.StackedRNNCells")])
+def test_a_tf1_rnn_cell_is_explained_as_a_keras_cell_in_an_rnn_layer(name, keras_cell):
+    """TF 1 RNN cells (eisenjulian/nlp_estimator_tutorial's LSTM section builds
+    tf.nn.rnn_cell.BasicLSTMCell) fail on Keras 3 with its layer stub's error; the engine's
+    explanation names a Keras cell that exists, run by keras.layers.RNN."""
+    from estflow.estimator._engine import tf1
+
+    with pytest.raises(AttributeError) as raised:
+        getattr(tf.compat.v1.nn.rnn_cell, name)(4)
+    explained = tf1.explain(raised.value)
+    assert explained is not None
+    assert f"tf.compat.v1.nn.rnn_cell.{name}" in str(explained)
+    assert keras_cell in str(explained) and "keras.layers.RNN(" in str(explained)
+    assert hasattr(keras.layers, keras_cell.rsplit(".", 1)[1])
