@@ -235,14 +235,16 @@ def _patch_optimizers() -> None:
     def apply_gradients_v1(self, grads_and_vars, global_step=None, name=None):
         if _inert():
             return tf.no_op(name=name or "inert_train_op")
-        schedule = getattr(self, "_estflow_schedule", self._learning_rate)
+        # Adam and Adadelta keep their rate in _lr, the other TF 1 optimizers in _learning_rate.
+        attr = "_learning_rate" if hasattr(self, "_learning_rate") else "_lr"
+        schedule = getattr(self, "_estflow_schedule", getattr(self, attr, None))
         if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
             # A TF 1 decay `estflow migrate` made a Keras schedule: the TF 1 optimizer calls a
             # callable rate with no argument; the schedule wants the step TF 1's decay read.
             step = global_step if global_step is not None else \
                 tf.compat.v1.train.get_global_step()
             self._estflow_schedule = schedule
-            self._learning_rate = lambda: schedule(step)
+            setattr(self, attr, lambda: schedule(step))
         return v1_apply(self, grads_and_vars, global_step=global_step, name=name)
 
     base = keras.optimizers.Optimizer
