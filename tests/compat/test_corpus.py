@@ -50,6 +50,14 @@ XFAIL: dict[str, str] = {
     "adtfex_convolutional_network": "tf.compat.v1.layers built twice inside "
     "variable_scope(reuse=True) (train and test graphs sharing weights by scope name): Keras "
     "layers share by object; estflow migrate reports each layer with the replacement",
+    "cloudml_census_estimator": "not yet matched (cause open): TF 1 DNNLinearCombinedClassifier, "
+    "100 steps over unscaled capital_gain; estflow's average_loss differs run to run at seed 0 "
+    "(0.57, 2.27; 2.15: 0.97-1.28) and its prediction/mean is 0.43 (2.15: 0.495)",
+    "tda_sinemodel_rnn": "TF 1 RNN cells (tf.nn.rnn_cell.GRUCell + tf.nn.dynamic_rnn): Keras 3 "
+    "has none; estflow migrate reports each with the tf.keras.layers.RNN/GRUCell replacement",
+    "tfet_regression_dnn_pandas": "isinstance filters on TF's private feature-column classes "
+    "(tensorflow.python.feature_column.feature_column_v2.NumericColumn...) select none of "
+    "estflow's columns; estflow migrate reports the import with estflow's class for each",
 }
 SLOW: set[str] = set()  # programs over ~20 s on 2 cores; none so far
 
