@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -24,13 +23,14 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.pipelines import loader
+from tests.pipelines import images_fixture
 from tests.pipelines import kfp_local_fakes
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = images_fixture.REPO
 TAXI = REPO / "pipelines" / "examples" / "taxi.py"
-IMAGE = "ghcr.io/estflow/estflow:0.1.0"
+IMAGE = images_fixture.IMAGE
 TASKS = ("fingerprint", "ingest", "transform", "train", "evaluate", "push", "report")
 
 # In a subprocess (kfp.local's configuration is process-wide): every task in IMAGE's containers,
@@ -51,24 +51,8 @@ DOCKER_RUN = textwrap.dedent("""
 """)
 
 
-def _docker_engine() -> bool:
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-@pytest.fixture(scope="module")
-def images():
-    """``make image``, as documented (the README's command, from the repository root)."""
-    if not _docker_engine():
-        if os.environ.get("CI"):
-            pytest.fail("no Docker engine runs here: .ci/run should have started one")
-        pytest.skip("no Docker engine runs here")
-    done = subprocess.run(["make", "image"], cwd=REPO, capture_output=True, text=True,
-                          timeout=1800, env=kfp_local_fakes.env())
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return IMAGE, IMAGE + "-slim"
+# ``make image`` once for this module (shared with test_images_object_stores.py).
+images = images_fixture.images
 
 
 def test_make_image_builds_the_cpu_and_slim_images_without_network(images):
