@@ -48,6 +48,7 @@ URLS = {
     "iris_test.csv": "iris_test.csv",
     "tf-datasets/titanic/train.csv": "titanic_train.csv",
     "tf-datasets/titanic/eval.csv": "titanic_eval.csv",
+    "autos/imports-85.data": "imports85.data",
 }
 
 
