@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from estflow.dsl.model_fn import EstimatorSpec
-from estflow.estimator import tpu_experimental as experimental
+from estflow.estimator import _tpu_experimental as experimental
 from estflow.estimator._engine.binding import bind_model_fn
 from estflow.estimator._unavailable import UnavailableError
 from estflow.estimator.estimator import Estimator
