@@ -369,7 +369,9 @@ def test_compiled_train_task_runs_the_job_submitter(tmp_path):
     ir = Ir(path)
     source = "\n".join(ir.container("train")["command"])
     assert "from estflow.components import tfjob as step" in source
-    assert "'--image', 'img:1'" in source and "'--model', model.path" in source
+    # the replicas get the step's GPU variant; the submitting task runs the base image
+    assert "'--image', 'img:1-gpu'" in source and "'--model', model.path" in source
+    assert ir.container("train")["image"] == "img:1"
     task = ir.container("train").get("resources", {})
     assert "accelerator" not in task and task.get("cpuRequest", 0) < 4  # the replicas get them
     train = ir.k8s("train")
