@@ -140,7 +140,7 @@ def test_a_cluster_line_the_cli_refuses_is_reported(wrong):
     text = str(wrong["wrong_cluster.md"])
     assert text.startswith("wrong_cluster.md:6 (block 1): `estflow submit taxi.yaml --hots "
                            "http://KFP_HOST`: the CLI's parser refuses it (exit status 2)")
-    assert "the following arguments are required: --host" in text
+    assert "unrecognized arguments: --hots http://KFP_HOST" in text
 
 
 def test_a_failing_python_block_names_the_line_that_raised(wrong):
