@@ -192,12 +192,18 @@ def test_compiled_after_push_inside_the_blessing_never_cached_with_its_resources
         AFTER_PUSH, push=ef.PushTarget("gs://bucket/models", "taxi"),
         resources={**AFTER_PUSH.resources,
                    "batch_predict": ef.Resources(cpu_request="4", memory_request="16Gi")})
-    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml")
+    # KFP 2.17+: inside the blessed condition group, as push
+    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml", kfp_backend="2.17")
     assert compiled.tasks[-2:] == ("push", "batch_predict")
     ir = Ir(tmp_path / "p.yaml")
     assert ir.enclosing_groups("batch-predict") == ir.enclosing_groups("push")
     assert ir.task(ir.enclosing_groups("push")[0]).task_info.name == "blessed"
     assert ir.artifact_source("batch-predict", "pushed") == ("push", "pushed")
+    # the default backend (2.14-2.16, no dsl.If in the exit handler): gated by blessed itself
+    kfp_compiler.compile_pipeline(pipeline, tmp_path / "default.yaml")
+    default = Ir(tmp_path / "default.yaml")
+    assert default.enclosing_groups("batch-predict") == default.enclosing_groups("push")
+    assert default.parameter_source("batch-predict", "blessed")[0] == "evaluate"
     assert not ir.task("batch-predict").caching_options.enable_cache
     resources = ir.container("batch-predict")["resources"]
     assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"]) == ("4", "16Gi")
