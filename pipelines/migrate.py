@@ -930,10 +930,7 @@ class _Migrator:
             self.note(call, "could not", f"{shown}(...): arguments not understood")
             return
         step = next((bound[p] for p in DECAY_STEP_PARAMS if p in bound), None)
-        step_call = isinstance(step, ast.Call) and not step.args and not step.keywords and \
-            (r := self.resolve(step.func)) is not None and \
-            self.canonical(r[0]) in GLOBAL_STEP_FUNCS
-        if not step_call:
+        if not self._is_global_step(step):
             self.note(call, "could not", f"{shown}(...): decays over something other than the "
                       "global step")
             return
@@ -943,6 +940,20 @@ class _Migrator:
         if self.replace(call, new):
             self.note(call, "changed", f"{shown}(..., global_step) -> {_short(new, 60)} (the "
                       "optimizer's step drives it)")
+
+    def _is_global_step(self, node: ast.AST | None) -> bool:
+        """``get_global_step()``, or a name only ever assigned that call (TF 1 examples write
+        ``global_step = tf.train.get_global_step()`` and pass the name)."""
+        if isinstance(node, ast.Call):
+            return not node.args and not node.keywords and \
+                (r := self.resolve(node.func)) is not None and \
+                self.canonical(r[0]) in GLOBAL_STEP_FUNCS
+        if not isinstance(node, ast.Name):
+            return False
+        assigns = [a for a in ast.walk(self.tree) if isinstance(a, ast.Assign)
+                   and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)]
+        return bool(assigns) and all(len(a.targets) == 1 and self._is_global_step(a.value)
+                                     for a in assigns)
 
     def _call_layer(self, call: ast.Call, name: str) -> None:
         rewrite_layer_call(self, call, name)

@@ -621,3 +621,22 @@ def test_tf1_dnn_classes_keep_their_adagrad_learning_rate():
     assert 'd = estimator.LinearRegressor(cols, loss_reduction="sum")' in m.source
     assert "e = estimator.DNNRegressor([4], cols, None, 1, None, 'Adam', loss_reduction" in m.source
     assert "AdagradOptimizer" not in m.source.split("\ne =")[1]
+
+
+def test_a_decay_over_a_name_holding_the_global_step_becomes_a_keras_schedule():
+    """tensorflow/tensorflow examples/learn iris_custom_decay_dnn.py writes
+    ``global_step = tf.train.get_global_step()`` and passes the name; a name assigned anything
+    else is still reported."""
+    m = migrate("""\
+        import tensorflow.compat.v1 as tf
+        def model_fn(features, labels, mode):
+            global_step = tf.train.get_global_step()
+            lr = tf.train.exponential_decay(learning_rate=0.1, global_step=global_step,
+                                            decay_steps=100, decay_rate=0.001)
+            step = 3
+            other = tf.train.exponential_decay(0.1, step, 100, 0.9)
+            return lr, other
+        """)
+    assert "lr = tensorflow.keras.optimizers.schedules.ExponentialDecay(" \
+           "initial_learning_rate=0.1, decay_steps=100, decay_rate=0.001)" in m.source
+    assert [c.line for c in m.unresolved] == [7]
