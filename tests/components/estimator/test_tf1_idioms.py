@@ -768,9 +768,9 @@ def test_a_tf1_rnn_cell_is_explained_as_a_keras_cell_in_an_rnn_layer(name, keras
     explanation names a Keras cell that exists, run by keras.layers.RNN."""
     from estflow.estimator._engine import tf1
 
-    with pytest.raises(AttributeError) as raised:
-        getattr(tf.compat.v1.nn.rnn_cell, name)(4)
-    explained = tf1.explain(raised.value)
+    # Keras 3's stub error for the cell (as TF 2.21 raises it; built here because a test process
+    # that imported tf.Transform runs tf.keras as Keras 2, where the cells still exist)
+    explained = tf1.explain(AttributeError(f"`{name}` is not available with Keras 3."))
     assert explained is not None
     assert f"tf.compat.v1.nn.rnn_cell.{name}" in str(explained)
     assert keras_cell in str(explained) and "keras.layers.RNN(" in str(explained)
