@@ -90,12 +90,7 @@ class BucketDestination:
 
     def _verify(self, root: str, expected: dict[str, int], what: str) -> None:
         found = {o.name: o.size for o in storage.list_files(root, clients=self.clients)}
-        if found != expected:
-            missing = sorted(set(expected) - set(found))
-            wrong = sorted(k for k in found if k in expected and found[k] != expected[k])
-            raise OSError(f"{what} at {root} does not match the export: expected "
-                          f"{len(expected)} files, found {len(found)}; missing {missing[:5]}, "
-                          f"wrong size {wrong[:5]}")
+        model_repo.check_listing(found, expected, root, what)
 
     def remove_version(self, version: int) -> None:
         storage.delete_tree(self._join(version), clients=self.clients)

@@ -370,6 +370,13 @@ def _verify(gfile, root: str, expected: dict[str, int], what: str) -> None:
         for name in names:
             path = f"{folder.rstrip('/')}/{name}"
             found[path[len(root) + 1:]] = gfile.stat(path).length
+    check_listing(found, expected, root, what)
+
+
+def check_listing(found: dict[str, int], expected: dict[str, int], root: str, what: str,
+                  ) -> None:
+    """OSError unless ``found`` (relative path -> size, as listed under ``root``) is exactly
+    ``expected``, naming a few missing and wrong-size files."""
     if found != expected:
         missing = sorted(set(expected) - set(found))
         wrong = sorted(k for k in found if k in expected and found[k] != expected[k])
