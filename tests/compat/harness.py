@@ -67,8 +67,13 @@ def _install_download_shims() -> None:
 
     real_read_csv = pd.read_csv
 
-    def read_csv(path, *args, **kwargs):
-        return real_read_csv(local_path(path) or path, *args, **kwargs)
+    def read_csv(*args, **kwargs):  # the path positional or as filepath_or_buffer=
+        if args:
+            args = (local_path(args[0]) or args[0], *args[1:])
+        elif "filepath_or_buffer" in kwargs:
+            path = kwargs["filepath_or_buffer"]
+            kwargs["filepath_or_buffer"] = local_path(path) or path
+        return real_read_csv(*args, **kwargs)
 
     pd.read_csv = read_csv
 
