@@ -80,7 +80,7 @@ class Request:
 
 
 Response = tuple[int, Any, dict[str, str]]
-"""(status, payload to send as JSON, extra headers)."""
+"""(status, payload to send as JSON (bytes: sent as they are), extra headers)."""
 
 
 class ListenError(OSError):
@@ -211,8 +211,10 @@ def _reason(status: int) -> str:
 
 def _response_bytes(status: int, payload: Any, headers: dict[str, str], close: bool,
                     keep_alive_1_0: bool = False, head_only: bool = False) -> bytes:
-    body = json.dumps(payload).encode()
-    lines = [f"HTTP/1.1 {status} {_reason(status)}", "Content-Type: application/json",
+    # bytes are sent as they are (the metrics page: its Content-Type is in ``headers``)
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    kind = () if "Content-Type" in headers else ("Content-Type: application/json",)
+    lines = [f"HTTP/1.1 {status} {_reason(status)}", *kind,
              f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
     if close:
         lines.append("Connection: close")
