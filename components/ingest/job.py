@@ -4,7 +4,8 @@
 fused ``estflow.components.preprocess`` job. Per split it writes GZIP TFRecords of raw
 tf.Examples; it writes every rejected row to ``rejected.jsonl`` and the merged statistics to a
 JSON file the driver reads after the run (a file rather than Beam metrics: it works the same
-on every runner and carries floats).
+on every runner and carries floats). In the same pass it combines the data's statistics per
+split (``estflow.components.validate.statistics``) into ``statistics.pb``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ from estflow.components._sources.report import check_summary
 from estflow.components._sources.report import summarize
 from estflow.components._sources.report import summary_lines
 from estflow.components._sources.split import assign_splits
+from estflow.components.validate.statistics import STATISTICS_FILE
+from estflow.components.validate.statistics import STATISTICS_TEXT
+from estflow.components.validate.statistics import WriteStatistics
+from estflow.components.validate.statistics import column_specs
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 
@@ -134,7 +139,10 @@ class Ingest(beam.PTransform):
         _ = (parts[_STATS]
              | "MergeStats" >> beam.CombineGlobally(_MergeStats(self._pipeline))
              | "WriteStats" >> beam.Map(_write_stats, self._stats_path))
-        return {name: parts[name] for name in names}
+        splits = {name: parts[name] for name in names}
+        # The data's statistics (statistics.pb), combined in this same pass over the rows.
+        _ = splits | "DataStatistics" >> WriteStatistics(column_specs(self._pipeline), self._out)
+        return splits
 
 
 def run_job(beam_pipeline: beam.Pipeline, out: str, splits: tuple[str, ...]) -> None:
@@ -159,7 +167,8 @@ def remove_leftovers(out: str, splits: tuple[str, ...]) -> None:
     split's directory) and its statistics from ``out``."""
     leftovers = [path for folder in (out, *(FileSystems.join(out, name) for name in splits))
                  for path in _temp_paths(folder)]
-    for path in leftovers + [FileSystems.join(out, STATS_FILE)]:
+    for path in leftovers + [FileSystems.join(out, name) for name in
+                             (STATS_FILE, STATISTICS_FILE, STATISTICS_TEXT)]:
         if FileSystems.exists(path):
             FileSystems.delete([path])
 
@@ -191,7 +200,8 @@ def _clear_outputs(out: str, splits: tuple[str, ...]) -> None:
     leftovers = [path for folder in (out, *(FileSystems.join(out, name) for name in splits))
                  for path in _temp_paths(folder)]
     for path in [FileSystems.join(out, name) for name in
-                 (*splits, Files.REJECTED, Files.INGEST_STATS, STATS_FILE)] + leftovers:
+                 (*splits, Files.REJECTED, Files.INGEST_STATS, STATS_FILE, STATISTICS_FILE,
+                  STATISTICS_TEXT)] + leftovers:
         if FileSystems.exists(path):
             FileSystems.delete([path])
     if "://" not in out:  # local: every split directory exists, even when empty
