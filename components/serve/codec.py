@@ -24,7 +24,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from tensorflow.core.framework import types_pb2
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.models import Signature
 
-__all__ = ["parse_body", "signature_name", "predict_inputs", "run_signature", "predict_response",
+__all__ = ["parse_body", "signature_name", "predict_inputs", "predict_response",
            "serialized_examples", "classify_response", "regress_response", "MAX_JSON_DEPTH"]
 
 MAX_JSON_DEPTH = 64
@@ -46,7 +45,6 @@ _INT_RANGES = {dtype: (int(np.iinfo(dtype.as_numpy_dtype).min),
                        int(np.iinfo(dtype.as_numpy_dtype).max))
                for dtype in (tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16,
                              tf.uint32, tf.uint64)}
-_TF_BOILERPLATE = ("Graph execution error", "Detected at node", "<stack traces", "[[", "File ")
 _FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
 
@@ -223,26 +221,6 @@ def _columnar_inputs(inputs: Any, specs: dict[str, tf.TensorSpec], sig: str) -> 
     return {name: _to_array(inputs[name], specs[name], f"input {name!r}") for name in specs}
 
 
-def run_signature(signature: Signature, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Call the signature; TensorFlow's argument errors (e.g. unparsable examples) are 400s."""
-    tensors = {name: tf.constant(arrays[name], dtype=signature.inputs[name].dtype)
-               for name in arrays}
-    try:
-        outputs = signature.function(**tensors)
-    except tf.errors.InvalidArgumentError as e:
-        raise _bad(f"signature {signature.name!r} rejected the input: "
-                   f"{_tf_message(e.message)}") from None
-    return {name: outputs[name].numpy() for name in sorted(outputs)}
-
-
-def _tf_message(message: str) -> str:
-    """The useful lines of a TensorFlow op error (not the node/stack-trace boilerplate)."""
-    lines = [line.strip() for line in message.splitlines()]
-    useful = [line for line in lines if line and not line.startswith(_TF_BOILERPLATE)]
-    text = "; ".join(useful) or message.strip()
-    return re.sub(r"\s*\[Op:[^\]]*\]$", "", text)[:1000]
-
-
 def _jsonable(name: str, array: np.ndarray) -> Any:
     if array.dtype != object:
         return array.tolist()
@@ -360,39 +338,16 @@ def _typed_by(dtype: str | None) -> str:
             else "typed from the first values")
 
 
-def classify_response(outputs: dict[str, np.ndarray], signature: str) -> dict[str, Any]:
-    """``[[[class, score], ...], ...]`` per example from ``classes`` and/or ``scores``."""
-    scores, classes = outputs.get("scores"), outputs.get("classes")
-    if scores is None and classes is None:
-        raise _bad(f"signature {signature!r} is not a classification signature: it has no "
-                   f"'classes' or 'scores' output (outputs: {', '.join(outputs)})")
-    like = scores if scores is not None else classes
-    like = like.reshape(len(like), -1)
-    scores = (np.zeros(like.shape, np.float32) if scores is None
-              else scores.reshape(like.shape))
-    labels = ([[""] * like.shape[1]] * len(like) if classes is None
-              else [[_text(c, False) for c in row] for row in classes.reshape(like.shape)])
-    result = [[[label, score] for label, score in zip(row_labels, row_scores, strict=True)]
-              for row_labels, row_scores in zip(labels, scores.tolist(), strict=True)]
-    return _results(result)
+def classify_response(results: list[list[tuple[bytes, float]]]) -> dict[str, Any]:
+    """TF Serving's ``{"results": [[[class, score], ...], ...]}`` from
+    :meth:`.models.ServedModel.classify`."""
+    return {"results": [[[_text(label, False), score] for label, score in row]
+                        for row in results]}
 
 
-def regress_response(outputs: dict[str, np.ndarray], signature: str) -> dict[str, Any]:
-    """One value per example from the ``outputs`` output (or the signature's only output)."""
-    values = outputs.get("outputs")
-    if values is None and len(outputs) == 1:
-        (values,) = outputs.values()
-    if values is None or values.ndim == 0 or values.size != values.shape[0]:
-        raise _bad(f"signature {signature!r} is not a regression signature: it needs one "
-                   "'outputs' output with one value per example (outputs: "
-                   f"{', '.join(f'{k} {list(v.shape)}' for k, v in outputs.items())})")
-    return _results(values.reshape(-1).tolist())
-
-
-def _results(result: list) -> dict[str, Any]:
-    # The TF Serving binary answers "results" (tensorflow_serving/util/json_tensor.cc); its REST
-    # docs say "result". Both keys are sent so that clients written against either work.
-    return {"results": result, "result": result}
+def regress_response(values: list[float]) -> dict[str, Any]:
+    """TF Serving's ``{"results": [value, ...]}`` from :meth:`.models.ServedModel.regress`."""
+    return {"results": values}
 
 
 def _dtype_name(dtype: tf.DType) -> str:

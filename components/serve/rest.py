@@ -27,7 +27,6 @@ from estflow.components.serve.errors import ServingError
 from estflow.components.serve.http import Request
 from estflow.components.serve.http import Response
 from estflow.components.serve.models import ModelRegistry
-from estflow.components.serve.models import ServedModel
 
 __all__ = ["Route", "parse_route", "handle", "make_app"]
 
@@ -106,40 +105,18 @@ def handle(registry: ModelRegistry, route: Route, body: bytes | None) -> dict[st
                                "version": str(model.version)},
                 "metadata": {"signature_def": {"signature_def": model.signature_defs}}}
     doc = codec.parse_body(body or b"")
-    signature = model.signature(codec.signature_name(doc, _default_signature(model,
-                                                                             route.action)))
+    method = f"tensorflow/serving/{route.action}"
+    name = codec.signature_name(doc, "") or model.default_signature(method)
     if route.action == "predict":
+        signature = model.signature(name)
         arrays, row_format = codec.predict_inputs(doc, signature)
-        return codec.predict_response(codec.run_signature(signature, arrays), row_format)
-    if len(signature.inputs) != 1 or next(iter(signature.inputs.values())).dtype.name != "string":
-        raise ServingError(400, f"signature {signature.name!r} cannot serve :{route.action}: it "
-                           "must take a single DT_STRING input of serialized tf.Examples "
-                           f"(it takes {', '.join(signature.inputs) or 'nothing'})")
+        _sig, outputs = model.predict(name, arrays)
+        return codec.predict_response(outputs, row_format)
     examples = codec.serialized_examples(doc, model.raw_features,
                                          f"model {model.name!r} version {model.version}")
-    outputs = codec.run_signature(signature, {next(iter(signature.inputs)): examples})
     if route.action == "classify":
-        return codec.classify_response(outputs, signature.name)
-    return codec.regress_response(outputs, signature.name)
-
-
-def _default_signature(model: ServedModel, action: str) -> str:
-    """The signature a request that names none gets.
-
-    ``:predict`` gets ``serving_default``. TF Serving sends ``:classify``/``:regress`` to
-    ``serving_default`` too and requires its ``method_name`` to be
-    ``tensorflow/serving/classify``/``regress``; estflow's ``serving_default`` is
-    predict-shaped, so the first signature with that method name (``serving_default`` first)
-    is used, else the signature named ``classify``/``regress``, else ``serving_default``.
-    """
-    if action == "predict":
-        return "serving_default"
-    method = f"tensorflow/serving/{action}"
-    defs = model.signature_defs
-    for name in ("serving_default", *defs):
-        if name in model.signatures and defs.get(name, {}).get("method_name") == method:
-            return name
-    return action if action in model.signatures else "serving_default"
+        return codec.classify_response(model.classify(name, examples)[1])
+    return codec.regress_response(model.regress(name, examples)[1])
 
 
 def make_app(registry: ModelRegistry) -> Callable[[Request], Response]:
