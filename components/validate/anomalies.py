@@ -1,0 +1,311 @@
+"""Anomalies of a run's statistics against a schema, drift against a baseline, and skew.
+
+Every anomaly carries TFDV's kind (tensorflow-metadata ``AnomalyInfo.Type`` names):
+
+* :func:`validate` (statistics vs schema), per split: DATASET_LOW_NUM_EXAMPLES /
+  DATASET_HIGH_NUM_EXAMPLES (``dataset_constraints``; an empty split is always one),
+  SCHEMA_MISSING_COLUMN (a required column absent), SCHEMA_NEW_COLUMN (a column the schema
+  does not know), UNEXPECTED_DATA_TYPE, FEATURE_TYPE_LOW_FRACTION_PRESENT /
+  FEATURE_TYPE_LOW_NUMBER_PRESENT (``presence``), ENUM_TYPE_UNEXPECTED_STRING_VALUES (values
+  outside the string domain above the allowed fraction: ``1 - min_domain_mass`` when the
+  schema sets ``distribution_constraints``, else the thresholds'), INT_TYPE_SMALL_INT /
+  INT_TYPE_BIG_INT and FLOAT_TYPE_SMALL_FLOAT / FLOAT_TYPE_BIG_FLOAT (``int_domain`` /
+  ``float_domain`` bounds).
+* :func:`drift` (this run vs the baseline's statistics, split by split) and :func:`skew`
+  (serving data vs the training split): COMPARATOR_L_INFTY_HIGH for categorical columns,
+  COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH for numeric ones (their STANDARD histograms),
+  COMPARATOR_CONTROL_DATA_MISSING / COMPARATOR_TREATMENT_DATA_MISSING when one side lacks the
+  column. A schema's ``drift_comparator`` / ``skew_comparator`` thresholds win over
+  :class:`Thresholds`, as in TFDV.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from estflow.components.validate.distance import jensen_shannon
+from estflow.components.validate.distance import l_infinity
+from estflow.components.validate.distance import value_counts
+from estflow.components.validate.schema import feature_name
+
+__all__ = ["Anomaly", "Thresholds", "validate", "drift", "skew", "ERROR", "WARNING"]
+
+ERROR, WARNING = "ERROR", "WARNING"  # AnomalyInfo.Severity names
+_INACTIVE = (schema_pb2.DEPRECATED, schema_pb2.DISABLED, schema_pb2.PLANNED,
+             schema_pb2.ALPHA, schema_pb2.DEBUG_ONLY)
+Stats = statistics_pb2.DatasetFeatureStatisticsList
+
+
+@dataclasses.dataclass(frozen=True)
+class Anomaly:
+    """One anomaly: ``kind`` is TFDV's name; ``observed`` and ``allowed`` are what the data
+    shows and what the schema or threshold allows (a number, or words for sets);
+    ``description`` says it in one sentence."""
+
+    column: str  # "" for a whole split
+    kind: str
+    observed: object
+    allowed: object
+    split: str
+    severity: str = ERROR
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """Limits of the checks; a mapping value means per column (``"*"``: the rest).
+
+    Attributes:
+        min_examples: rows a split must have (None: the schema's, else 1).
+        out_of_domain_fraction: the fraction of a column's values that may fall outside its
+            string domain (TFDV's default: none).
+        linf: the L-infinity distance above which a categorical column drifted or skewed.
+        js_divergence: the Jensen-Shannon divergence above which a numeric column did.
+    """
+
+    min_examples: int | None = None
+    out_of_domain_fraction: float | Mapping[str, float] = 0.0
+    linf: float | Mapping[str, float] = 0.1
+    js_divergence: float | Mapping[str, float] = 0.1
+
+    def get(self, field: str, column: str) -> float:
+        """The limit ``field`` for ``column``."""
+        value = getattr(self, field)
+        if isinstance(value, Mapping):
+            return value.get(column, value.get("*", getattr(Thresholds, field)))
+        return value
+
+
+def _thresholds(value) -> Thresholds:
+    if value is None:
+        return Thresholds()
+    if isinstance(value, Mapping):
+        return Thresholds(**value)
+    return value
+
+
+def _active(schema: schema_pb2.Schema) -> dict[str, schema_pb2.Feature]:
+    return {f.name: f for f in schema.feature if f.lifecycle_stage not in _INACTIVE}
+
+
+def validate(stats: Stats, schema: schema_pb2.Schema, *, thresholds=None) -> list[Anomaly]:
+    """Every anomaly of every split of ``stats`` against ``schema`` (see the module
+    docstring); ``thresholds``: a :class:`Thresholds`, a mapping of its fields, or None."""
+    limits = _thresholds(thresholds)
+    found = []
+    for dataset in stats.datasets:
+        found += _dataset_anomalies(dataset, schema, limits)
+        if dataset.num_examples:
+            found += _column_anomalies(dataset, schema, limits)
+    return found
+
+
+def _dataset_anomalies(dataset, schema: schema_pb2.Schema, limits: Thresholds) -> list[Anomaly]:
+    constraints = schema.dataset_constraints
+    low = limits.min_examples
+    if low is None:
+        low = constraints.min_examples_count if constraints.HasField("min_examples_count") else 1
+    if dataset.num_examples < max(low, 1):  # an empty split is never a valid one
+        return [Anomaly("", "DATASET_LOW_NUM_EXAMPLES", dataset.num_examples, max(low, 1),
+                        dataset.name, description=f"split {dataset.name!r} has "
+                        f"{dataset.num_examples} rows, fewer than the {max(low, 1)} expected")]
+    if constraints.HasField("max_examples_count") and \
+            dataset.num_examples > constraints.max_examples_count:
+        return [Anomaly("", "DATASET_HIGH_NUM_EXAMPLES", dataset.num_examples,
+                        constraints.max_examples_count, dataset.name)]
+    return []
+
+
+def _column_anomalies(dataset, schema: schema_pb2.Schema, limits: Thresholds) -> list[Anomaly]:
+    columns = {feature_name(f): f for f in dataset.features}
+    declared = _active(schema)
+    known = {f.name for f in schema.feature}
+    found = []
+    for name, feature in declared.items():
+        if name not in columns:
+            if feature.presence.min_count > 0 or feature.presence.min_fraction > 0:
+                found.append(Anomaly(name, "SCHEMA_MISSING_COLUMN", "absent", "present",
+                                     dataset.name, description=f"column {name!r} is missing "
+                                     f"from split {dataset.name!r}"))
+            continue
+        found += _feature_anomalies(dataset, feature, columns[name], schema, limits)
+    for name in columns:
+        if name not in known:
+            found.append(Anomaly(name, "SCHEMA_NEW_COLUMN", "present", "not in the schema",
+                                 dataset.name, description=f"column {name!r} is not in the "
+                                 "schema"))
+    return found
+
+
+_STATS_TYPES = {statistics_pb2.FeatureNameStatistics.INT: schema_pb2.INT,
+                statistics_pb2.FeatureNameStatistics.FLOAT: schema_pb2.FLOAT,
+                statistics_pb2.FeatureNameStatistics.STRING: schema_pb2.BYTES,
+                statistics_pb2.FeatureNameStatistics.BYTES: schema_pb2.BYTES}
+
+
+def _feature_anomalies(dataset, feature: schema_pb2.Feature, stats, schema, limits
+                       ) -> list[Anomaly]:
+    name, split = feature.name, dataset.name
+    seen = _STATS_TYPES[stats.type]
+    if feature.type != schema_pb2.TYPE_UNKNOWN and seen != feature.type:
+        return [Anomaly(name, "UNEXPECTED_DATA_TYPE", schema_pb2.FeatureType.Name(seen),
+                        schema_pb2.FeatureType.Name(feature.type), split,
+                        description=f"column {name!r} holds {schema_pb2.FeatureType.Name(seen)}"
+                        f" values, the schema expects {schema_pb2.FeatureType.Name(feature.type)}")]
+    is_string = stats.HasField("string_stats")
+    common = (stats.string_stats if is_string else stats.num_stats).common_stats
+    found = _presence(name, split, feature, common, dataset.num_examples)
+    if is_string:
+        found += _domain(name, split, feature, stats, schema, common, limits)
+    else:
+        found += _range(name, split, feature, stats.num_stats)
+    return found
+
+
+def _presence(name, split, feature, common, examples: int) -> list[Anomaly]:
+    found, present = [], common.num_non_missing
+    fraction = present / examples if examples else 0.0
+    if feature.presence.HasField("min_fraction") and fraction < feature.presence.min_fraction:
+        found.append(Anomaly(name, "FEATURE_TYPE_LOW_FRACTION_PRESENT", fraction,
+                             feature.presence.min_fraction, split, description=f"column "
+                             f"{name!r} is present in {fraction:.4g} of the rows, below the "
+                             f"minimum {feature.presence.min_fraction:.4g}"))
+    if present < feature.presence.min_count:
+        found.append(Anomaly(name, "FEATURE_TYPE_LOW_NUMBER_PRESENT", present,
+                             feature.presence.min_count, split, description=f"column {name!r}"
+                             f" is present in {present} rows, below the minimum "
+                             f"{feature.presence.min_count}"))
+    return found
+
+
+def _string_domain(feature: schema_pb2.Feature, schema: schema_pb2.Schema):
+    if feature.HasField("string_domain"):
+        return feature.string_domain
+    if feature.HasField("domain"):
+        return next((d for d in schema.string_domain if d.name == feature.domain), None)
+    return None
+
+
+def _domain(name, split, feature, stats, schema, common, limits) -> list[Anomaly]:
+    domain = _string_domain(feature, schema)
+    if domain is None or not common.num_non_missing:
+        return []
+    allowed_values = set(domain.value)
+    counts = value_counts(stats)
+    outside = {v: c for v, c in counts.items() if v not in allowed_values}
+    fraction = sum(outside.values()) / common.num_non_missing
+    allowed = limits.get("out_of_domain_fraction", name)
+    if feature.distribution_constraints.HasField("min_domain_mass"):
+        allowed = 1.0 - feature.distribution_constraints.min_domain_mass
+    if not outside or fraction <= allowed:
+        return []
+    shown = sorted(outside, key=lambda v: -outside[v])[:10]
+    return [Anomaly(name, "ENUM_TYPE_UNEXPECTED_STRING_VALUES", fraction, allowed, split,
+                    description=f"column {name!r}: {fraction:.4g} of the values are outside "
+                    f"its domain (allowed {allowed:.4g}), e.g. {shown}")]
+
+
+def _range(name, split, feature, num_stats) -> list[Anomaly]:
+    if not num_stats.common_stats.num_non_missing:
+        return []
+    found = []
+    kinds = (("int_domain", "INT_TYPE_SMALL_INT", "INT_TYPE_BIG_INT"),
+             ("float_domain", "FLOAT_TYPE_SMALL_FLOAT", "FLOAT_TYPE_BIG_FLOAT"))
+    for field, small, big in kinds:
+        if not feature.HasField(field):
+            continue
+        domain = getattr(feature, field)
+        if domain.HasField("min") and num_stats.min < domain.min:
+            found.append(Anomaly(name, small, num_stats.min, domain.min, split,
+                                 description=f"column {name!r} has values down to "
+                                 f"{num_stats.min:.6g}, below the minimum {domain.min}"))
+        if domain.HasField("max") and num_stats.max > domain.max:
+            found.append(Anomaly(name, big, num_stats.max, domain.max, split,
+                                 description=f"column {name!r} has values up to "
+                                 f"{num_stats.max:.6g}, above the maximum {domain.max}"))
+    return found
+
+
+def drift(current: Stats, baseline: Stats, *, thresholds=None,
+          schema: schema_pb2.Schema | None = None) -> list[Anomaly]:
+    """Drift of each split of ``current`` from the same split of ``baseline`` (splits only
+    one side has are skipped; a split without rows in either is validate's business)."""
+    limits = _thresholds(thresholds)
+    before = {d.name: d for d in baseline.datasets}
+    return [anomaly for dataset in current.datasets if dataset.name in before
+            for anomaly in _compare(dataset, before[dataset.name], limits, schema, "drift")]
+
+
+def skew(serving_stats: Stats, training_stats: Stats, *, thresholds=None,
+         schema: schema_pb2.Schema | None = None, split: str = "train") -> list[Anomaly]:
+    """Skew of each dataset of ``serving_stats`` from ``training_stats``' split ``split``.
+
+    Raises:
+        ValueError: the training statistics have no split ``split``.
+    """
+    limits = _thresholds(thresholds)
+    training = next((d for d in training_stats.datasets if d.name == split), None)
+    if training is None:
+        raise ValueError(f"the training statistics have no split {split!r} (they have "
+                         f"{[d.name for d in training_stats.datasets]})")
+    return [anomaly for dataset in serving_stats.datasets
+            for anomaly in _compare(dataset, training, limits, schema, "skew")]
+
+
+def _compare(treatment, control, limits: Thresholds, schema, what: str) -> list[Anomaly]:
+    if not treatment.num_examples or not control.num_examples:
+        return []
+    mine = {feature_name(f): f for f in treatment.features}
+    theirs = {feature_name(f): f for f in control.features}
+    comparators = {f.name: getattr(f, f"{what}_comparator") for f in (
+        schema.feature if schema is not None else ())}
+    found = []
+    for name in list(dict.fromkeys([*mine, *theirs])):
+        if name not in mine or name not in theirs:
+            kind = ("COMPARATOR_TREATMENT_DATA_MISSING" if name not in mine
+                    else "COMPARATOR_CONTROL_DATA_MISSING")
+            found.append(Anomaly(name, kind, "absent" if name not in mine else "present",
+                                 "present", treatment.name, description=f"{what}: column "
+                                 f"{name!r} is in only one of the two statistics"))
+            continue
+        anomaly = _distance(name, mine[name], theirs[name], limits, comparators.get(name),
+                            what, treatment.name)
+        if anomaly:
+            found.append(anomaly)
+    return found
+
+
+def _distance(name, a, b, limits, comparator, what, split) -> Anomaly | None:
+    if a.HasField("string_stats") and b.HasField("string_stats"):
+        value, distance = l_infinity(value_counts(a), value_counts(b))
+        limit = limits.get("linf", name)
+        if comparator is not None and comparator.infinity_norm.HasField("threshold"):
+            limit = comparator.infinity_norm.threshold
+        if distance > limit:
+            return Anomaly(name, "COMPARATOR_L_INFTY_HIGH", distance, limit, split,
+                           description=f"{what} of {name!r}: L-infinity distance "
+                           f"{distance:.6g} (at value {value!r}) above {limit:.6g}")
+        return None
+    h1, h2 = _standard(a), _standard(b)
+    if h1 is None or h2 is None:
+        return None
+    divergence = jensen_shannon(h1, h2)
+    limit = limits.get("js_divergence", name)
+    if comparator is not None and comparator.jensen_shannon_divergence.HasField("threshold"):
+        limit = comparator.jensen_shannon_divergence.threshold
+    if divergence > limit:
+        return Anomaly(name, "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH", divergence, limit,
+                       split, description=f"{what} of {name!r}: approximate Jensen-Shannon "
+                       f"divergence {divergence:.6g} above {limit:.6g}")
+    return None
+
+
+def _standard(feature):
+    if not feature.HasField("num_stats"):
+        return None
+    return next((h for h in feature.num_stats.histograms
+                 if h.type == statistics_pb2.Histogram.STANDARD and h.buckets), None)
