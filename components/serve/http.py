@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import errno
-import json
 import logging
 import math
 import queue
@@ -39,6 +38,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+from estflow.components.serve import json_fast
 from estflow.components.serve.errors import ServingError
 
 __all__ = ["Limits", "Request", "Response", "HttpServer", "ListenError", "listen",
@@ -212,7 +212,7 @@ def _reason(status: int) -> str:
 def _response_bytes(status: int, payload: Any, headers: dict[str, str], close: bool,
                     keep_alive_1_0: bool = False, head_only: bool = False) -> bytes:
     # bytes are sent as they are (the metrics page: its Content-Type is in ``headers``)
-    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    body = payload if isinstance(payload, bytes) else json_fast.dumps(payload)
     kind = () if "Content-Type" in headers else ("Content-Type: application/json",)
     lines = [f"HTTP/1.1 {status} {_reason(status)}", *kind,
              f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
