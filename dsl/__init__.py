@@ -8,6 +8,8 @@ Example:
 """
 
 from estflow.dsl.batch import BatchPredict
+from estflow.dsl.checks import DataChecks
+from estflow.dsl.checks import Spans
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.features import Bucketized
@@ -70,6 +72,7 @@ __all__ = [
     "CategoricalIdentity",
     "CategoricalVocab",
     "Cluster",
+    "DataChecks",
     "Column",
     "Crossed",
     "CsvSource",
@@ -99,6 +102,7 @@ __all__ = [
     "SchemaCheck",
     "SecretEnv",
     "SecretVolume",
+    "Spans",
     "Split",
     "TFRecordSource",
     "Threshold",

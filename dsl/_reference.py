@@ -85,6 +85,10 @@ TOPICS: tuple[Topic, ...] = (
     Topic("Batch prediction", ("BatchPredict",),
           "`Pipeline.predict`: score a table of rows with the pushed model, after push or "
           "alone (a pipeline that only predicts).", "batch"),
+    Topic("Data checks and spans", ("DataChecks", "Spans"),
+          "`Pipeline.checks`: what each run's data must look like before a model trains on "
+          "it; `CsvSource(..., spans=...)`: the source's partitions. See the "
+          "[data validation page](../data-validation.md).", "checks"),
     Topic("The pipeline", ("Pipeline",), "", "pipeline"),
     Topic("Errors", ("DslError", "DslErrors"), "", "errors"),
 )

@@ -200,6 +200,11 @@ class Files:
     SHARD_PREFIX = "part"               # <split>/part-NNNNN-of-MMMMM.gz
     REJECTED = "rejected.jsonl"         # one JSON object per rejected row: file, line, row, reason
     INGEST_STATS = "ingest.json"
+    STATISTICS = "statistics.pb"       # DatasetFeatureStatisticsList, one dataset per split
+    # validate -> validation/
+    VALIDATION = "validation.json"     # {"passed", "anomalies": [...], "warnings": [...]}
+    DATA_REPORT = "data_report.html"   # the anomalies and the statistics side by side
+    INFERRED_SCHEMA = "schema.pbtxt"   # the schema inferred when DataChecks.schema is None
     # transform -> transformed/
     TRANSFORM_FN = "transform_fn"       # tft output dir (transform_fn/ + transformed_metadata/)
     TRANSFORMED_TRAIN = "train"
@@ -228,6 +233,7 @@ class Files:
     # a pushed version (<base>/<model_name>/<version>/): where it came from
     LINEAGE = "assets.extra/estflow_lineage.json"  # {"fingerprint", "run", ...}
     SERVED_EVAL_OUTPUTS = "assets.extra/estflow_eval_outputs.npz"  # its EVAL_OUTPUTS
+    SERVED_STATISTICS = "assets.extra/estflow_statistics.pb"  # its training data's STATISTICS
 
     SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
     RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)
@@ -282,6 +288,15 @@ STEPS = (
                          "longer has it (the source changed under the run)")), beam=True,
          reads=(*_SCHEMA, "source", "split"), requests=("1", "2Gi"),
          summary=Files.INGEST_STATS, outside_storage=True),
+    # Never reused: it reads the schema file and the served model's statistics, which no
+    # cache key covers, and it costs a fraction of a second.
+    Step("validate", "estflow.components.validate.checks", ("examples",), ("validation",),
+         "check the data's statistics against the schema, and drift against the served "
+         "model's training data; stop before training on a blocking anomaly",
+         options=(_SOURCE_ROOT,), reads=(*_SCHEMA, "checks", "push.base_path",
+                                         "push.model_name"),
+         side_effects=True, needs="checks", caching=False, requests=("500m", "1Gi"),
+         summary=Files.VALIDATION, outside_storage=True),
     Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
          "analyze + transform with Beam and tf.Transform",
          options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True,
@@ -403,4 +418,4 @@ def steps_for(has_push: bool) -> tuple[Step, ...]:
     """The steps of :data:`STEPS` a training pipeline runs (no push step without a push
     target): the rows whose :attr:`Step.needs` is not ``"push"``, and those too with
     ``has_push``."""
-    return tuple(s for s in STEPS if s.needs != "push" or has_push)
+    return tuple(s for s in STEPS if s.needs is None or (s.needs == "push" and has_push))

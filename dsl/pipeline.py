@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from estflow.dsl import _checks
 from estflow.dsl import models as m
 from estflow.dsl.batch import BatchPredict
+from estflow.dsl.checks import DataChecks
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.features import CATEGORICAL_KINDS
@@ -64,6 +65,9 @@ class Pipeline:
             after push, scoring with the model just pushed (it needs ``push``); alone (a
             pipeline declaring only ``name``, ``predict`` and perhaps ``resources``), scoring
             with the already served model that ``predict.model`` names.
+        checks: the checks of each run's data (:class:`~estflow.dsl.checks.DataChecks`),
+            run by the ``validate`` step after ingest; a blocking anomaly stops the run before
+            training. None: no validate step.
         schema_version: the spec format version; leave it at its default (a spec written by
             another estflow version is refused rather than misread).
 
@@ -119,6 +123,7 @@ class Pipeline:
     derive: Derive | None = None
     resources: Mapping[str, Resources] = dataclasses.field(default_factory=dict)
     predict: BatchPredict | None = None
+    checks: DataChecks | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -143,6 +148,8 @@ class Pipeline:
                                                          what="Column declarations"))
         if self.derive is not None:
             _expect(self.derive, Derive, "derive")
+        if self.checks is not None:
+            _expect(self.checks, DataChecks, "checks")
         _checks.freeze(self, "resources", check_step_resources(self.resources))
         if self.schema_version != SCHEMA_VERSION:
             raise DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec version)",
@@ -389,6 +396,9 @@ def _cross_check(p: Pipeline) -> list[DslError]:
         errors.append(DslError("resources['push']", "no push resources in a pipeline without "
                                "a push target", p.resources["push"]))
     errors += _check_predict(p)
+    if p.checks is not None:
+        errors += [DslError(path, f"a raw column, one of {sorted(raw)}", name)
+                   for path, name in p.checks.columns() if name not in raw]
     return errors
 
 
@@ -414,7 +424,7 @@ def _check_predict(p: Pipeline) -> list[DslError]:
     return errors
 
 
-_TRAINING_ONLY = ("push", "derive", "columns", "split", "eval", "run_config")
+_TRAINING_ONLY = ("push", "derive", "columns", "split", "eval", "run_config", "checks")
 
 
 def _check_prediction_only(p: Pipeline) -> None:

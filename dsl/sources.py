@@ -8,7 +8,7 @@ the step fails; an optional :class:`SchemaCheck` also checks the data as a whole
 Example:
     >>> import estflow.dsl as ef
     >>> ef.ParquetSource("gs://bucket/trips/*.parquet", schema_check=ef.SchemaCheck())
-    ParquetSource(path='gs://bucket/trips/*.parquet', max_rejected_fraction=0.01, schema_check=SchemaCheck(max_missing_fraction=1.0, max_type_error_fraction=0.01, allow_unseen_columns=True))
+    ParquetSource(path='gs://bucket/trips/*.parquet', max_rejected_fraction=0.01, schema_check=SchemaCheck(max_missing_fraction=1.0, max_type_error_fraction=0.01, allow_unseen_columns=True), spans=None)
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from estflow.dsl import _checks
+from estflow.dsl.checks import Spans
+from estflow.dsl.checks import check_source_spans
 from estflow.dsl.errors import DslError
 from estflow.dsl.serialization import serializable
 
@@ -106,6 +108,7 @@ def _check_common(source) -> None:
     _checks.number(source.max_rejected_fraction, "max_rejected_fraction", low=0, high=1)
     if source.schema_check is not None and not isinstance(source.schema_check, SchemaCheck):
         raise DslError("schema_check", "a SchemaCheck or None", source.schema_check)
+    check_source_spans(source)
 
 
 def _check_path(path) -> None:
@@ -155,6 +158,8 @@ class CsvSource(Source):
         max_row_bytes: the most bytes a row (all its lines, line ending excluded), hence each
             of its values, may hold; a longer row is rejected with its file, line and size,
             and only its first bytes are kept in ``rejected.jsonl``.
+        spans: the source's partitions, named by a ``{span:FORMAT}`` placeholder in ``path``
+            (see :class:`~estflow.dsl.checks.Spans`); None: the path is read as it is.
 
     Example:
         >>> import estflow.dsl as ef
@@ -178,6 +183,7 @@ class CsvSource(Source):
     multiline_values: bool = False
     max_row_lines: int = 100
     max_row_bytes: int = 1 << 20
+    spans: Spans | None = None
 
     def __post_init__(self) -> None:
         _check_path(self.path)
@@ -230,6 +236,7 @@ class TFRecordSource(Source):
         max_rejected_fraction: see :class:`CsvSource`; a record that is not an Example, or a
             feature with several values or the wrong kind, rejects its row.
         schema_check: see :class:`SchemaCheck`.
+        spans: see :class:`CsvSource`.
 
     Example:
         >>> import estflow.dsl as ef
@@ -242,6 +249,7 @@ class TFRecordSource(Source):
     compression: str = "auto"
     max_rejected_fraction: float = 0.01
     schema_check: SchemaCheck | None = None
+    spans: Spans | None = None
 
     def __post_init__(self) -> None:
         _check_path(self.path)
@@ -257,6 +265,7 @@ class ParquetSource(Source):
         path: a file path or glob, local or ``gs://`` / ``s3://``.
         max_rejected_fraction: see :class:`CsvSource`.
         schema_check: see :class:`SchemaCheck`.
+        spans: see :class:`CsvSource`.
 
     Example:
         >>> import estflow.dsl as ef
@@ -268,6 +277,7 @@ class ParquetSource(Source):
     path: str
     max_rejected_fraction: float = 0.01
     schema_check: SchemaCheck | None = None
+    spans: Spans | None = None
 
     def __post_init__(self) -> None:
         _check_path(self.path)

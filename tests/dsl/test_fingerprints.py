@@ -120,7 +120,7 @@ def test_push_and_what_follows_it_are_never_reused():
     plan = PLAN + [fp.StepKeyInput("after", (("pushed", "push"),), ("out",))]
     keys = fp.step_keys(taxi.pipeline, plan, FACTS)
     assert {n: k.cacheable for n, k in keys.items()} == {
-        "ingest": True, "transform": True, "train": True, "evaluate": True, "push": False,
+        "ingest": True, "validate": False, "transform": True, "train": True, "evaluate": True, "push": False,
         "after": False}
 
 

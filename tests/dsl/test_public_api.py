@@ -23,6 +23,8 @@ PUBLIC = {
     "Accelerator", "PvcMount", "Resources", "SecretEnv", "SecretVolume", "Toleration",
     # batch prediction (dsl/batch.py: Pipeline.predict)
     "BatchPredict",
+    # data checks and spans (dsl/checks.py: Pipeline.checks, CsvSource.spans)
+    "DataChecks", "Spans",
 }
 
 

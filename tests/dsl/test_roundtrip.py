@@ -8,6 +8,11 @@ from estflow.pipelines.examples import taxi
 
 EXAMPLES = [
     ef.Column("tips", "float", 0.0),
+    ef.DataChecks(schema="schema.pbtxt", min_examples=10, max_missing_fraction=0.1,
+                  drift={"company": 0.2}, drift_linf=0.3, drift_js=0.1,
+                  warn_only=("missing", "SCHEMA_NEW_COLUMN")),
+    ef.CsvSource("data/{span:%Y-%m-%d}/*.csv", spans=ef.Spans()),
+    ef.Spans(),
     ef.Numeric("fare", default=0.0, normalize="z_score"),
     ef.Bucketized("lat", boundaries=(1.0, 2.5)),
     ef.Bucketized("lat_q", source="lat", num_buckets=10, default=0.0),
