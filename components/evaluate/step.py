@@ -6,6 +6,7 @@ evaluation directory, and say what was found.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,27 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
                                _baseline.blessing_baseline(served, scores, head, reused))
     _files.write(Path(evaluation_dir), result, blessing,
                  _results.plots(pipeline, head, scores), pipeline.name)
+    _data_statistics(Path(examples_dir), served, Path(evaluation_dir))
     _show(result, blessing, Path(evaluation_dir), progress)
     return result
+
+
+def _data_statistics(examples: Path, served, folder: Path) -> None:
+    """Keep the run's data statistics with the evaluation (push stores them with the version:
+    the served model's training data is then known), and show them in the report next to the
+    served version's."""
+    from estflow.components.validate import report as data_report  # noqa: PLC0415
+    from estflow.components.validate import statistics as data_stats  # noqa: PLC0415
+
+    if not (examples / Files.STATISTICS).is_file():
+        return
+    shutil.copyfile(examples / Files.STATISTICS, folder / Files.STATISTICS)
+    stored = f"{served.path}/{Files.SERVED_STATISTICS}" if served is not None else None
+    baseline = data_stats.read_statistics(stored) if stored and Path(stored).is_file() \
+        else None
+    report = folder / Files.REPORT
+    section = data_report.side_by_side(data_stats.read_statistics(str(examples)), baseline)
+    report.write_text(report.read_text().replace("</body>", section + "</body>", 1))
 
 
 def _show(result: dict, blessing: _blessing.Blessing, folder: Path,

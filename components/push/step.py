@@ -147,7 +147,9 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
         evaluated_against=baseline_key(blessing.get("baseline")))
     # the model's outputs on the eval rows go with it: the next evaluation on the same rows
     # reads them instead of scoring this version again as its baseline
-    outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS}
+    outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS,
+               # and the statistics of its training data: the next runs' drift baseline
+               Files.SERVED_STATISTICS: Path(evaluation_dir) / Files.STATISTICS}
     with lineage.staged_with_lineage(Path(model_dir) / Files.EXPORT, record,
                                      outputs) as export:
         published = publish_once(destination, export, fingerprint=fingerprint,

@@ -1,0 +1,86 @@
+"""The data report: every anomaly (column, kind, observed vs allowed), then the statistics of
+this run's data next to those of the served model's training data, column by column.
+
+:func:`side_by_side` is the statistics table alone, which the evaluation report shows too.
+"""
+
+from __future__ import annotations
+
+import html
+
+__all__ = ["line", "render", "side_by_side"]
+
+
+def line(row: dict) -> str:
+    """One anomaly as one line: ``column: KIND (split): observed X, allowed Y``."""
+    column = row["column"] or "(all rows)"
+    return (f"{column}: {row['kind']} ({row['split']}): observed {row['observed']}, allowed "
+            f"{row['allowed']}" + (f" - {row['description']}" if row.get("description")
+                                    else ""))
+
+
+def _esc(value) -> str:
+    return html.escape(str(value))
+
+
+def _anomaly_table(rows: list[dict], title: str) -> str:
+    if not rows:
+        return f"<h2>{_esc(title)}</h2><p>none</p>"
+    head = "".join(f"<th>{h}</th>" for h in ("column", "kind", "split", "observed", "allowed"))
+    body = "".join("<tr>" + "".join(f"<td>{_esc(r[k] or '(all rows)')}</td>" for k in (
+        "column", "kind", "split", "observed", "allowed")) + "</tr>" for r in rows)
+    return f"<h2>{_esc(title)}</h2><table><tr>{head}</tr>{body}</table>"
+
+
+def _column_summary(feature) -> str:
+    """A column's statistics in a few words: missing, then mean/std/min/max or top values."""
+    if feature.HasField("num_stats"):
+        s = feature.num_stats
+        return (f"missing {s.common_stats.num_missing}; mean {s.mean:.4g}, std {s.std_dev:.4g}, "
+                f"min {s.min:.4g}, max {s.max:.4g}")
+    s = feature.string_stats
+    top = ", ".join(f"{v.value} {v.frequency:g}" for v in list(s.top_values)[:3])
+    return f"missing {s.common_stats.num_missing}; {s.unique} unique; top: {top}"
+
+
+def _dataset(stats, split: str):
+    if stats is None:
+        return None
+    return next((d for d in stats.datasets if d.name == split), None)
+
+
+def side_by_side(current, served, split: str = "train",
+                 titles: tuple[str, str] = ("this run", "served model's training data")) -> str:
+    """An HTML table: per column, its statistics in ``current`` and in ``served`` (the
+    ``split`` dataset of each; ``served`` None: that side is empty)."""
+    mine, theirs = _dataset(current, split), _dataset(served, split)
+    if mine is None:
+        return ""
+
+    def by_name(dataset):
+        return {(f.path.step[0] if f.path.step else f.name): f
+                for f in (dataset.features if dataset is not None else ())}
+    left, right = by_name(mine), by_name(theirs)
+    rows = [f"<tr><th>examples</th><td>{mine.num_examples}</td><td>"
+            f"{theirs.num_examples if theirs is not None else '-'}</td></tr>"]
+    for name in dict.fromkeys([*left, *right]):
+        cells = [_esc(_column_summary(side[name])) if name in side else "-"
+                 for side in (left, right)]
+        rows.append(f"<tr><th>{_esc(name)}</th><td>{cells[0]}</td><td>{cells[1]}</td></tr>")
+    return (f"<h2>Data statistics ({_esc(split)} split)</h2><table><tr><th>column</th>"
+            f"<th>{_esc(titles[0])}</th><th>{_esc(titles[1])}</th></tr>{''.join(rows)}</table>")
+
+
+def render(name: str, summary: dict, current, served) -> str:
+    """The whole self-contained HTML report of one validate step."""
+    verdict = ("PASSED: no blocking anomaly" if summary["passed"] else
+               f"STOPPED before training: {len(summary['anomalies'])} blocking anomalies")
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Data report: "
+            f"{_esc(name)}</title><style>table{{border-collapse:collapse}}td,th{{border:1px "
+            "solid #ccc;padding:2px 6px;text-align:left}}</style></head><body>"
+            f"<h1>Data report: {_esc(name)}</h1><p><b>{_esc(verdict)}</b></p>"
+            f"<p>schema: {_esc(summary['schema'])}<br>drift baseline: "
+            f"{_esc(summary['baseline'] or 'none')}</p>"
+            + _anomaly_table(summary["anomalies"], "Blocking anomalies")
+            + _anomaly_table(summary["warnings"], "Warnings (warn_only)")
+            + side_by_side(current, served) + "</body></html>")
