@@ -4,6 +4,8 @@
 
     estflow compile PIPELINE -o OUT.yaml [--image IMAGE] [--source-root ROOT] [--no-cache]
     estflow run PIPELINE [--workdir DIR] [--workers N] [--no-cache [STEP]] [--resume [RUN]]
+                         [--span SPAN]
+    estflow backfill PIPELINE --from SPAN --to SPAN
     estflow runs {list [PIPELINE_NAME],show RUN,diff RUN_A RUN_B,prune [--keep N]}
     estflow preprocess PIPELINE [--output DIR] [--runner R] [BEAM_OPTION ...]
     estflow submit PIPELINE --host URL [--experiment NAME] [--param k=v ...]
@@ -26,6 +28,8 @@ Exit status (``estflow run``'s tells CI whether the model was pushed):
 * 1: a step failed (its log is named);
 * 2: a usage error, as above;
 * 3: ``run`` ran every step, but the model was not blessed, so it was not pushed;
+* 4: ``run``: the data broke a blocking check (``Pipeline.checks``' anomalies, or a missing
+  span): it stopped before training, with every anomaly named, and pushed nothing;
 * 130: interrupted (Ctrl-C); ``run`` and ``preprocess`` first stop the running step and say
   what was kept and the command that continues;
 * 143, 129: ``run`` or ``preprocess`` stopped by SIGTERM or SIGHUP, as after Ctrl-C;
@@ -43,6 +47,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+from estflow.pipelines._cli import backfill
 from estflow.pipelines._cli import local_runs
 from estflow.pipelines._cli import run_history
 from estflow.pipelines._cli.usage import EXIT_FAILED
@@ -59,7 +64,7 @@ __all__ = ["main", "build_parser", "UsageError", "EXIT_FAILED", "EXIT_USAGE", "E
 
 # Commands whose modules import neither kfp nor the compiler: `estflow run` parses with these
 # alone, so a run whose steps are all cached starts in a fraction of a second.
-_LOCAL_COMMANDS = ("run", "preprocess", "runs")
+_LOCAL_COMMANDS = ("run", "preprocess", "runs", "backfill")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,6 +104,7 @@ def build_parser(local_only: bool = False) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     if local_only:
         local_runs.add_commands(commands)
+        backfill.add_commands(commands)
         run_history.add_commands(commands)
         return parser
     from estflow.pipelines._cli import compilation  # noqa: PLC0415 (imports kfp)
@@ -110,6 +116,7 @@ def build_parser(local_only: bool = False) -> argparse.ArgumentParser:
     # In this order in `estflow --help`.
     compilation.add_commands(commands)
     local_runs.add_commands(commands)
+    backfill.add_commands(commands)
     run_history.add_commands(commands)
     kfp_runs.add_commands(commands)
     serving.add_commands(commands)

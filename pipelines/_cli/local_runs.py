@@ -3,7 +3,8 @@ machine through the local runner (:mod:`estflow.pipelines.local_runner`).
 
 Both check a local CSV source's header before any step runs. ``estflow run`` exits 0 when the
 model was pushed or the served version already is this model (without a push target: blessed),
-3 when every step ran but it was not blessed, 1 when a step failed, 2 for a usage error, 130 on
+3 when every step ran but it was not blessed, 4 when the data broke a blocking check
+(``Pipeline.checks``, or a missing span), 1 when a step failed, 2 for a usage error, 130 on
 Ctrl-C (after saying what was kept and the command that continues: ``--resume RUN``).
 ``--no-cache [STEP]`` runs steps again that the step cache would reuse.
 """
@@ -24,6 +25,7 @@ from estflow.dsl.errors import DslErrors
 from estflow.pipelines import beam_options
 from estflow.pipelines import local_runner
 from estflow.pipelines import runs
+from estflow.pipelines._cli import backfill
 from estflow.pipelines._cli.usage import EXIT_FAILED
 from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
 from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
@@ -53,14 +55,16 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
         "run", help="run a pipeline end to end on this machine",
         usage="estflow run [-h] PIPELINE [--workdir DIR] [--no-cache [STEP[,STEP]]] "
-              "[--resume [RUN]] [--workers N]",
+              "[--resume [RUN]] [--workers N] [--span SPAN]",
         description="Run every step of a pipeline on this machine, each in its own process "
         "(the same entry points a Kubeflow task runs). A step whose inputs (the part of the "
         "spec it reads, its input artifacts, the source data, the code) are those of an "
         "earlier run is reused from the step cache; a model the served version already is "
         "is not pushed again. Every run is recorded (estflow runs list|show|diff). Exit "
         "status: 0 the model was pushed or is already served (without a push target: "
-        "blessed), 3 it was not blessed (every step ran), 1 a step failed, 2 a usage error, "
+        "blessed), 3 it was not blessed (every step ran), 4 the data broke a blocking check "
+        "(DataChecks, or a missing span: stopped before training, nothing pushed), 1 a step "
+        "failed, 2 a usage error, "
         "130 interrupted (Ctrl-C; SIGTERM: 143, SIGHUP: 129, after stopping the step as "
         "Ctrl-C does); after 1 or an interruption, --resume continues the run.")
     # Optional here only so that _pipeline_taken_by_an_option can give it back; required.
@@ -81,6 +85,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="train with N worker processes on localhost ports (TF_CONFIG as a "
                      "Kubeflow TFJob sets it; MultiWorkerMirroredStrategy, worker 0 writes the "
                      "model); default: the pipeline's run_config.cluster, else 1")
+    backfill.add_span_option(cmd)
     cmd.set_defaults(handler=_run)
 
 
@@ -150,6 +155,11 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     loaded = load_target(args.pipeline)
+    if args.resume is None:  # a resumed run reads the span its spec recorded
+        try:
+            loaded = backfill.select(loaded, args.span)
+        except backfill.SpanMissing as err:
+            return backfill.checks_stopped(err)
     try:
         local_runner.topology_for(loaded.pipeline, args.workers)
     except ValueError as err:  # --workers does not fit the declared strategy
@@ -175,6 +185,9 @@ def _run(args: argparse.Namespace) -> int:
         raise data_mismatch(args.pipeline, err) from None
     except local_runner.StepFailed as err:
         print(f"estflow run: {err}", file=sys.stderr)
+        stopped = backfill.checks_stopped(err)
+        if stopped is not None:
+            return stopped
         run_id = getattr(err, "run_id", None)
         if run_id:
             again = _again(args, run_id, getattr(err, "workdir", None))
