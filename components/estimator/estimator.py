@@ -36,6 +36,8 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import os
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -340,7 +342,7 @@ class Estimator:
         Raises:
             NanLossError: a step produced a non-finite loss (that state is not saved).
         """
-        _check_steps(steps, max_steps)
+        steps, max_steps = _check_steps(steps, max_steps)
         hooks, listeners = as_hooks(hooks), as_listeners(saving_listeners)
         if max_steps is not None and self.global_step >= max_steps:
             self._progress(f"skipping training: global step {self.global_step} >= max_steps "
@@ -468,7 +470,7 @@ class Estimator:
         dataset = call_input_fn(input_fn, self.params, self.config, ModeKeys.EVAL,
                                 self._evaluator.distribution.input_context())
         if steps is not None:
-            dataset = dataset.take(steps)
+            dataset = dataset.take(_whole_steps("steps", steps))
         self._require_weights(checkpoint_path)
         if self._evaluator.distribution.strategy is not self._distribution.strategy:
             self._establish(dataset.element_spec)
@@ -524,9 +526,17 @@ class Estimator:
                 + [self._global_step, self._predict_step])  # a PREDICT model_fn's step
 
 
-def _check_steps(steps: int | None, max_steps: int | None) -> None:
+def _check_steps(steps: int | None, max_steps: int | None) -> tuple[int | None, int | None]:
+    """``steps`` and ``max_steps`` as whole numbers (None stays None)."""
     if steps is not None and max_steps is not None:
         raise ValueError("Can not provide both steps and max_steps.")
-    for name, value in (("steps", steps), ("max_steps", max_steps)):
-        if value is not None and (not isinstance(value, int) or value <= 0):
-            raise ValueError(f"Must specify {name} > 0, given: {value!r}")
+    return (None if steps is None else _whole_steps("steps", steps),
+            None if max_steps is None else _whole_steps("max_steps", max_steps))
+
+
+def _whole_steps(name: str, value) -> int:
+    """A step count; a float (``steps / periods`` in TF 1 tutorials) rounds up, as
+    tf.estimator's ``global_step >= start + steps`` stop did."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"Must specify {name} > 0, given: {value!r}")
+    return int(math.ceil(value))

@@ -216,3 +216,26 @@ def test_hparams_object_as_params(tmp_path):
     est.train(train_input_fn, steps=40)
     w = [est.get_variable_value(n) for n in est.get_variable_names() if n.endswith("_w")]
     assert w and abs(float(np.ravel(w[0])[0]) - 3.0) < 0.1, w
+
+
+def test_steps_given_as_a_float(tmp_path):
+    """google/eng-edu's Machine Learning Crash Course exercises train in periods with
+    ``train(input_fn, steps=steps / periods)`` (a float: 10.0); tf.estimator compared the global
+    step with ``start + steps`` (a fractional count ends at the next whole step), and evaluate
+    counted batches likewise."""
+    x = np.linspace(-1, 1, 64, dtype="float32").reshape(-1, 1)
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, 2 * x)).repeat().batch(8)
+
+    est = estimator.LinearRegressor([estimator.feature_column.numeric_column("x")],
+                                    model_dir=str(tmp_path))
+    est.train(input_fn, steps=100 / 10)
+    assert est.get_variable_value("global_step") == 10
+    est.train(input_fn, steps=2.5)
+    assert est.get_variable_value("global_step") == 13
+    est.train(input_fn, max_steps=15.0)
+    assert est.get_variable_value("global_step") == 15
+    assert est.evaluate(input_fn, steps=1.5)["global_step"] == 15
+    with pytest.raises(ValueError, match="steps > 0"):
+        est.train(input_fn, steps=0.0)
