@@ -1,35 +1,18 @@
-"""Models for ``estflow serve``: discovery under a base path, loading, and hot-swapping.
+"""Model versions for ``estflow serve``: loading (:func:`load_model`) and the inference core
+(:meth:`ServedModel.predict`, :meth:`ServedModel.classify`, :meth:`ServedModel.regress`), which
+REST and gRPC both call. Which versions are served is :mod:`.registry`'s
+(:class:`ModelRegistry` is re-exported here).
 
-Layout (TF Serving's, written by :mod:`estflow.components.push`)::
-
-    BASE_PATH/<model_name>/<integer version>/saved_model.pb + variables/ [+ assets.extra/]
-
-A model is a subdirectory of BASE_PATH whose name matches ``[A-Za-z0-9][A-Za-z0-9._-]*`` and
-which holds at least one all-digit version directory. Dot-names (``.tmp-*`` push staging,
-hidden folders) are never looked at. Like TF Serving's default version policy, only the
-highest version of each model is served; a poll picks up a newer one, loads and warms it fully
-off the request path, then swaps it in under a lock. If it fails to load, the old version keeps
-serving and the failure is logged and reported by the status API (it is retried only when the
-version's files change).
-
-Requests never touch the filesystem: they look names up in the in-memory registry, so no URL
-can make the server read outside BASE_PATH. Nor can the files: every model directory, version
-directory and file is resolved (symlinks followed) and must lie inside the resolved BASE_PATH.
-A model directory that resolves outside is refused (404, saying where it points); a version
-that does, or holds a file or directory that does, is refused like a version that fails to
-load (reported by the status API, the previous version keeps serving). A version is never
-walked outside BASE_PATH, so a version symlinked to ``/`` costs one ``stat``. (The check runs
-just before a load: a symlink swapped in between the two is not caught; whoever can do that
-can write the base path.)
+A TF 2 SavedModel is loaded with ``tf.saved_model.load``; a TF 1 SavedModel (no object graph),
+or one ``tf.saved_model.load`` refuses, runs in a Session as in TF Serving
+(:mod:`.session_model`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,7 +23,6 @@ from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
 from estflow.components._io import raw_features
-from estflow.components._io.model_repo import version_dirs
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.session_model import SessionModel as _SessionTypes
 from estflow.components.serve.session_model import load_session
@@ -328,223 +310,5 @@ def _load_object_graph(version_dir: Path, defs: dict[str, Any]) -> tuple[Any, di
     return loaded, signatures
 
 
-class _Outside(Exception):
-    """A path that resolves outside the base path (the message says where)."""
-
-
-def _inside(path: Path | str, base: Path) -> Path:
-    """``path`` resolved; :class:`_Outside` unless it lies in ``base`` (resolved)."""
-    real = Path(os.path.realpath(path))
-    if not real.is_relative_to(base):
-        raise _Outside(f"{path} resolves to {real}, outside the base path {base}")
-    return real
-
-
-def _scan(base_path: Path) -> tuple[dict[str, dict[int, Path]], dict[str, str]]:
-    """(model name -> {version: directory} for every model under ``base_path``, model name ->
-    why it is refused for model directories that resolve outside it)."""
-    found, refused = {}, {}
-    for child in sorted(base_path.iterdir()):
-        if child.name.startswith(".") or not child.is_dir():
-            continue
-        if not MODEL_NAME_PATTERN.fullmatch(child.name):
-            log.debug("ignoring %s: not a valid model name", child)
-            continue
-        try:
-            _inside(child, base_path)
-        except _Outside as e:
-            refused[child.name] = str(e)
-            continue
-        versions = version_dirs(child)
-        if versions:
-            found[child.name] = versions
-    return found, refused
-
-
-def _inspect(folder: Path, base: Path) -> tuple:
-    """Check that nothing in a version directory resolves outside ``base`` (raises
-    :class:`_Outside` at the first such path, before descending into it); return a cheap
-    identity of its files, to retry a failed load only when they change. Symlinks inside
-    ``base`` are followed, each real directory walked once."""
-    root = _inside(folder, base)
-    seen = {root}
-    entries = []
-    for here, dirs, files in os.walk(root, followlinks=True):
-        for name in list(dirs):
-            path = os.path.join(here, name)
-            if os.path.islink(path):
-                real = _inside(path, base)
-                if real in seen:
-                    dirs.remove(name)
-                seen.add(real)
-        for name in files:
-            path = os.path.join(here, name)
-            if os.path.islink(path):
-                _inside(path, base)
-            try:
-                stat = os.stat(path)
-            except OSError:
-                continue
-            entries.append((os.path.relpath(path, root), stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(entries))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Failure:
-    fingerprint: tuple
-    message: str
-
-
-class ModelRegistry:
-    """The served models: the latest loadable version of each model under ``base_path``.
-
-    ``refresh()`` scans the base path once (the poll thread calls it every ``poll_seconds``);
-    request threads call ``get()``/``status()``, which only read an immutable snapshot.
-    """
-
-    def __init__(self, base_path: Path, *, loader: Callable[..., ServedModel] = load_model,
-                 sync: Callable[[], object] | None = None, source: str | None = None):
-        self.base_path = base_path
-        self.source = source or str(base_path)  # what messages name (a bucket's URI)
-        self._sync = sync  # copies a bucket's new versions into base_path before each scan
-        self._loader = loader
-        self._lock = threading.Lock()          # guards the swap of _models / _failures
-        self._refresh_lock = threading.Lock()  # one scan-and-load at a time
-        self._models: dict[str, ServedModel] = {}
-        self._refused: dict[str, str] = {}  # model name -> why its directory is not read
-        self._failures: dict[tuple[str, int], _Failure] = {}
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
-
-    def models(self) -> list[ServedModel]:
-        with self._lock:
-            return [self._models[name] for name in sorted(self._models)]
-
-    def get(self, name: str, version: int | None = None) -> ServedModel:
-        """The served model, or a 404 :class:`ServingError` saying why there is none."""
-        with self._lock:
-            model = self._models.get(name)
-            failures = {v: f for (n, v), f in self._failures.items() if n == name}
-        if model is None:
-            with self._lock:
-                refused = self._refused.get(name)
-            if refused is not None:
-                raise ServingError(404, f"model {name!r} is not served: {refused}")
-            if failures:
-                newest = max(failures)
-                raise ServingError(404, f"model {name!r} is not available: version {newest} "
-                                   f"failed to load: {failures[newest].message}")
-            raise ServingError(404, f"no model named {name!r} is served from "
-                               f"{self.source}; served models: "
-                               f"{', '.join(m.name for m in self.models()) or 'none'}")
-        if version is not None and version != model.version:
-            reason = (f"it failed to load: {failures[version].message}" if version in failures
-                      else "only the latest version of a model is served")
-            raise ServingError(404, f"model {name!r} version {version} is not served ({reason});"
-                               f" the served version is {model.version}")
-        return model
-
-    def status(self, name: str, version: int | None = None) -> list[dict[str, Any]]:
-        """TF Serving's ``model_version_status`` entries: the served version (AVAILABLE) and
-        versions that failed to load (END with the error), newest first."""
-        with self._lock:
-            model = self._models.get(name)
-            failures = {v: f for (n, v), f in self._failures.items() if n == name}
-        entries = {v: _version_status(v, "END", "UNKNOWN", f.message)
-                   for v, f in failures.items()}
-        if model is not None:
-            entries[model.version] = _version_status(model.version, "AVAILABLE", "OK", "")
-        if version is not None:
-            if version not in entries:
-                self.get(name, version)  # raises the 404 that explains what is served
-            entries = {version: entries[version]}
-        if not entries:
-            self.get(name)  # raises 404: unknown model
-        return [entries[v] for v in sorted(entries, reverse=True)]
-
-    def refresh(self) -> None:
-        """Scan the base path; load each model's newest version if it is not served yet."""
-        with self._refresh_lock:
-            if self._sync is not None:
-                try:
-                    self._sync()
-                except OSError as e:  # the bucket is unreachable now: keep serving the copy
-                    log.error("cannot copy new versions from %s (serving what was copied "
-                              "before): %s", self.source, e)
-            try:
-                found, refused = _scan(self.base_path)
-            except OSError as e:
-                log.error("cannot scan %s: %s", self.base_path, e)
-                return
-            for name, reason in refused.items():
-                if self._refused.get(name) != reason:
-                    log.error("refusing model %s: %s (nothing outside the base path is read)",
-                              name, reason)
-            for name, versions in found.items():
-                self._refresh_model(name, versions)
-            with self._lock:
-                self._refused = refused
-                for name in set(self._models) - set(found):
-                    if name not in refused:
-                        log.warning("model %s has no versions left under %s; no longer served",
-                                    name, self.base_path)
-                    del self._models[name]
-                self._failures = {key: f for key, f in self._failures.items()
-                                  if key[1] in found.get(key[0], {})}
-
-    def _refresh_model(self, name: str, versions: dict[int, Path]) -> None:
-        latest = max(versions)
-        with self._lock:
-            current = self._models.get(name)
-            failure = self._failures.get((name, latest))
-        if current is not None and current.version == latest:
-            return
-        still = f"; still serving version {current.version}" if current else ""
-        try:
-            fingerprint = _inspect(versions[latest], self.base_path)
-        except _Outside as e:
-            message = f"refused: {e}"
-            if failure is None or failure.message != message:
-                log.error("model %s version %s %s (nothing outside the base path is read)%s",
-                          name, latest, message, still)
-                with self._lock:
-                    self._failures[(name, latest)] = _Failure(("outside", message), message)
-            return
-        if failure is not None and failure.fingerprint == fingerprint:
-            return
-        try:
-            model = self._loader(name, latest, versions[latest])
-        except Exception as e:  # noqa: BLE001 - any load failure keeps the old version serving
-            message = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            log.error("model %s version %s failed to load from %s: %s%s", name, latest,
-                      versions[latest], message, still)
-            with self._lock:
-                self._failures[(name, latest)] = _Failure(fingerprint, message)
-            return
-        with self._lock:
-            self._models[name] = model
-            self._failures.pop((name, latest), None)
-        log.info("serving model %s version %s%s", name, latest,
-                 f" (replacing version {current.version})" if current else "")
-
-    def start_polling(self, poll_seconds: float) -> None:
-        """Refresh every ``poll_seconds`` in a daemon thread until :meth:`stop`."""
-        def loop() -> None:
-            while not self._stop.wait(poll_seconds):
-                try:
-                    self.refresh()
-                except Exception:  # noqa: BLE001 - the poller must outlive one bad scan
-                    log.exception("model refresh failed")
-
-        self._poller = threading.Thread(target=loop, name="estflow-serve-poll", daemon=True)
-        self._poller.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._poller is not None:
-            self._poller.join()
-
-
-def _version_status(version: int, state: str, code: str, message: str) -> dict[str, Any]:
-    return {"version": str(version), "state": state,
-            "status": {"error_code": code, "error_message": message}}
+# The registry of served versions (discovery, policies, labels) lives in its own module.
+from estflow.components.serve.registry import ModelRegistry  # noqa: E402

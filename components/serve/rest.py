@@ -1,16 +1,19 @@
 """TF Serving's REST API over the model registry: routes, methods, and the answer to each.
 
-Paths (query strings are ignored)::
+Paths (query strings are ignored; matched like TF Serving, case-insensitively)::
 
-    GET  /v1/models/NAME[/versions/N]              model status
-    GET  /v1/models/NAME[/versions/N]/metadata     signature defs
-    POST /v1/models/NAME[/versions/N]:predict      instances -> predictions, inputs -> outputs
-    POST /v1/models/NAME[/versions/N]:classify     examples -> results
-    POST /v1/models/NAME[/versions/N]:regress      examples -> results
+    GET  /v1/models/NAME[/versions/N | /labels/L]              model status
+    GET  /v1/models/NAME[/versions/N | /labels/L]/metadata     signature defs
+    POST /v1/models/NAME[/versions/N | /labels/L]:predict      instances/inputs -> predictions/outputs
+    POST /v1/models/NAME[/versions/N | /labels/L]:classify     examples -> results
+    POST /v1/models/NAME[/versions/N | /labels/L]:regress      examples -> results
 
-Every error is ``{"error": message}``: 400 bad request, 404 unknown model/version/path,
-405 wrong method, 500 a bug (the HTTP layer adds 408, 411, 413, 431, 503, 505; see
-:mod:`estflow.components.serve.http`).
+Every error is ``{"error": message}`` with TF Serving's status: 400 for a malformed request
+(a ``/v1/`` path that is not one of the above, a method other than GET/POST on it, a version
+that is not an int64, an unknown version label, a bad body), 404 for a model or version that is
+not served, 404 for paths outside ``/v1/``, 500 a bug (the HTTP layer adds 408, 411, 413, 431,
+503, 505; see :mod:`estflow.components.serve.http`). The model name and label are
+percent-decoded; names are only looked up in the registry, never used as paths.
 """
 
 from __future__ import annotations
@@ -32,74 +35,68 @@ __all__ = ["Route", "parse_route", "handle", "make_app"]
 
 log = logging.getLogger("estflow.serve")
 
-_PREFIX = "/v1/models/"
-_VERBS = ("predict", "classify", "regress")
-_METHODS = {"status": "GET", "metadata": "GET", "predict": "POST", "classify": "POST",
-            "regress": "POST"}
-_VERSION = re.compile(r"[0-9]{1,18}")
+# TF Serving's path patterns (tensorflow_serving/model_servers/http_rest_api_util.cc)
+_API = re.compile(r"(?i)/v1/.*", re.DOTALL)
+_PREDICTION = re.compile(r"(?i)/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
+                         r":(classify|regress|predict)", re.DOTALL)
+_STATUS = re.compile(r"(?i)/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
+                     r"(?:/(metadata))?", re.DOTALL)
+_INT64_MAX = 2**63 - 1
 
 
 @dataclasses.dataclass(frozen=True)
 class Route:
-    """A parsed request path: which model, which version (None: the served one), what to do."""
+    """A parsed request: which model, which version or label (None: the latest served), what
+    to do."""
 
     model: str
     version: int | None
     action: str  # status | metadata | predict | classify | regress
+    label: str | None = None
 
 
-def parse_route(raw_path: str) -> Route:
-    """Parse a request path; a :class:`ServingError` 404 for unknown paths, 400 for bad names.
-
-    Each segment is percent-decoded on its own, so an encoded slash cannot introduce a segment,
-    and names that could address the filesystem (``..``, ``/``, ``\\``) are refused outright.
-    """
+def parse_route(raw_path: str, method: str | None = None) -> Route:
+    """Parse a request's method and path as TF Serving does: a :class:`ServingError` 404 for a
+    path outside ``/v1/``, 400 for one inside that matches no API ("Malformed request").
+    Without ``method``, the one the path fits (POST for ``:verb`` paths, else GET)."""
     path = raw_path.split("?", 1)[0]
-    if not path.startswith(_PREFIX):
-        raise ServingError(404, f"unknown path {path[:200]!r}; the API is under {_PREFIX}NAME")
-    rest, action = path[len(_PREFIX):], "status"
-    last = rest.rsplit("/", 1)[-1]
-    if ":" in last:
-        rest, verb = rest.rsplit(":", 1)
-        if verb not in _VERBS:
-            raise ServingError(404, f"unknown method ':{verb[:50]}' in {path[:200]!r}; expected "
-                               f"one of {', '.join(':' + v for v in _VERBS)}")
-        action = verb
-    elif rest.endswith("/metadata"):
-        rest, action = rest[:-len("/metadata")], "metadata"
-    try:
-        segments = [unquote(s, errors="strict") for s in rest.split("/")]
-    except UnicodeDecodeError:
-        raise ServingError(400, f"the path {path[:200]!r} is not valid percent-encoded "
-                           "UTF-8") from None
-    name = _model_name(segments[0], path)
-    if len(segments) == 1:
-        return Route(name, None, action)
-    if len(segments) == 3 and segments[1] == "versions":
-        if not _VERSION.fullmatch(segments[2]):
-            raise ServingError(400, f"the version in {path[:200]!r} must be a positive integer, "
-                               f"got {segments[2][:50]!r}")
-        return Route(name, int(segments[2]), action)
-    if len(segments) == 3 and segments[1] == "labels":
-        raise ServingError(404, "version labels are not supported; use /versions/N")
-    raise ServingError(404, f"unknown path {path[:200]!r}; expected {_PREFIX}NAME[/versions/N]"
-                       "[/metadata | :predict | :classify | :regress]")
-
-
-def _model_name(name: str, path: str) -> str:
+    if not _API.fullmatch(path):
+        raise ServingError(404, f"unknown path {path[:200]!r}; the API is under /v1/models/NAME")
+    if method is None:
+        method = "POST" if _PREDICTION.fullmatch(path) else "GET"
+    pattern = {"POST": _PREDICTION, "GET": _STATUS}.get(method)
+    match = pattern.fullmatch(path) if pattern else None
+    if match is None:
+        raise ServingError(400, f"Malformed request: {method[:20]} {path[:200]}; expected GET "
+                           "/v1/models/NAME[/versions/N|/labels/L][/metadata] or POST "
+                           "/v1/models/NAME[/versions/N|/labels/L]:predict|classify|regress")
+    name, version, label, verb = match.groups()
+    if method == "POST" and verb not in ("predict", "classify", "regress"):  # matched as ?i
+        raise ServingError(400, f"Malformed request: {method} {path[:200]}")
+    action = verb if method == "POST" else ("metadata" if verb == "metadata" else "status")
     if not name:
-        raise ServingError(404, f"no model name in {path[:200]!r}")
-    if name in (".", "..") or any(c in name for c in "/\\\0"):
-        raise ServingError(400, f"invalid model name {name[:200]!r}: a model name is a "
-                           "directory name under the base path, without '/', '\\' or '..'")
-    return name
+        raise ServingError(400, "Missing model name in request.")
+    name = _decoded(name, "model name")
+    if version is not None and int(version) > _INT64_MAX:
+        raise ServingError(400, f"Failed to convert version: {version[:50]} to numeric.")
+    return Route(name, None if version is None else int(version), action,
+                 None if label is None else _decoded(label, "model version label"))
+
+
+def _decoded(text: str, what: str) -> str:
+    try:
+        return unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        raise ServingError(400, f"Failed to decode {what}: {text[:200]} (not percent-encoded "
+                           "UTF-8)") from None
 
 
 def handle(registry: ModelRegistry, route: Route, body: bytes | None) -> dict[str, Any]:
     """Answer one routed request (the method has been checked); raises ServingError."""
     if route.action == "status":
-        return {"model_version_status": registry.status(route.model, route.version)}
-    model = registry.get(route.model, route.version)
+        return {"model_version_status": registry.status(route.model, route.version,
+                                                        route.label)}
+    model = registry.get(route.model, route.version, route.label)
     if route.action == "metadata":
         return {"model_spec": {"name": model.name, "signature_name": "",
                                "version": str(model.version)},
@@ -123,18 +120,13 @@ def make_app(registry: ModelRegistry) -> Callable[[Request], Response]:
     """The application the HTTP layer calls for each complete request."""
 
     def app(request: Request) -> Response:
-        allow = None
         try:
-            route = parse_route(request.target)
-            allow = _METHODS[route.action]
-            if request.method != allow:
-                raise ServingError(405, f"{request.method} is not allowed on "
-                                   f"{request.target[:200]!r}; use {allow}")
+            route = parse_route(request.target, request.method)
             return 200, handle(registry, route, request.body), {}
         except ServingError as e:
-            return e.status, {"error": e.message}, ({"Allow": allow} if e.status == 405 else {})
+            return e.status, {"error": registry.public(e.message)}, {}
         except Exception as e:  # noqa: BLE001 - a bug must still answer the client
             log.exception("internal error serving %s %s", request.method, request.target[:200])
-            return 500, {"error": f"internal error: {type(e).__name__}: {e}"}, {}
+            return 500, {"error": registry.public(f"internal error: {type(e).__name__}: {e}")}, {}
 
     return app
