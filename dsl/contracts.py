@@ -383,6 +383,13 @@ SERVE_OPTIONS = (
            type="float", default=60.0),
     Option("max-connections", "open connections at most; more are answered 503", type="int",
            default=256, choices=(1, 65536)),
+    Option("grpc-port", "also serve TF Serving's gRPC API (PredictionService, ModelService) "
+           "on this port of --host (tensorflow_model_server's --port); 0 picks a free one "
+           "(default: no gRPC)", type="int", choices=(0, 65535)),
+    Option("monitoring-config-file", "TF Serving's MonitoringConfig text file "
+           "(prometheus_config { enable: true, path: \"...\" }): where the Prometheus metrics "
+           "page is, or enable: false for none (default: on, at "
+           "/monitoring/prometheus/metrics)"),
 )
 """The options of ``estflow serve`` (the CLI's help and the component's parser are built from
 these); the component takes ``BASE_PATH`` first."""

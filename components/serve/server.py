@@ -16,10 +16,13 @@ from typing import TYPE_CHECKING
 from estflow.components.serve.http import HttpServer
 from estflow.components.serve.http import Limits
 from estflow.components.serve.http import listen
+from estflow.components.serve.metrics import DEFAULT_PATH as METRICS_PATH
 from estflow.components.serve.mirror import Mirror
 from estflow.dsl.contracts import SERVE_OPTIONS
 
 if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is bound
+    from estflow.components.serve.grpc_server import GrpcServer
+    from estflow.components.serve.metrics import Metrics
     from estflow.components.serve.models import ModelRegistry
     from estflow.components.serve.models import ServedModel
 
@@ -39,9 +42,12 @@ class Server:
         url: ``http://host:port``.
     """
 
-    def __init__(self, http: HttpServer, registry: ModelRegistry) -> None:
+    def __init__(self, http: HttpServer, registry: ModelRegistry,
+                 grpc: GrpcServer | None = None, metrics: Metrics | None = None) -> None:
         self._http = http
         self.registry = registry
+        self.grpc = grpc  # the gRPC server (``grpc.port``, ``grpc.address``), when started
+        self.metrics = metrics
         self.host, self.port = http.server_address[:2]
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{self.port}"
@@ -61,6 +67,8 @@ class Server:
         if self._thread.is_alive():
             self._http.shutdown()
             self._thread.join()
+        if self.grpc is not None:
+            self.grpc.stop()
         self.registry.stop()
         self._http.server_close()
 
@@ -77,7 +85,8 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
           threads: int = _DEFAULTS["threads"],
           request_timeout_seconds: float = _DEFAULTS["request_timeout_seconds"],
           idle_timeout_seconds: float = _DEFAULTS["idle_timeout_seconds"],
-          max_connections: int = _DEFAULTS["max_connections"]) -> Server:
+          max_connections: int = _DEFAULTS["max_connections"], grpc_port: int | None = None,
+          metrics_path: str | None = METRICS_PATH) -> Server:
     """Load the models under ``base_path`` and serve them over HTTP from a background thread.
 
     Args:
@@ -94,6 +103,10 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
             answered 408; an answer not taken by the client within it is abandoned.
         idle_timeout_seconds: an idle keep-alive connection is closed after this long.
         max_connections: open connections at most; a new one beyond is answered 503.
+        grpc_port: serve TF Serving's gRPC API too, on this port of ``host`` (0: a free one;
+            None: no gRPC); ``Server.grpc.port`` is the bound port.
+        metrics_path: the HTTP path of the Prometheus metrics page (None: no page; requests
+            are counted all the same).
 
     Returns:
         The running :class:`Server`; call ``shutdown()`` (or use it as a context manager).
@@ -109,7 +122,8 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
                             idle_timeout_seconds, max_connections)
     listener = listen(host, port)  # bound before TensorFlow is imported or a model loaded
     try:
-        return start(listener, base, limits, poll_seconds)
+        return start(listener, base, limits, poll_seconds, grpc_port=grpc_port,
+                     metrics_path=metrics_path)
     except BaseException:
         listener.close()
         raise
@@ -148,12 +162,17 @@ def checked_limits(poll_seconds: float, max_body_bytes: int, threads: int,
 
 
 def start(listener: socket.socket, base: Path | Mirror, limits: Limits,
-          poll_seconds: float) -> Server:
-    """Load the models (this imports TensorFlow) and start serving on ``listener``; a
-    :class:`Mirror` is copied first (a bucket that cannot be read fails here: StorageError)
-    and again before each poll's scan."""
+          poll_seconds: float, *, grpc_port: int | None = None,
+          metrics_path: str | None = METRICS_PATH) -> Server:
+    """Load the models (this imports TensorFlow) and start serving on ``listener`` (and gRPC
+    on ``grpc_port`` of the same host, unless None); a :class:`Mirror` is copied first (a
+    bucket that cannot be read fails here: StorageError) and again before each poll's scan."""
+    from estflow.components.serve.grpc_server import start_grpc
+    from estflow.components.serve.metrics import Metrics
+    from estflow.components.serve.metrics import metered_app
     from estflow.components.serve.models import ModelRegistry
     from estflow.components.serve.rest import make_app
+    from estflow.components.serve.rest import parse_route
 
     if isinstance(base, Mirror):
         base.sync()
@@ -161,6 +180,13 @@ def start(listener: socket.socket, base: Path | Mirror, limits: Limits,
     else:
         registry = ModelRegistry(base)
     registry.refresh()
+    metrics = Metrics()
+    grpc = None
+    if grpc_port is not None:
+        grpc = start_grpc(registry, listener.getsockname()[0], grpc_port,
+                          threads=limits.threads, max_message_bytes=limits.max_body_bytes,
+                          metrics=metrics)
     if poll_seconds:
         registry.start_polling(poll_seconds)
-    return Server(HttpServer(listener, make_app(registry), limits), registry)
+    app = metered_app(make_app(registry), metrics, metrics_path, parse_route)
+    return Server(HttpServer(listener, app, limits), registry, grpc, metrics)

@@ -12,6 +12,8 @@ import threading
 
 from estflow.components.serve import noise
 from estflow.components.serve.http import listen
+from estflow.components.serve.metrics import DEFAULT_PATH as METRICS_PATH
+from estflow.components.serve.metrics import read_monitoring_config
 from estflow.components.serve.server import checked_base_path
 from estflow.components.serve.server import checked_limits
 from estflow.components.serve.server import start
@@ -21,7 +23,8 @@ __all__ = ["run"]
 
 def run(base_path: str, host: str, port: int, *, poll_seconds: float, max_body_bytes: int,
         threads: int, request_timeout_seconds: float, idle_timeout_seconds: float,
-        max_connections: int) -> int:
+        max_connections: int, grpc_port: int | None = None,
+        monitoring_config_file: str | None = None) -> int:
     """Serve the models under ``base_path`` until stopped (the options are
     :func:`.server.serve`'s); returns the exit status: 2 when the options, the address or the
     models' loading fail (the message on stderr), else 0 once stopped."""
@@ -29,7 +32,15 @@ def run(base_path: str, host: str, port: int, *, poll_seconds: float, max_body_b
         base = checked_base_path(base_path)
         limits = checked_limits(poll_seconds, max_body_bytes, threads, request_timeout_seconds,
                                 idle_timeout_seconds, max_connections)
+        metrics_path = (read_monitoring_config(monitoring_config_file)
+                        if monitoring_config_file else METRICS_PATH)
         listener = listen(host, port)  # first: a busy port fails before TensorFlow
+        if grpc_port:  # gRPC binds once TensorFlow is loaded: a busy port fails now all the same
+            try:
+                listen(host, grpc_port).close()
+            except OSError as e:
+                listener.close()
+                raise OSError(f"gRPC: {e}".replace("--port", "--grpc-port")) from None
     except (OSError, ValueError) as e:
         print(f"estflow serve: {e}", file=sys.stderr, flush=True)
         return 2
@@ -38,14 +49,16 @@ def run(base_path: str, host: str, port: int, *, poll_seconds: float, max_body_b
                         format="[serve] %(asctime)s %(levelname)s %(message)s")
     try:
         with noise.filtered(stderr):
-            server = start(listener, base, limits, poll_seconds)
+            server = start(listener, base, limits, poll_seconds, grpc_port=grpc_port,
+                           metrics_path=metrics_path)
     except (OSError, ValueError) as e:
         listener.close()
         print(f"estflow serve: {e}", file=stderr, flush=True)
         return 2
     stop = _stop_event()  # before the ready line: a client may stop the server at once
     models = ", ".join(f"{m.name}@{m.version}" for m in server.models()) or "none"
-    print(f"estflow serve: listening on {server.url} (models: {models})", flush=True)
+    grpc = f", gRPC on {server.grpc.address}" if server.grpc is not None else ""
+    print(f"estflow serve: listening on {server.url}{grpc} (models: {models})", flush=True)
     try:
         _wait_for(stop)
     finally:

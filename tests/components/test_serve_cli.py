@@ -21,7 +21,8 @@ from tests.components import _serving_fixtures as fx
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--port", "--host", "--poll-seconds", "--max-body-bytes", "--threads",
-         "--request-timeout-seconds", "--idle-timeout-seconds", "--max-connections"]
+         "--request-timeout-seconds", "--idle-timeout-seconds", "--max-connections",
+         "--grpc-port", "--monitoring-config-file"]
 
 
 @pytest.fixture(scope="module")
