@@ -91,10 +91,11 @@ def _rpc(api: str) -> Callable:
             except ServingError as e:
                 code = getattr(e, "code", None) or STATUS_CODES.get(e.status,
                                                                     grpc.StatusCode.INTERNAL)
-                message = e.message
+                message = self.registry.public(e.message)  # no server paths to clients
             except Exception as e:  # noqa: BLE001 - a bug must still answer the client
                 log.exception("internal error serving gRPC %s", api)
-                code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
+                code = grpc.StatusCode.INTERNAL
+                message = self.registry.public(f"internal error: {type(e).__name__}: {e}")
             finally:
                 self.metrics.observe("GRPC", api, _model_name(request), call.version,
                                      call.signature, code.name, time.perf_counter() - start)

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from estflow.components.serve import codec
+from estflow.components.serve import metrics
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.http import Request
 from estflow.components.serve.http import Response
@@ -97,6 +98,7 @@ def handle(registry: ModelRegistry, route: Route, body: bytes | None) -> dict[st
         return {"model_version_status": registry.status(route.model, route.version,
                                                         route.label)}
     model = registry.get(route.model, route.version, route.label)
+    metrics.note(model.version)  # labels this request's metrics (a contextvar; no-op untimed)
     if route.action == "metadata":
         return {"model_spec": {"name": model.name, "signature_name": "",
                                "version": str(model.version)},
@@ -104,6 +106,7 @@ def handle(registry: ModelRegistry, route: Route, body: bytes | None) -> dict[st
     doc = codec.parse_body(body or b"")
     method = f"tensorflow/serving/{route.action}"
     name = codec.signature_name(doc, "") or model.default_signature(method)
+    metrics.note(model.version, name)
     if route.action == "predict":
         signature = model.signature(name)
         arrays, row_format = codec.predict_inputs(doc, signature)
