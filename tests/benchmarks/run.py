@@ -16,6 +16,8 @@ rounds measured in this same run, never an absolute figure.
   workers under MultiWorkerMirroredStrategy, examples/s).
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
+* validate: ``tests/benchmarks/bench_validate.py`` (ingest + transform on 1M rows with and
+  without the data statistics, interleaved; the ratio).
 * serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
 * predict: ``tests/benchmarks/bench_predict.py`` (``estflow predict`` vs the server's batch 64).
 * compile: ``tests/benchmarks/bench_compile.py`` (``estflow compile`` vs ``kfp dsl compile`` of
@@ -155,6 +157,8 @@ PARTS: dict[str, Callable[[int], None]] = {
     # The taxi train step, 1 process vs 2 local workers (MultiWorkerMirrored): ~1 min a round.
     "workers": script("bench_workers.py", rounds=True),
     "preprocess": bench_preprocess,
+    # Ingest + transform on 1M rows with and without the data statistics (goal: <= +10%).
+    "validate": script("bench_validate.py", rounds=True),
     "serve": script("bench_serve.py"),
     "predict": script("bench_predict.py"),
     "compile": script("bench_compile.py"),
