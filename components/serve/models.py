@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
 from estflow.components._io import raw_features
+from estflow.components.serve import warmup
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.session_model import SessionModel as _SessionTypes
 from estflow.components.serve.session_model import load_session
@@ -150,12 +151,16 @@ class ServedModel:
                   method: str) -> tuple[Signature, dict[str, np.ndarray]]:
         signature = self.signature(signature_name, method)
         spec = next(iter(signature.inputs.values()), None)
-        if len(signature.inputs) != 1 or spec.dtype != tf.string:
+        # The Session path feeds the examples whatever dtype the TensorInfo claims, as TF
+        # Serving does (saved_model_half_plus_three's regress input says DT_FLOAT).
+        if len(signature.inputs) != 1 or (spec.dtype != tf.string and spec.shape.rank is not None):
             raise ServingError(400, f"signature {signature.name!r} cannot serve "
                                f":{method.rsplit('/', 1)[-1]}: it must take a single DT_STRING "
                                "input of serialized tf.Examples (it takes "
                                f"{', '.join(signature.inputs) or 'nothing'})")
-        return signature, _call(signature, {next(iter(signature.inputs)): serialized})
+        serialized = np.asarray(serialized, dtype=object)
+        return signature, _call(signature, {next(iter(signature.inputs)): serialized},
+                                examples=True)
 
     def classify(self, signature_name: str | None,
                  serialized: Any) -> tuple[Signature, list[list[tuple[bytes, float]]]]:
@@ -171,11 +176,14 @@ class ServedModel:
         return signature, _values(outputs, signature.name)
 
 
-def _call(signature: Signature, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Run ``signature``; what the model rejects (TensorFlow's argument errors, a shape a
-    function's input signature refuses) is a 400."""
+def _call(signature: Signature, inputs: dict[str, Any],
+          examples: bool = False) -> dict[str, np.ndarray]:
+    """Run ``signature`` (``examples``: on serialized tf.Examples, fed as they are); what the
+    model rejects (TensorFlow's argument errors, a shape a function's input signature refuses)
+    is a 400."""
     try:
-        args = {name: _as_input(name, value, signature.inputs[name])
+        args = {name: value if examples and signature.inputs[name].shape.rank is None
+                else _as_input(name, value, signature.inputs[name])
                 for name, value in inputs.items()}
         outputs = signature.function(**args)
     except (tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError) as e:
@@ -291,7 +299,9 @@ def load_model(name: str, version: int, version_dir: Path) -> ServedModel:
     if not isinstance(loaded, _SessionTypes):  # a Session signature may change state (counter)
         for signature in signatures.values():
             _warm_up(signature)
-    return ServedModel(name, version, version_dir, signatures, defs, raw_features, loaded)
+    model = ServedModel(name, version, version_dir, signatures, defs, raw_features, loaded)
+    warmup.replay(model)  # TF Serving's assets.extra/tf_serving_warmup_requests, if present
+    return model
 
 
 def _has_object_graph(version_dir: Path) -> bool:
