@@ -39,6 +39,7 @@ import contextlib
 import math
 import numbers
 import os
+import warnings
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -513,6 +514,22 @@ class Estimator:
         :mod:`.export`)."""
         return export_lib.export_saved_model(self, export_dir_base, serving_input_receiver_fn,
                                              checkpoint_path, progress=self._progress)
+
+    def export_savedmodel(self, export_dir_base: str | os.PathLike,
+                          serving_input_receiver_fn: Callable[[], Any], assets_extra=None,
+                          as_text: bool = False, checkpoint_path: str | None = None,
+                          strip_default_attrs: bool = False) -> bytes:
+        """TF 1's name (``tf.compat.v1.estimator.Estimator``) of :meth:`export_saved_model`,
+        returning the path as bytes as it did. ``strip_default_attrs`` is what TF 2 always
+        does; ``as_text`` and ``assets_extra`` are warned about and not applied (a binary
+        SavedModel, no extra assets)."""
+        for name, value in (("as_text", as_text), ("assets_extra", assets_extra)):
+            if value:
+                warnings.warn(f"export_savedmodel({name}={value!r}) is not applied: estflow "
+                              "writes a binary SavedModel without extra assets", stacklevel=2)
+        path = self.export_saved_model(export_dir_base, serving_input_receiver_fn,
+                                       checkpoint_path=checkpoint_path)
+        return os.fsencode(path)
 
     def weights(self, checkpoint_path: str | None = None):
         """Context manager: the in-memory variables hold ``checkpoint_path``'s (default: the

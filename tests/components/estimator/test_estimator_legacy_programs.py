@@ -239,3 +239,23 @@ def test_steps_given_as_a_float(tmp_path):
     assert est.evaluate(input_fn, steps=1.5)["global_step"] == 15
     with pytest.raises(ValueError, match="steps > 0"):
         est.train(input_fn, steps=0.0)
+
+
+def test_export_savedmodel_the_tf1_name(tmp_path):
+    """kubeflow/examples mnist/model.py ends with ``classifier.export_savedmodel(export_dir,
+    serving_input_receiver_fn=serving_fn)``: tf.compat.v1.estimator.Estimator's name of
+    export_saved_model; ``as_text`` (a text SavedModel proto) is warned about, not refused."""
+    x = np.linspace(-1, 1, 32, dtype="float32").reshape(-1, 1)
+    est = estimator.LinearRegressor([estimator.feature_column.numeric_column("x")],
+                                    model_dir=str(tmp_path / "model"))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, x)).batch(8), steps=2)
+
+    def serving_fn():
+        inputs = {"x": tf.compat.v1.placeholder(tf.float32, [None, 1])}
+        return estimator.export.ServingInputReceiver(inputs, inputs)
+
+    path = est.export_savedmodel(str(tmp_path / "export"), serving_input_receiver_fn=serving_fn)
+    assert tf.saved_model.contains_saved_model(path.decode())
+    with pytest.warns(UserWarning, match="as_text"):
+        path = est.export_savedmodel(str(tmp_path / "export"), serving_fn, as_text=True)
+    assert tf.saved_model.contains_saved_model(path.decode())
