@@ -49,6 +49,8 @@ URLS = {
     "tf-datasets/titanic/train.csv": "titanic_train.csv",
     "tf-datasets/titanic/eval.csv": "titanic_eval.csv",
     "autos/imports-85.data": "imports85.data",
+    "machine-learning-databases/adult/adult.data": "census_adult.data.csv",
+    "machine-learning-databases/adult/adult.test": "census_adult.test.csv",
 }
 
 
@@ -152,6 +154,9 @@ def _install_tf1_data_shims(tf, np) -> None:
 
     def urlretrieve(url, filename=None, *args, **kwargs):
         data = mnist_idx_gz(DATA, np, gzip, str(url))
+        if data is None and local_path(str(url)):  # served files too (UCI Adult: official/r1)
+            with open(local_path(str(url)), "rb") as f:
+                data = f.read()
         if data is None:
             return real_urlretrieve(url, filename, *args, **kwargs)
         filename = filename or tempfile.mkstemp(suffix=".gz")[1]

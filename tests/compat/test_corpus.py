@@ -55,6 +55,11 @@ XFAIL: dict[str, str] = {
     "tfet_regression_dnn_pandas": "isinstance filters on TF's private feature-column classes "
     "(tensorflow.python.feature_column.feature_column_v2.NumericColumn...) select none of "
     "estflow's columns; estflow migrate reports the import with estflow's class for each",
+    "tflearn_iris_run_config": "DNNClassifier under RunConfig().replace(tf_random_seed=1), 200 "
+    "Adagrad steps: estflow learns less than 2.15 at that seed (accuracy 0.87, average_loss "
+    "0.26; 2.15: 0.97-1.0, 0.11-0.12), cause open",
+    "models_cookbook_custom_regression": "custom model_fn, Adam 0.001, 1000 steps: estflow's "
+    "loss 647 (rmse 3.67) against 2.15's 370-508 (rmse 2.78-3.25), just outside; cause open",
 }
 # Programs that run to the end on estflow but whose figures differ from run to run at the same
 # seed (an open defect: estflow is not deterministic there), sometimes outside the 2.15 range:
