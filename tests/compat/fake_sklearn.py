@@ -3,7 +3,8 @@
 ``harness.py`` installs it in both frameworks' runs, so the 2.15 figures and estflow's see the
 same data: ``datasets.load_iris`` (the 150 rows of ``data/iris_{training,test}.csv``),
 ``model_selection.train_test_split`` (a seeded permutation, like scikit-learn's shuffle split),
-``metrics.accuracy_score`` / ``mean_squared_error`` and ``preprocessing.StandardScaler``.
+``metrics.accuracy_score`` / ``mean_squared_error`` / ``mean_absolute_error`` / ``log_loss``
+(each result also handed to ``record`` when one is given) and ``preprocessing.StandardScaler``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import types
 
 
-def install(data_dir: str, np) -> None:
+def install(data_dir: str, np, record=None) -> None:
     """Register ``sklearn`` and its submodules in ``sys.modules``."""
     root = types.ModuleType("sklearn")
     modules = {name: types.ModuleType(f"sklearn.{name}")
@@ -52,9 +53,37 @@ def install(data_dir: str, np) -> None:
 
     modules["datasets"].load_iris = load_iris
     modules["model_selection"].train_test_split = train_test_split
-    modules["metrics"].accuracy_score = lambda y, p: float(np.mean(np.asarray(y) == np.asarray(p)))
-    modules["metrics"].mean_squared_error = lambda y, p: float(
-        np.mean((np.asarray(y, float).ravel() - np.asarray(p, float).ravel()) ** 2))
+    def recorded(function):
+        def metric(*args, **kwargs):
+            value = function(*args, **kwargs)
+            if record is not None:
+                record(function.__name__, value)
+            return value
+
+        return metric
+
+    def accuracy_score(y, p):
+        return float(np.mean(np.asarray(y) == np.asarray(p)))
+
+    def mean_squared_error(y, p):
+        return float(np.mean((np.asarray(y, float).ravel() - np.asarray(p, float).ravel()) ** 2))
+
+    def mean_absolute_error(y, p):
+        return float(np.mean(np.abs(np.asarray(y, float).ravel() - np.asarray(p, float).ravel())))
+
+    def log_loss(y, p, eps=1e-15):
+        """scikit-learn's: labels 0..k-1 (or binary), p one row of probabilities per example
+        (or the positive class's probability); rows renormalised after clipping."""
+        y = np.asarray(y).ravel().astype(int)
+        p = np.clip(np.asarray(p, float), eps, 1 - eps)
+        if p.ndim == 1 or p.shape[1] == 1:
+            p = p.reshape(-1)
+            p = np.stack([1 - p, p], axis=1)
+        p = p / p.sum(axis=1, keepdims=True)
+        return float(-np.mean(np.log(p[np.arange(len(y)), y])))
+
+    for function in (accuracy_score, mean_squared_error, mean_absolute_error, log_loss):
+        setattr(modules["metrics"], function.__name__, recorded(function))
     modules["preprocessing"].StandardScaler = StandardScaler
     sys.modules["sklearn"] = root
     for name, module in modules.items():

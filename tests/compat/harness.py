@@ -23,6 +23,10 @@ text is not touched; the harness only
 The result file: ``{"ok": bool, "error": str | None, "seconds": float, "evaluations": [{metric:
 value, ..., "_estimator": i}, ...]}`` (values as Python floats/ints, non-scalar entries dropped;
 ``_estimator`` numbers the Estimator instances in the order they were first evaluated).
+A program whose header says ``# corpus: record sklearn-metrics`` (notebooks that score
+``predict()`` output with scikit-learn instead of calling ``evaluate``) also gets, after each
+scikit-learn metric call, an entry ``{function name: last value, ...}`` with ``"_estimator": -1``
+(``accuracy_score`` is recorded as ``accuracy``, ``roc_auc_score`` as ``auc``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ URLS = {
     "autos/imports-85.data": "imports85.data",
     "machine-learning-databases/adult/adult.data": "census_adult.data.csv",
     "machine-learning-databases/adult/adult.test": "census_adult.test.csv",
+    "mledu-datasets/california_housing_train.csv": "california_housing_train.csv",
+    "sparse-data-embedding/train.tfrecord": "mlcc_sparse_train.tfrecord",
+    "sparse-data-embedding/test.tfrecord": "mlcc_sparse_test.tfrecord",
+    "sparse-data-embedding/terms.txt": "mlcc_sparse_terms.txt",
 }
 
 
@@ -62,7 +70,7 @@ def local_path(url: str) -> str | None:
     return None
 
 
-def _install_download_shims() -> None:
+def _install_download_shims(record_metric=None) -> None:
     import numpy as np
     import pandas as pd
     import tensorflow as tf
@@ -109,16 +117,43 @@ def _install_download_shims() -> None:
         ipython = types.ModuleType("IPython")
         display = types.ModuleType("IPython.display")
         display.clear_output = lambda *a, **k: None
+        display.display = lambda *a, **k: None
         ipython.display = display
         sys.modules["IPython"] = ipython
         sys.modules["IPython.display"] = display
+    _install_no_plot()
     try:
         import tensorflow_decision_forests  # noqa: F401
     except ImportError:
         sys.modules["tensorflow_decision_forests"] = types.ModuleType("tensorflow_decision_forests")
     from fake_sklearn import install as install_fake_sklearn
 
-    install_fake_sklearn(DATA, np)  # both venvs lack scikit-learn; the same stand-in in each
+    # both venvs lack scikit-learn; the same stand-in in each
+    install_fake_sklearn(DATA, np, record=record_metric)
+
+
+class _NoPlot(types.ModuleType):
+    """Any attribute, any call: a plot that draws nothing (neither venv has matplotlib)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+def _install_no_plot() -> None:
+    """``matplotlib`` / ``seaborn`` stand-ins for the notebooks' plotting cells (display only)."""
+    for root, subs in (("matplotlib", ("pyplot", "cm", "gridspec")), ("seaborn", ())):
+        try:
+            __import__(root)
+        except ImportError:
+            module = _NoPlot(root)
+            sys.modules[root] = module
+            for sub in subs:
+                sys.modules[f"{root}.{sub}"] = module
 
 
 def _install_tf1_data_shims(tf, np) -> None:
@@ -260,6 +295,23 @@ def fresh_dirs(program: str) -> list[str]:
         return re.findall(r"^# corpus: fresh-dir (\S+)$", f.read(), flags=re.M)
 
 
+def metric_recorder(program: str, evaluations: list):
+    """The scikit-learn metric recorder of a program that asks for one (see the docstring)."""
+    with open(program) as f:
+        if not re.search(r"^# corpus: record sklearn-metrics$", f.read(), flags=re.M):
+            return None
+    names = {"accuracy_score": "accuracy", "roc_auc_score": "auc"}
+    last: dict = {}
+
+    def record(name: str, value) -> None:
+        value = _scalar(value)
+        if value is not None:
+            last[names.get(name, name)] = value
+            evaluations.append({**last, "_estimator": -1})
+
+    return record
+
+
 def data_files(program: str) -> list[tuple[str, str]]:
     with open(program) as f:
         return re.findall(r"^# corpus: data-file (\S+) (\S+)$", f.read(), flags=re.M)
@@ -294,7 +346,7 @@ def main(argv=None) -> int:
         import tensorflow as tf
 
         tf.random.set_seed(args.seed)
-        _install_download_shims()
+        _install_download_shims(metric_recorder(program, evaluations))
         _install_framework(args.framework, args.seed, evaluations)
         for path in fresh_dirs(program):
             shutil.rmtree(path, ignore_errors=True)
