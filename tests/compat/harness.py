@@ -56,9 +56,6 @@ URLS = {
     "machine-learning-databases/adult/adult.data": "census_adult.data.csv",
     "machine-learning-databases/adult/adult.test": "census_adult.test.csv",
     "mledu-datasets/california_housing_train.csv": "california_housing_train.csv",
-    "sparse-data-embedding/train.tfrecord": "mlcc_sparse_train.tfrecord",
-    "sparse-data-embedding/test.tfrecord": "mlcc_sparse_test.tfrecord",
-    "sparse-data-embedding/terms.txt": "mlcc_sparse_terms.txt",
 }
 
 
