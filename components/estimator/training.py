@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -103,8 +104,12 @@ class TrainSpec:
 
     def __post_init__(self) -> None:
         _callable(self.input_fn)
-        if self.max_steps is not None and (
-                not isinstance(self.max_steps, int) or self.max_steps <= 0):
+        if isinstance(self.max_steps, float) and math.isfinite(self.max_steps):  # (examples *
+            # epochs) / batch_size: tf.estimator trained until the global step reached it
+            object.__setattr__(self, "max_steps", math.ceil(self.max_steps))
+        if self.max_steps is not None and (isinstance(self.max_steps, bool)
+                                           or not isinstance(self.max_steps, int)
+                                           or self.max_steps <= 0):
             raise ValueError(f"Must specify max_steps > 0, given: {self.max_steps!r}")
         object.__setattr__(self, "hooks", as_hooks(self.hooks, "TrainSpec.hooks"))
         object.__setattr__(self, "saving_listeners", as_listeners(self.saving_listeners))

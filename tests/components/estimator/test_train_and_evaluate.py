@@ -126,6 +126,15 @@ def test_threshold_hooks_min_steps_and_missing_metric(tmp_path):
         stop_if_lower_hook(est, "loss", 0.4, run_every_secs=None)
 
 
+def test_train_spec_takes_a_float_max_steps_as_tf_estimator_did():
+    # Trainers compute it by division ((examples * epochs) / batch_size); tf.estimator trained
+    # until the global step reached it, so a fraction rounds up.
+    assert TrainSpec(fx.train_input_fn, max_steps=24000.0).max_steps == 24000
+    assert TrainSpec(fx.train_input_fn, max_steps=120.5).max_steps == 121
+    with pytest.raises(ValueError, match="max_steps > 0"):
+        TrainSpec(fx.train_input_fn, max_steps=True)
+
+
 def test_spec_validation_errors(tmp_path):
     with pytest.raises(ValueError, match="max_steps > 0"):
         TrainSpec(fx.train_input_fn, max_steps=0)
