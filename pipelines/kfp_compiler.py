@@ -351,6 +351,10 @@ def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, place
                           resources=resources, placement=placement,
                           default_requests=step.requests)
         _apply_settings(task, ctx)
+        if step.name == "train" and "validate" in tasks:
+            # the data checks gate training: validate fails on a blocking anomaly, and a
+            # train task that waits for it never starts then
+            task.after(tasks["validate"])
         tasks[step.name] = task
         available.update({a: task.outputs[a] for a in step.outputs})
     gates.close()
