@@ -23,6 +23,8 @@ class Option:
 
     ``type`` is ``"str"``, ``"int"`` or ``"float"``; ``default`` None with ``required`` False
     means the option may be left out. ``choices`` bounds an int option (inclusive range).
+    ``aliases`` are other names of the same flag (``estflow serve`` takes
+    ``tensorflow_model_server``'s spellings too).
     """
 
     flag: str
@@ -31,6 +33,7 @@ class Option:
     default: str | int | float | None = None
     required: bool = False
     choices: tuple[int, int] | None = None
+    aliases: tuple[str, ...] = ()
 
 
 _TYPES = {"str": str, "int": int, "float": float}
@@ -60,7 +63,9 @@ def add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) ->
             convert = _in_range(convert, *option.choices)
             extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
         shown = "" if option.default is None else f" (default: {option.default})"
-        parser.add_argument(f"--{option.flag}", type=convert, default=option.default,
+        parser.add_argument(f"--{option.flag}", *(f"--{a}" for a in option.aliases),
+                            dest=option.flag.replace("-", "_"), type=convert,
+                            default=option.default,
                             required=option.required, help=option.help + shown, **extra)
 
 
@@ -367,18 +372,30 @@ SERVE_MODULE = "estflow.components.serve"
 """``estflow serve``: the TF-Serving-compatible REST server over pushed models."""
 
 SERVE_OPTIONS = (
-    Option("port", "TCP port; 0 picks a free one", type="int", default=8501,
-           choices=(0, 65535)),
+    Option("port", "TCP port of the REST API; 0 picks a free one (tensorflow_model_server's "
+           "--port is its gRPC port: see --grpc-port)", type="int", default=8501,
+           choices=(0, 65535), aliases=("rest_api_port",)),
+    Option("model-config-file", "instead of BASE_PATH: TF Serving's ModelServerConfig text "
+           "file (model_config_list: several models, base paths, model_version_policy, "
+           "version_labels)", aliases=("model_config_file",)),
+    Option("model-base-path", "instead of BASE_PATH: one model's directory of <version>/ "
+           "directories, served as --model-name", aliases=("model_base_path",)),
+    Option("model-name", "the name --model-base-path is served under", default="default",
+           aliases=("model_name",)),
     Option("host", "address to bind; loopback by default (nothing authenticates requests)",
            default="127.0.0.1"),
     Option("poll-seconds", "seconds between looks for newly pushed versions; 0: never",
-           type="float", default=2.0),
+           type="float", default=2.0, aliases=("file_system_poll_wait_seconds",)),
     Option("max-body-bytes", "largest request body accepted (413 above it, refused unread)",
            type="int", default=10 * 1024 * 1024),
     Option("threads", "worker threads answering requests (a bounded pool; idle and slow "
-           "connections hold none)", type="int", default=16, choices=(1, 1024)),
+           "connections hold none)", type="int", default=16, choices=(1, 1024),
+           aliases=("rest_api_num_threads",)),
     Option("request-timeout-seconds", "time a client has to send a whole request (408 after "
            "it), and the server to send the answer", type="float", default=30.0),
+    Option("rest-api-timeout-in-ms", "--request-timeout-seconds in milliseconds "
+           "(tensorflow_model_server's name; overrides it when given)", type="int",
+           aliases=("rest_api_timeout_in_ms",)),
     Option("idle-timeout-seconds", "an idle keep-alive connection is closed after this long",
            type="float", default=60.0),
     Option("max-connections", "open connections at most; more are answered 503", type="int",

@@ -54,8 +54,9 @@ __all__ = ["Server", "serve", "main", "DEFAULT_MAX_BODY_BYTES"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="estflow.components.serve",
                                      description="Serve pushed models over TF Serving's REST API.")
-    parser.add_argument("base_path", metavar="BASE_PATH",
-                        help="push base path: BASE_PATH/<model_name>/<integer version>/")
+    parser.add_argument("base_path", metavar="BASE_PATH", nargs="?",
+                        help="push base path: BASE_PATH/<model_name>/<integer version>/ (or "
+                        "--model_base_path or --model_config_file instead)")
     add_options(parser, SERVE_OPTIONS)
     return parser
 
@@ -66,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     return step.run(args.base_path, args.host, args.port, poll_seconds=args.poll_seconds,
                     max_body_bytes=args.max_body_bytes, threads=args.threads,
-                    request_timeout_seconds=args.request_timeout_seconds,
+                    model_config_file=args.model_config_file, model_name=args.model_name,
+                    model_base_path=args.model_base_path,
+                    request_timeout_seconds=(args.rest_api_timeout_in_ms / 1000
+                                             if args.rest_api_timeout_in_ms
+                                             else args.request_timeout_seconds),
                     idle_timeout_seconds=args.idle_timeout_seconds,
                     max_connections=args.max_connections, grpc_port=args.grpc_port,
                     monitoring_config_file=args.monitoring_config_file)

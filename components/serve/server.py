@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is b
     from estflow.components.serve.models import ModelRegistry
     from estflow.components.serve.models import ServedModel
 
-__all__ = ["Server", "serve", "start", "checked_base_path", "checked_limits",
+__all__ = ["Server", "serve", "start", "checked_base_path", "checked_models", "checked_limits",
            "DEFAULT_MAX_BODY_BYTES"]
 
 _DEFAULTS = {option.flag.replace("-", "_"): option.default for option in SERVE_OPTIONS}
@@ -79,7 +79,9 @@ class Server:
         self.shutdown()
 
 
-def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *,
+def serve(base_path: str | Path | None = None, host: str = _DEFAULTS["host"], port: int = 0, *,
+          model_config_file: str | Path | None = None, model_name: str = "default",
+          model_base_path: str | Path | None = None,
           poll_seconds: float = _DEFAULTS["poll_seconds"],
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
           threads: int = _DEFAULTS["threads"],
@@ -93,6 +95,11 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
         base_path: the push base path: ``<base_path>/<model_name>/<integer version>/``; a
             local directory, or ``gs://``/``s3://`` (served from a local copy of each
             model's newest version, copied again as new versions are pushed).
+        model_config_file: instead of ``base_path``: TF Serving's ``ModelServerConfig`` text
+            file (several models, version policies, version labels; see :mod:`.config`).
+        model_name: the name ``model_base_path`` is served under.
+        model_base_path: instead of ``base_path``: one model's directory (``<version>/``
+            directories), as ``tensorflow_model_server --model_base_path``.
         host: address to bind; loopback by default (nothing here authenticates requests).
         port: TCP port; 0 picks a free one (see ``Server.port``).
         poll_seconds: how often to look for newly pushed versions; 0 disables polling.
@@ -117,7 +124,8 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
         ValueError: an option is out of range, or ``base_path`` is not a valid URI.
         OSError: the address cannot be bound (the message names it).
     """
-    base = checked_base_path(base_path)
+    base = checked_models(base_path, model_name=model_name, model_base_path=model_base_path,
+                          model_config_file=model_config_file)
     limits = checked_limits(poll_seconds, max_body_bytes, threads, request_timeout_seconds,
                             idle_timeout_seconds, max_connections)
     listener = listen(host, port)  # bound before TensorFlow is imported or a model loaded
@@ -127,6 +135,36 @@ def serve(base_path: str | Path, host: str = _DEFAULTS["host"], port: int = 0, *
     except BaseException:
         listener.close()
         raise
+
+
+def checked_models(base_path: str | Path | None = None, *, model_name: str = "default",
+                   model_base_path: str | Path | None = None,
+                   model_config_file: str | Path | None = None) -> Path | Mirror | list:
+    """What to serve: exactly one of ``base_path`` (:func:`checked_base_path`),
+    ``model_base_path`` (one model, named ``model_name``) or ``model_config_file`` (the
+    models it lists); a list of :class:`.config.ModelConfig` for the last two. ValueError
+    when none or several are given or the config file is invalid; NotADirectoryError for a
+    missing directory."""
+    from estflow.components.serve.config import ModelConfig
+    from estflow.components.serve.config import read_config_file
+
+    given = [flag for flag, value in (("BASE_PATH", base_path),
+                                      ("--model_base_path", model_base_path),
+                                      ("--model_config_file", model_config_file)) if value]
+    if len(given) != 1:
+        raise ValueError("give one of BASE_PATH, --model_base_path (with --model_name) or "
+                         f"--model_config_file; got {' and '.join(given) or 'none'}")
+    if model_config_file:
+        configs = read_config_file(model_config_file)
+    elif model_base_path:
+        configs = [ModelConfig(model_name, Path(model_base_path).resolve())]
+    else:
+        return checked_base_path(base_path)
+    for config in configs:
+        if not config.base_path.is_dir():
+            raise NotADirectoryError(f"the base path of model {config.name!r}, "
+                                     f"{str(config.base_path)!r}, is not a directory")
+    return configs
 
 
 def checked_base_path(base_path: str | Path) -> Path | Mirror:
@@ -174,7 +212,9 @@ def start(listener: socket.socket, base: Path | Mirror, limits: Limits,
     from estflow.components.serve.rest import make_app
     from estflow.components.serve.rest import parse_route
 
-    if isinstance(base, Mirror):
+    if isinstance(base, list):  # the models of a config (.config.ModelConfig)
+        registry = ModelRegistry(configs=base)
+    elif isinstance(base, Mirror):
         base.sync()
         registry = ModelRegistry(base.local, sync=base.sync, source=base.uri)
     else:

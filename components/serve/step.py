@@ -14,14 +14,16 @@ from estflow.components.serve import noise
 from estflow.components.serve.http import listen
 from estflow.components.serve.metrics import DEFAULT_PATH as METRICS_PATH
 from estflow.components.serve.metrics import read_monitoring_config
-from estflow.components.serve.server import checked_base_path
 from estflow.components.serve.server import checked_limits
+from estflow.components.serve.server import checked_models
 from estflow.components.serve.server import start
 
 __all__ = ["run"]
 
 
-def run(base_path: str, host: str, port: int, *, poll_seconds: float, max_body_bytes: int,
+def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
+        max_body_bytes: int, model_config_file: str | None = None, model_name: str = "default",
+        model_base_path: str | None = None,
         threads: int, request_timeout_seconds: float, idle_timeout_seconds: float,
         max_connections: int, grpc_port: int | None = None,
         monitoring_config_file: str | None = None) -> int:
@@ -29,7 +31,8 @@ def run(base_path: str, host: str, port: int, *, poll_seconds: float, max_body_b
     :func:`.server.serve`'s); returns the exit status: 2 when the options, the address or the
     models' loading fail (the message on stderr), else 0 once stopped."""
     try:
-        base = checked_base_path(base_path)
+        base = checked_models(base_path, model_name=model_name, model_base_path=model_base_path,
+                              model_config_file=model_config_file)
         limits = checked_limits(poll_seconds, max_body_bytes, threads, request_timeout_seconds,
                                 idle_timeout_seconds, max_connections)
         metrics_path = (read_monitoring_config(monitoring_config_file)

@@ -20,8 +20,9 @@ from estflow.pipelines import cli
 from tests.components import _serving_fixtures as fx
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = ["--port", "--host", "--poll-seconds", "--max-body-bytes", "--threads",
-         "--request-timeout-seconds", "--idle-timeout-seconds", "--max-connections",
+FLAGS = ["--port", "--model-config-file", "--model-base-path", "--model-name", "--host",
+         "--poll-seconds", "--max-body-bytes", "--threads", "--request-timeout-seconds",
+         "--rest-api-timeout-in-ms", "--idle-timeout-seconds", "--max-connections",
          "--grpc-port", "--monitoring-config-file"]
 
 
@@ -54,12 +55,14 @@ def test_an_option_out_of_range_is_a_short_usage_error(base, capsys):
         cli.main(["serve", str(base), "--port", "70000"])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error == "estflow serve: error: argument --port: expected 0..65535, got 70000"
+    assert error == ("estflow serve: error: argument --port/--rest_api_port: expected 0..65535, "
+                     "got 70000")
 
 
 def test_the_component_parser_is_built_from_the_same_options():
     text = _help(serve.main, ["--help"])
-    assert set(re.findall(r"--[a-z-]+", text)) == {*FLAGS, "--help"}
+    aliases = {f"--{a}" for o in SERVE_OPTIONS for a in o.aliases}  # tensorflow_model_server's
+    assert set(re.findall(r"--[a-z_-]+", text)) == {*FLAGS, *aliases, "--help"}
 
 
 def _env():
