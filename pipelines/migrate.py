@@ -154,10 +154,12 @@ V1_SUM_CANNED = frozenset({
     "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "LinearClassifier",
     "LinearRegressor",
 })
-# ... and their DNN part to Adagrad at 0.05: (keyword, its position in the TF 1 signature).
-V1_DNN_OPTIMIZER = {"DNNClassifier": ("optimizer", 6), "DNNRegressor": ("optimizer", 5),
-                    "DNNLinearCombinedClassifier": ("dnn_optimizer", 4),
-                    "DNNLinearCombinedRegressor": ("dnn_optimizer", 4)}
+# ... and their DNN part to TF 1's Adagrad: (keyword, its position in the TF 1 signature, the
+# TF 1 class's learning rate: 0.05 for DNN*, 0.001 for the DNN part of DNNLinearCombined*).
+V1_DNN_OPTIMIZER = {"DNNClassifier": ("optimizer", 6, "0.05"),
+                    "DNNRegressor": ("optimizer", 5, "0.05"),
+                    "DNNLinearCombinedClassifier": ("dnn_optimizer", 4, "0.001"),
+                    "DNNLinearCombinedRegressor": ("dnn_optimizer", 4, "0.001")}
 PANDAS_INPLACE = frozenset({"replace", "fillna", "where", "mask", "clip", "ffill", "bfill",
                             "interpolate", "rename", "drop_duplicates", "sort_values"})
 GRAPH_MODE_SWITCHES = frozenset({"disable_eager_execution", "disable_v2_behavior",
@@ -912,15 +914,15 @@ class _Migrator:
                       " and Keras Adagrad's 0.001)")
 
     def _v1_dnn_optimizer(self, call: ast.Call, name: str) -> str:
-        """``, optimizer=<TF 1 Adagrad at 0.05>`` for a TF 1 DNN class given no optimizer (TF 1's
-        default learning rate; TF 2's classes take Keras Adagrad's 0.001), else ``""``."""
-        keyword, position = V1_DNN_OPTIMIZER.get(name, (None, 0))
+        """``, optimizer=<TF 1 Adagrad>`` for a TF 1 DNN class given no optimizer (at the TF 1
+        class's default learning rate; TF 2's classes take Keras Adagrad's 0.001), else ``""``."""
+        keyword, position, rate = V1_DNN_OPTIMIZER.get(name, (None, 0, ""))
         if keyword is None or len(call.args) > position:
             return ""
         if keyword in {k.arg for k in call.keywords}:
             return ""
         return (f", {keyword}={self.tf_name()}.compat.v1.train.AdagradOptimizer("
-                "learning_rate=0.05)")
+                f"learning_rate={rate})")
 
     def _call_decay(self, call: ast.Call, name: str) -> None:
         schedule, params = DECAYS[name]

@@ -41,7 +41,7 @@ from estflow.estimator._engine.store import VariableStore
 from estflow.estimator._fc.inputs import batch_size
 from estflow.estimator.distribute import Distribution
 
-__all__ = ["Optimizers", "Trainer", "examples_in"]
+__all__ = ["Optimizers", "Trainer", "examples_in", "summed_repeats"]
 
 
 class Optimizers(tf.Module):
@@ -147,6 +147,24 @@ def _all_reduce(grads: list, variables: list, outputs: tuple[tf.Tensor, tf.Tenso
         for (i, _), value in zip(sparse, reduced, strict=True):
             out[i] = value
     return out, totals
+
+
+def summed_repeats(grad):
+    """``grad`` with the repeats of each row of a sparse gradient summed into one.
+
+    A ``tf.IndexedSlices`` gradient (an embedding, a linear column's weights) holds one slice
+    per example that touched a row; ``tf.compat.v1.train`` optimizers and Keras 2's (what
+    tf.estimator applied) summed a row's repeats before the update. Keras 3's optimizers apply
+    each repeat on its own: Adagrad and FTRL then accumulate the sum of the squares instead of
+    the square of the sum (a category seen in many examples of a batch trains many times
+    faster), and FTRL's update, written with ``scatter_update``, keeps whichever repeat was
+    written last. Dense gradients are returned as they are.
+    """
+    if not isinstance(grad, tf.IndexedSlices):
+        return grad
+    rows, positions = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(rows)[0])
+    return tf.IndexedSlices(values, rows, grad.dense_shape)
 
 
 def _gradients_as_given(grads_and_vars):
@@ -343,7 +361,8 @@ class Trainer:
         for opt, variables in zip(optimizers, var_lists, strict=True):
             part = grads[at:at + len(variables)]
             at += len(variables)
-            pairs_gv = [(g, v) for g, v in zip(part, variables, strict=True) if g is not None]
+            pairs_gv = [(summed_repeats(g), v) for g, v in zip(part, variables, strict=True)
+                        if g is not None]
             if not getattr(opt, "built", True):
                 # Slots are created eagerly, once, outside the trace (nothing to lift: the
                 # loop's tf.function need not retrace for them).
