@@ -60,19 +60,24 @@ def test_five_nights_the_faulty_ones_stop_before_training(tmp_path):
         _night(tmp_path / "data" / f"2024-01-0{day}", seed=day, flood=flood)
     pushed = []
     for day in range(1, 6):
+        runs_before = sorted((tmp_path / "estflow_runs" / "nightly-taxi").glob("2*"))
         out = _run(tmp_path, "run", "pipeline.py", "--span", f"2024-01-0{day}")
         said = out.stdout + out.stderr
         if day == 3:
             assert out.returncode == 4, said
             assert "SPAN_MISSING (span 2024-01-03)" in said
-            assert "train" not in [p.name for p in (tmp_path / "estflow_runs").glob("*/*/*")]
+            # stopped before any step: no run started
+            assert sorted((tmp_path / "estflow_runs" / "nightly-taxi").glob("2*")) == \
+                runs_before
         elif day == 4:
             assert out.returncode == 4, said
             assert "payment_type: COMPARATOR_L_INFTY_HIGH (train)" in said
             assert "allowed 0.3" in said
-            report = next((tmp_path / "estflow_runs").glob(
-                "nightly-taxi/*/validate/validation/data_report.html"))
-            assert "payment_type" in report.read_text()
+            (run,) = set((tmp_path / "estflow_runs" / "nightly-taxi").glob("2*")) - \
+                set(runs_before)
+            assert not (run / "train").exists()  # stopped before training
+            report = run / "validate" / "validation" / "data_report.html"
+            assert "COMPARATOR_L_INFTY_HIGH" in report.read_text()
         else:
             assert out.returncode == 0, said
             pushed.append(day)
