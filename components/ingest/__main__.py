@@ -36,10 +36,12 @@ from estflow.components._io.outside_facts import source_fingerprint
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
+from estflow.components._runtime import progress as _progress
 from estflow.components._sources.report import IngestError
 from estflow.components.ingest.job import Ingest
 from estflow.components.ingest.job import finish
 from estflow.components.ingest.job import prepare
+from estflow.components.ingest.job import reporter_for
 from estflow.components.ingest.job import run_job
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
@@ -79,10 +81,11 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
     out = str(examples_dir)
     files = prepare(pipeline, out, source_root, progress)
     beam_pipeline = _beam.new_pipeline(beam_options)
+    reporter = reporter_for(pipeline, files, progress, _beam.is_local(beam_options))
     _ = beam_pipeline | "Ingest" >> Ingest(pipeline, files, out, gzip_level=gzip_level,
-                                           num_shards=num_shards)
+                                           num_shards=num_shards, tally=reporter.tally)
     progress("running the Beam job: read, validate, split, write")
-    run_job(beam_pipeline, out, pipeline.split.names())
+    run_job(beam_pipeline, out, pipeline.split.names(), reporter)
     if source_digest:
         _check_unchanged(pipeline, source_root, source_digest)
     return finish(pipeline, out, files, progress)
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = entry.step_parser(step_named("ingest"), __doc__)
     args, extra = parser.parse_known_args(argv)
     pipeline = entry.load_pipeline(args.spec)
+    _progress.configure(os.environ)
     _beam.freeze_imports()
     root = entry.resolve_source_root(args.source_root)
     try:

@@ -28,6 +28,7 @@ from estflow.components._io.tfrecords import Destination
 from estflow.components._io.tfrecords import WriteBlocks
 from estflow.components._io.tfrecords import expand_pattern
 from estflow.components._runtime import entry
+from estflow.components._runtime import progress as _progress
 from estflow.components._sources import read as sources
 from estflow.components._sources.chunks import RowChunk
 from estflow.components._sources.chunks import SourceError
@@ -45,7 +46,7 @@ from estflow.components.validate.statistics import column_specs
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["STATS_FILE", "Ingest", "prepare", "run_job", "remove_leftovers", "finish"]
+__all__ = ["STATS_FILE", "Ingest", "prepare", "reporter_for", "run_job", "remove_leftovers", "finish"]
 
 """Shards are ``<split>/part-SSSSS-of-NNNNN.tfrecord.gz`` (readers glob the directory)."""
 STATS_FILE = ".ingest-stats.json"
@@ -119,19 +120,24 @@ class Ingest(beam.PTransform):
         out: the examples artifact directory (any Beam filesystem path).
         gzip_level: compression level of the written shards.
         num_shards: shards per split (0: the runner decides).
+        tally: where the rows read are counted for the progress reports (None: not counted).
     """
 
     def __init__(self, pipeline: Pipeline, files: list[str], out: str, *,
-                 gzip_level: int = DEFAULT_GZIP_LEVEL, num_shards: int = 0) -> None:
+                 gzip_level: int = DEFAULT_GZIP_LEVEL, num_shards: int = 0,
+                 tally: _progress.Tally | None = None) -> None:
         super().__init__()
         self._pipeline, self._files, self._out = pipeline, files, out
+        self._tally = tally
         self._stats_path = FileSystems.join(out, STATS_FILE)
         self._gzip, self._shards = gzip_level, num_shards
 
     def expand(self, pbegin):
         names = self._pipeline.split.names()
-        parts = (pbegin
-                 | "Read" >> sources.ReadSource(self._pipeline, self._files)
+        chunks = pbegin | "Read" >> sources.ReadSource(self._pipeline, self._files)
+        if self._tally is not None:
+            chunks = chunks | "Progress" >> _progress.CountRows(self._tally, "read")
+        parts = (chunks
                  | "SplitAndEncode" >> beam.ParDo(
                      _SplitAndEncode(self._pipeline, self._out, self._gzip))
                  .with_outputs(*names, _BLOCKS, _STATS))
@@ -145,8 +151,9 @@ class Ingest(beam.PTransform):
         return splits
 
 
-def run_job(beam_pipeline: beam.Pipeline, out: str, splits: tuple[str, ...]) -> None:
-    """Run the job. When it fails, remove what it left in ``out`` (its unfinished writes and
+def run_job(beam_pipeline: beam.Pipeline, out: str, splits: tuple[str, ...],
+            reporter: _progress.Reporter | None = None) -> None:
+    """Run the job (its progress shown by ``reporter`` when given). When it fails, remove what it left in ``out`` (its unfinished writes and
     statistics; the split directories are already empty) before the error goes on; a source
     that cannot be read (a truncated file) becomes an IngestError naming the file and line.
 
@@ -154,7 +161,10 @@ def run_job(beam_pipeline: beam.Pipeline, out: str, splits: tuple[str, ...]) -> 
         IngestError: a source file cannot be read.
     """
     try:
-        beam_pipeline.run().wait_until_finish()
+        if reporter is None:
+            beam_pipeline.run().wait_until_finish()
+        else:
+            _progress.run_with_progress(beam_pipeline, reporter)
     except BaseException as err:
         remove_leftovers(out, splits)
         if isinstance(err, SourceError):  # Beam re-raises a DoFn's error with its context
@@ -179,6 +189,15 @@ def _temp_paths(folder: str) -> list[str]:
     if "://" not in folder:  # Beam's local match skips these hidden directories
         return sorted(glob.glob(glob.escape(folder) + os.sep + TEMP_PREFIX + "*"))
     return expand_pattern(pattern) + expand_pattern(FileSystems.join(pattern, "*"))
+
+
+def reporter_for(pipeline: Pipeline, files: list[str], progress: entry.Progress,
+                 local: bool) -> _progress.Reporter:
+    """The progress reporter of a job reading ``files`` (the total rows estimated from the
+    source's size; shown with ``~``)."""
+    kind = type(pipeline.source).__name__.removesuffix("Source")
+    return _progress.Reporter(progress, _progress.estimate_rows(kind, files), estimated=True,
+                              local=local)
 
 
 def prepare(pipeline: Pipeline, out: str, source_root: str | None,

@@ -28,9 +28,11 @@ import sys
 
 from apache_beam.io.filesystems import FileSystems
 
+from estflow.components._io.jsonfile import read_json
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
+from estflow.components._runtime import progress as _progress
 from estflow.components.transform.job import ReadRawExamples
 from estflow.components.transform.job import TransformSplits
 from estflow.components.transform.job import adapter_config
@@ -38,6 +40,7 @@ from estflow.components.transform.job import clear_outputs
 from estflow.components.transform.job import finish
 from estflow.components.transform.job import tft_context
 from estflow.components.transform.report import TransformError
+from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 
@@ -68,19 +71,38 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
     progress = entry.Progress("transform")
     examples, out = str(examples_dir), str(transformed_dir)
     names = pipeline.split.names()
-    sources = {name: ReadRawExamples(pipeline, _input_dir(examples, name)) for name in names}
+    directories = {name: _input_dir(examples, name) for name in names}
     clear_outputs(out, names)
     progress("building the Beam pipeline (analyze train, transform " + ", ".join(names) + ")")
     beam_pipeline = _beam.new_pipeline(beam_options)
+    rows = _split_rows(examples, names)
+    total = rows and rows.get("train", 0) + sum(rows.values())
+    reporter = _progress.Reporter(progress, total or None, local=_beam.is_local(beam_options))
+    # The train rows are read twice, once for the analysis and once to be transformed, so
+    # that they stream through both instead of being held in memory between them.
+    analyze = beam_pipeline | "ReadTrainForAnalysis" >> ReadRawExamples(
+        pipeline, directories["train"], (reporter.tally, "analyze"))
+    sources = {name: ReadRawExamples(pipeline, directory, (reporter.tally, "transform"))
+               for name, directory in directories.items()}
     raw = {name: beam_pipeline | f"Read{name.title()}" >> source
            for name, source in sources.items()}
     config = adapter_config(pipeline, sources["train"].arrow_schema())
     with tft_context(out):
         _ = raw | "Transform" >> TransformSplits(pipeline, config, out, gzip_level=gzip_level,
-                                                 num_shards=num_shards)
+                                                 num_shards=num_shards, analyze=analyze)
         progress("running: analyze + transform")
-        beam_pipeline.run().wait_until_finish()
+        _progress.run_with_progress(beam_pipeline, reporter)
     return finish(pipeline, out, progress)
+
+
+def _split_rows(examples: str, names: tuple[str, ...]) -> dict[str, int] | None:
+    """Rows per split from the ingest step's summary (None when it cannot be read)."""
+    path = FileSystems.join(examples, Files.INGEST_STATS)
+    try:
+        splits = read_json(path).get("splits") or {}
+        return {name: int(splits.get(name, 0)) for name in names}
+    except Exception:  # noqa: BLE001 - only the progress reports' total is lost
+        return None
 
 
 def _input_dir(examples: str, split: str) -> str:
@@ -97,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = entry.step_parser(step_named("transform"), __doc__)
     args, extra = parser.parse_known_args(argv)
     pipeline = entry.load_pipeline(args.spec)
+    _progress.configure(os.environ)
     _beam.freeze_imports()
     try:
         # A remote runner reads and writes the artifacts' URIs, with estflow's image on its

@@ -35,6 +35,7 @@ from estflow.components._io.tfrecords import WriteBlocks
 from estflow.components._io.tfrecords import expand_pattern
 from estflow.components._io.tfrecords import read_records
 from estflow.components._runtime import entry
+from estflow.components._runtime import progress as _progress
 from estflow.components.transform import preprocessing_fn as _preprocessing
 from estflow.components.transform.report import summarize
 from estflow.components.transform.report import summary_lines
@@ -79,22 +80,28 @@ class _DecodeFile(beam.DoFn):
 
 
 class ReadRawExamples(beam.PTransform):
-    """The raw Examples of one split directory, as RecordBatches of :meth:`arrow_schema`."""
+    """The raw Examples of one split directory, as RecordBatches of :meth:`arrow_schema`
+    (their rows counted under ``count = (tally, counter)`` when given)."""
 
-    def __init__(self, pipeline: Pipeline, directory: str) -> None:
+    def __init__(self, pipeline: Pipeline, directory: str,
+                 count: tuple[_progress.Tally, str] | None = None) -> None:
         super().__init__()
         self._schema = raw_schema(pipeline).SerializeToString()
         self._files = self.files_in(directory)
+        self._count = count
 
     @staticmethod
     def files_in(directory: str) -> list[str]:
         return expand_pattern(FileSystems.join(directory, "*"))
 
     def expand(self, pbegin):
-        return (pbegin
-                | "Files" >> beam.Create(self._files)
-                | "SpreadFiles" >> beam.Reshuffle()
-                | "Decode" >> beam.ParDo(_DecodeFile(self._schema)))
+        batches = (pbegin
+                   | "Files" >> beam.Create(self._files)
+                   | "SpreadFiles" >> beam.Reshuffle()
+                   | "Decode" >> beam.ParDo(_DecodeFile(self._schema)))
+        if self._count is not None:  # (tally, counter): rows read, for the progress reports
+            batches = batches | "Progress" >> _progress.CountRows(*self._count)
+        return batches
 
     def arrow_schema(self) -> pa.Schema:
         return example_coder.ExamplesToRecordBatchDecoder(self._schema).ArrowSchema()
@@ -116,28 +123,36 @@ class TransformSplits(beam.PTransform):
         config: the TensorAdapterConfig of the raw batches (:func:`adapter_config`).
         out: the transformed artifact directory (statistics go to a hidden file there).
         gzip_level, num_shards: as for the raw Examples.
+        analyze: the train rows the analysis reads (None: ``raw["train"]``); a second read of
+            the same rows, so that no split is held in memory between analysis and transform.
     """
 
     def __init__(self, pipeline: Pipeline, config, out: str, *,
                  gzip_level: int = DEFAULT_GZIP_LEVEL,
-                 num_shards: int = 0) -> None:
+                 num_shards: int = 0, analyze=None) -> None:
         super().__init__()
         self._pipeline, self._config, self._out = pipeline, config, out
         self._stats_path = FileSystems.join(out, STATS_FILE)
         self._gzip, self._shards = gzip_level, num_shards
+        self._analyze = analyze
 
     def expand(self, raw: dict):
         preprocessing_fn = _preprocessing.build_preprocessing_fn(self._pipeline)
-        (train, _), transform_fn = (
-            (raw["train"], self._config)
-            | "AnalyzeAndTransformTrain" >> tft_beam.AnalyzeAndTransformDataset(
-                preprocessing_fn, output_record_batches=True))
-        transformed = {"train": train}
-        for name in (n for n in raw if n != "train"):
+        # The analysis reads its own copy of the train rows when given one (``analyze``): the
+        # train rows then stream through the transformation too, instead of being held in
+        # memory until the analysis ends (the in-memory runner keeps a PCollection that a
+        # later stage reads whole: memory grew with the rows). Same results as
+        # AnalyzeAndTransformDataset, which is AnalyzeDataset then TransformDataset.
+        analyzed = raw["train"] if self._analyze is None else self._analyze
+        transform_fn = ((analyzed, self._config)
+                        | "AnalyzeTrain" >> tft_beam.AnalyzeDataset(preprocessing_fn))
+        transformed = {}
+        for name in raw:
             transformed[name] = (
                 ((raw[name], self._config), transform_fn)
                 | f"Transform{name.title()}" >> tft_beam.TransformDataset(
                     output_record_batches=True))[0]
+        train = transformed["train"]
         _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
             FileSystems.join(self._out, Files.TRANSFORM_FN))
         counts = []
@@ -152,7 +167,7 @@ class TransformSplits(beam.PTransform):
                  | f"Write{label}" >> WriteBlocks(num_shards=self._shards))
             counts.append(data | f"Count{label}" >> beam.Map(
                 lambda element, n=name: (n, element[0].num_rows)))
-        self._statistics(raw["train"], train, counts)
+        self._statistics(analyzed, train, counts)
         return transform_fn
 
     def _statistics(self, raw_train, transformed_train, counts) -> None:
