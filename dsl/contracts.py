@@ -226,6 +226,7 @@ class Files:
     KFP_METRICS = "kfp_metrics.json"   # {metric: number}, for KFP Metrics.log_metric
     KFP_CLASSIFICATION = "kfp_classification.json"  # {"roc": ..., "confusion_matrix": ...}
     EVAL_OUTPUTS = "eval_outputs.npz"  # the model's output per eval row (pushed with it)
+    WARMUP_EXAMPLES = "warmup_examples.tfrecord"  # a few eval rows, serving features only
     # push -> pushed/
     PUSH_RESULT = "push.json"          # {"pushed": bool, ...}; {"pushed": false, "reasons"}
     KSERVE_MANIFEST = "inferenceservice.yaml"  # when PushTarget.kserve_manifest
@@ -239,6 +240,8 @@ class Files:
     LINEAGE = "assets.extra/estflow_lineage.json"  # {"fingerprint", "run", ...}
     SERVED_EVAL_OUTPUTS = "assets.extra/estflow_eval_outputs.npz"  # its EVAL_OUTPUTS
     SERVED_STATISTICS = "assets.extra/estflow_statistics.pb"  # its training data's STATISTICS
+    # TF Serving's warm-up requests (a TFRecord of PredictionLog), built from WARMUP_EXAMPLES
+    SERVED_WARMUP = "assets.extra/tf_serving_warmup_requests"
 
     SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
     RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)

@@ -43,3 +43,27 @@ def test_taxi_sample_end_to_end_pushes_a_version(tmp_path):
     pushed = json.loads((result.artifacts["pushed"] / "push.json").read_text())
     assert pushed["version"] == versions[0]
     assert any(line.startswith("==> step 3/5: train") for line in lines)  # progress per step
+    _assert_warms_up(serving / "taxi" / str(versions[0]), versions[0])
+
+
+def _assert_warms_up(version_dir, version):
+    """The pushed version carries TF Serving's warm-up requests, built from eval rows as a
+    client sends them, and estflow serve replays them when it loads the version."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from estflow.components._io import raw_features
+    from estflow.components.serve import warmup
+    from estflow.components.serve.models import load_model
+    from estflow.dsl.contracts import Files
+
+    logs = [prediction_log_pb2.PredictionLog.FromString(record) for record in
+            tf.data.TFRecordDataset(str(version_dir / Files.SERVED_WARMUP)).as_numpy_iterator()]
+    assert [log.WhichOneof("log_type") for log in logs] == ["predict_log", "classify_log"]
+    rows = tf.make_ndarray(logs[0].predict_log.request.inputs["examples"]).tolist()
+    served = set(raw_features.read_types(version_dir))
+    assert len(rows) == 5 and "big_tipper" not in served
+    for row in rows:
+        features = set(tf.train.Example.FromString(row).features.feature)
+        assert features and features <= served
+    assert warmup.replay(load_model("taxi", version, version_dir)) == 2

@@ -22,6 +22,8 @@ Outputs, in the evaluation directory:
   ``Metrics`` / ``ClassificationMetrics`` artifacts.
 * ``eval_outputs.npz``: the model's output on each eval row and what identifies the rows;
   the push step publishes it with the model.
+* ``warmup_examples.tfrecord``: the first few eval rows (serialized tf.Examples, the serving
+  features only), which the push step turns into the version's TF Serving warm-up requests.
 
 ``python -m estflow.components.evaluate --spec S --examples DIR --model DIR --evaluation DIR``
 """

@@ -18,6 +18,7 @@ from estflow.components.evaluate import metrics as metrics_lib
 from estflow.components.evaluate import outputs as _outputs
 from estflow.components.evaluate import results as _results
 from estflow.components.evaluate import scoring as _scoring
+from estflow.components.evaluate import warmup_rows as _warmup_rows
 from estflow.dsl.contracts import Files
 from estflow.dsl.models import head_of
 from estflow.dsl.pipeline import Pipeline
@@ -57,6 +58,8 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
         path, eval_files, head=head, **batches), progress)
     _outputs.write(evaluation_dir, scores.outputs, head=head, digest=scores.digest,
                    eval_files=eval_files, limit=limit)
+    # a few rows as a client sends them: the pushed version's warm-up requests
+    _warmup_rows.keep(export_dir, eval_files, evaluation_dir, label_column=pipeline.label.column)
     result = _results.evaluation(pipeline, head, export_dir, scores)
     blessing = _blessing.bless(pipeline.eval.thresholds, result["metrics"],
                                _baseline.blessing_baseline(served, scores, head, reused))

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from estflow.components._io.model_repo import destination_for
+from estflow.dsl.contracts import Files
 from estflow.dsl.specs import PushTarget
 
 __all__ = ["kserve_manifest", "inference_service", "kserve_name", "serving_uri",
@@ -29,7 +30,7 @@ __all__ = ["kserve_manifest", "inference_service", "kserve_name", "serving_uri",
 SERVING_FOLDER = "kserve"
 # TF Serving reads only its warmup file under assets.extra; estflow's files there (lineage,
 # eval outputs, the warm-start checkpoint, raw feature types) stay out of the serving copy.
-_WARMUP = "assets.extra/tf_serving_warmup_requests"
+_WARMUP = Files.SERVED_WARMUP
 
 
 def kserve_name(model_name: str) -> str:
@@ -47,10 +48,11 @@ def _serving_destination(model_base: str, version: int):
     return destination_for(f"{model_base.rstrip('/')}/{SERVING_FOLDER}", f"{version}-only")
 
 
-def publish_for_kserve(export_dir: str | Path, model_base: str, version: int) -> str:
+def publish_for_kserve(export_dir: str | Path, model_base: str, version: int, *,
+                       warmup: Path | None = None) -> str:
     """Copy the SavedModel of ``export_dir`` (no ``assets.extra`` but TF Serving's warmup
-    file) to :func:`serving_uri` as ``<version>/``, unless a retried push already did;
-    return the ``storageUri``."""
+    file: ``warmup`` when given, else the export's own) to :func:`serving_uri` as
+    ``<version>/``, unless a retried push already did; return the ``storageUri``."""
     destination = _serving_destination(model_base, version)
     if destination.is_complete(version):
         return serving_uri(model_base, version)
@@ -64,6 +66,9 @@ def publish_for_kserve(export_dir: str | Path, model_base: str, version: int) ->
                 continue
             (served / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, served / relative)
+        if warmup is not None:
+            (served / _WARMUP).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(warmup, served / _WARMUP)
         destination.publish(str(served), version)
     return serving_uri(model_base, version)
 

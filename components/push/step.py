@@ -4,9 +4,11 @@ KServe when declared (:mod:`.rollout`)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from estflow.components._io import lineage
+from estflow.components._io import warmup_rows
 from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._io.model_repo import STALE_STAGING_SECONDS
@@ -75,11 +77,13 @@ class _KServe:
     def __init__(self, target: PushTarget, model_base: str, export_dir: Path) -> None:
         self.target, self.model_base, self.export_dir = target, model_base, export_dir
         self.api = rollout.connect() if target.kserve_rollout else None
+        self.warmup: _Warmup | None = None  # the version's warm-up requests
 
     def serve(self, version: int, pushed_dir: str, progress: entry.Progress,
               result: dict) -> dict:
         """Facts for ``push.json``; writes it and raises RolloutError on a failed rollout."""
-        uri = kserve.publish_for_kserve(self.export_dir, self.model_base, version)
+        uri = kserve.publish_for_kserve(self.export_dir, self.model_base, version,
+                                        warmup=self.warmup and self.warmup.path())
         manifest = Path(pushed_dir) / Files.KSERVE_MANIFEST
         manifest.parent.mkdir(parents=True, exist_ok=True)
         manifest.write_text(kserve.kserve_manifest(self.target, uri, version))
@@ -134,6 +138,61 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     destination = destination_for(target.base_path, target.model_name)
     kube = _KServe(target, destination.model_base, Path(model_dir) / Files.EXPORT) \
         if target.kserve_manifest else None
+    with tempfile.TemporaryDirectory(prefix="estflow-warmup-") as tmp:
+        warmup = _Warmup(Path(model_dir) / Files.EXPORT, Path(evaluation_dir), Path(tmp),
+                         progress)
+        if kube is not None:
+            kube.warmup = warmup
+        return _push(pipeline, destination, blessing, evaluation_dir, model_dir, pushed_dir,
+                     progress, fingerprint, run_ref, kube, warmup)
+
+
+class _Warmup:
+    """The version's warm-up requests, built on first use (not at all for a model already
+    served) in a temporary folder."""
+
+    def __init__(self, export_dir: Path, evaluation_dir: Path, folder: Path,
+                 progress: entry.Progress) -> None:
+        self.args = (export_dir, evaluation_dir, folder / Path(Files.SERVED_WARMUP).name,
+                     progress)
+        self.built: tuple[Path | None] | None = None
+
+    def path(self) -> Path | None:
+        if self.built is None:
+            self.built = (_warmup_file(*self.args),)
+        return self.built[0]
+
+
+def _warmup_file(export_dir: Path, evaluation_dir: Path, path: Path,
+                 progress: entry.Progress) -> Path | None:
+    """TF Serving's warm-up requests for the export, written to ``path`` from the eval rows
+    the evaluate step kept; None (said why) when there are none."""
+    rows = warmup_rows.read_rows(evaluation_dir)
+    if not rows:
+        progress(f"the version has no warm-up requests: {evaluation_dir} has no "
+                 f"{Files.WARMUP_EXAMPLES} (an evaluation made before estflow kept one)")
+        return None
+    from google.protobuf.message import DecodeError  # noqa: PLC0415
+
+    from estflow.components.push import warmup  # noqa: PLC0415 - TensorFlow, only here
+
+    try:
+        built = warmup.build_warmup(export_dir, rows, path)
+    except (OSError, DecodeError) as e:
+        progress(f"warning: the version has no warm-up requests: {export_dir}/saved_model.pb "
+                 f"cannot be read ({type(e).__name__}: {e})")
+        return None
+    if built is None:
+        progress("the version has no warm-up requests: no signature of the export takes "
+                 "serialized tf.Examples")
+    return built
+
+
+def _push(pipeline: Pipeline, destination: PushDestination, blessing: dict,
+          evaluation_dir: str, model_dir: str, pushed_dir: str, progress: entry.Progress,
+          fingerprint: str | None, run_ref: str | None, kube: _KServe | None,
+          warmup: _Warmup) -> dict:
+    target = pipeline.push
     # unguarded first look: a model already served is not copied at all
     served = lineage.served_in(destination) if fingerprint else None
     if served is not None and served["fingerprint"] == fingerprint:
@@ -150,6 +209,8 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS,
                # and the statistics of its training data: the next runs' drift baseline
                Files.SERVED_STATISTICS: Path(evaluation_dir) / Files.STATISTICS}
+    if warmup.path() is not None:  # TF Serving, KServe and estflow serve replay it on load
+        outputs[Files.SERVED_WARMUP] = warmup.path()
     with lineage.staged_with_lineage(Path(model_dir) / Files.EXPORT, record,
                                      outputs) as export:
         published = publish_once(destination, export, fingerprint=fingerprint,

@@ -24,10 +24,12 @@ from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.apis import regression_pb2
 
-__all__ = ["WARMUP_FILE", "MAX_ROWS", "warmup_logs", "write_warmup"]
+from estflow.components._io.warmup_rows import MAX_ROWS
+from estflow.dsl.contracts import Files
 
-WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
-MAX_ROWS = 5
+__all__ = ["WARMUP_FILE", "MAX_ROWS", "warmup_logs", "write_warmup", "build_warmup"]
+
+WARMUP_FILE = Files.SERVED_WARMUP
 _CLASSIFY, _REGRESS = "tensorflow/serving/classify", "tensorflow/serving/regress"
 
 
@@ -71,13 +73,25 @@ def _takes_examples(signature_def) -> bool:
 def write_warmup(export_dir: Path, examples: list[bytes]) -> Path | None:
     """Write the warm-up file into ``export_dir`` (a SavedModel); None when there are no rows
     or no signature that takes examples."""
+    return build_warmup(export_dir, examples, Path(export_dir) / WARMUP_FILE)
+
+
+def build_warmup(export_dir: Path, examples: list[bytes], path: Path) -> Path | None:
+    """Write the warm-up requests for the SavedModel at ``export_dir`` to ``path``; None (and
+    nothing written) when there are no rows or no signature that takes examples.
+
+    Raises:
+        OSError, google.protobuf.message.DecodeError: ``saved_model.pb`` cannot be read.
+    """
     if not examples:
         return None
-    proto = saved_model_pb2.SavedModel.FromString((export_dir / "saved_model.pb").read_bytes())
-    logs = warmup_logs(dict(proto.meta_graphs[0].signature_def), examples)
+    proto = saved_model_pb2.SavedModel.FromString(
+        (Path(export_dir) / "saved_model.pb").read_bytes())
+    logs = warmup_logs(dict(proto.meta_graphs[0].signature_def), examples) \
+        if proto.meta_graphs else []
     if not logs:
         return None
-    path = export_dir / WARMUP_FILE
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for log in logs:

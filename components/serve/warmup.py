@@ -19,12 +19,13 @@ from tensorflow_serving.apis import prediction_log_pb2
 
 from estflow.components.serve import grpc_codec
 from estflow.components.serve.errors import ServingError
+from estflow.dsl.contracts import Files
 
 __all__ = ["WARMUP_FILE", "MAX_RECORDS", "replay"]
 
 log = logging.getLogger("estflow.serve")
 
-WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
+WARMUP_FILE = Files.SERVED_WARMUP
 MAX_RECORDS = 1000
 
 

@@ -4,15 +4,22 @@ PredictionLog): written from eval rows, read back with TF Serving's protos, repl
 
 import logging
 import shutil
+import uuid
 from pathlib import Path
 
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
+from estflow.components import push
+from estflow.components._io import raw_features
+from estflow.components._io import warmup_rows
+from estflow.components.evaluate import step as evaluate_step
 from estflow.components.push import warmup as push_warmup
 from estflow.components.serve import warmup
 from estflow.components.serve.models import load_model
+from estflow.dsl.contracts import Files
+from tests.components import _eval_fixtures as efx
 from tests.components import _serving_fixtures as fx
 
 TESTDATA = Path(__file__).parent / "tfserving_testdata"
@@ -98,3 +105,98 @@ def test_tf_serving_half_plus_two_warms_up_from_a_file_written_like_its_docs(tmp
                 predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString())
     model = load_model("default", 123, version)
     assert warmup.replay(model) == 4
+
+
+# --- the pipeline: evaluate keeps eval rows, push writes the version's warm-up file
+
+EVAL_ROWS = efx.make_rows(40, seed=3)
+
+
+def _evaluate(tmp_path, serving, types=None, **push_args):
+    """The evaluate step on eval fixtures' rows and good model (with the raw feature types the
+    train step writes, when ``types`` is given)."""
+    efx.write_examples(tmp_path / "examples", EVAL_ROWS, shards=1)
+    export = efx.good_model(tmp_path / "model" / "export")
+    if types is not None:
+        raw_features.write_types(export, types)
+    pipeline = efx.pipeline(serving, **push_args)
+    evaluate_step.run(pipeline, str(tmp_path / "examples"), str(tmp_path / "model"),
+                      str(tmp_path / "evaluation"))
+    return pipeline
+
+
+def _features(example: bytes) -> dict:
+    return {name: feature for name, feature in
+            tf.train.Example.FromString(example).features.feature.items()}
+
+
+def test_evaluate_keeps_the_first_eval_rows_as_a_client_sends_them(tmp_path):
+    _evaluate(tmp_path, None)
+    rows = warmup_rows.read_rows(tmp_path / "evaluation")
+    assert len(rows) == warmup_rows.MAX_ROWS
+    first = [_features(r) for r in tf.data.TFRecordDataset(
+        sorted(str(p) for p in (tmp_path / "examples" / "eval").iterdir()),
+        compression_type="GZIP").take(warmup_rows.MAX_ROWS).as_numpy_iterator()]
+    for kept, row in zip(rows, first, strict=True):
+        assert "big_tipper" in row
+        assert _features(kept) == {k: v for k, v in row.items() if k != "big_tipper"}
+
+
+def test_evaluate_keeps_only_the_features_the_export_parses(tmp_path):
+    spec = {"fare": tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]),
+            "payment_type": tf.io.FixedLenFeature([1], tf.string, default_value=[""])}
+    _evaluate(tmp_path, None, types=spec)
+    rows = warmup_rows.read_rows(tmp_path / "evaluation")
+    assert rows and all(set(_features(r)) <= {"fare", "payment_type"} for r in rows)
+    assert any("payment_type" in _features(r) for r in rows)
+
+
+def _warmup_rows_sent(version_dir) -> list[bytes]:
+    (log,) = read_logs(version_dir / push_warmup.WARMUP_FILE)
+    request = log.predict_log.request
+    assert request.model_spec.signature_name == "serving_default"
+    return tf.make_ndarray(request.inputs["examples"]).tolist()
+
+
+def test_push_publishes_the_warmup_file_and_serve_replays_it(tmp_path, caplog):
+    serving = tmp_path / "serving"
+    pipeline = _evaluate(tmp_path, serving, kserve_manifest=True)
+    lines = []
+    result = push.run(pipeline, str(tmp_path / "model"), str(tmp_path / "evaluation"),
+                      str(tmp_path / "pushed"), progress=lines.append)
+    version = Path(result["path"])
+    kept = warmup_rows.read_rows(tmp_path / "evaluation")
+    assert _warmup_rows_sent(version) == kept
+    # KServe's copy (what TF Serving loads there) carries it too
+    served_copy = Path(result["kserve_storage_uri"]) / str(result["version"])
+    assert _warmup_rows_sent(served_copy) == kept
+    assert not (tmp_path / "model" / "export" / push_warmup.WARMUP_FILE).exists()  # untouched
+    assert not any("warm-up" in line for line in lines)
+    with caplog.at_level(logging.INFO, logger="estflow.serve"):
+        load_model("taxi", result["version"], version)
+    assert f"taxi version {result['version']}: assets.extra/tf_serving_warmup_requests: " \
+           "replayed 1 warm-up requests" in caplog.text
+
+
+def test_push_to_a_bucket_publishes_the_warmup_file(tmp_path):
+    base = f"ram://warmup-{uuid.uuid4().hex[:8]}/models"
+    pipeline = _evaluate(tmp_path, base)
+    result = push.run(pipeline, str(tmp_path / "model"), str(tmp_path / "evaluation"),
+                      str(tmp_path / "pushed"))
+    local = tmp_path / "downloaded"
+    (local / "assets.extra").mkdir(parents=True)
+    tf.io.gfile.copy(f"{result['path']}/{push_warmup.WARMUP_FILE}",
+                     str(local / push_warmup.WARMUP_FILE))
+    assert _warmup_rows_sent(local) == warmup_rows.read_rows(tmp_path / "evaluation")
+
+
+def test_an_evaluation_without_kept_rows_pushes_without_warmup_and_says_so(tmp_path):
+    serving = tmp_path / "serving"
+    pipeline = _evaluate(tmp_path, serving)
+    (tmp_path / "evaluation" / Files.WARMUP_EXAMPLES).unlink()  # an older evaluation
+    lines = []
+    result = push.run(pipeline, str(tmp_path / "model"), str(tmp_path / "evaluation"),
+                      str(tmp_path / "pushed"), progress=lines.append)
+    assert result["pushed"] is True
+    assert not (Path(result["path"]) / push_warmup.WARMUP_FILE).exists()
+    assert any(f"has no {Files.WARMUP_EXAMPLES}" in line for line in lines)
