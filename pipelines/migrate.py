@@ -61,6 +61,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 
+from estflow.pipelines.migrate_keras import check_keras
 from estflow.pipelines.migrate_surface import replacement
 from estflow.pipelines.migrate_surface import surface_target
 from estflow.pipelines.migrate_tf1 import LAYERS
@@ -1039,6 +1040,7 @@ class _Migrator:
     # what cannot be migrated -----------------------------------------------------------------------
 
     def check_unsupported(self) -> None:
+        check_keras(self)  # Keras 2 -> 3: v1 optimizers in compile, learning phase, strategies
         for node in ast.walk(self.tree):
             if not isinstance(node, ast.Call):
                 continue

@@ -365,6 +365,14 @@ CORPUS_UNRESOLVED: dict[str, list[str]] = {
         "tf.estimator.inputs.pandas_input_fn(...)"],
     "adtfex_convolutional_network": [f"tf.compat.v1.layers.{name}(...) {_REUSE}"
                                      for name in ("conv2d", "conv2d", "dense", "dense")],
+    "kfto_keras_model_to_estimator": [
+        "compile(optimizer=tf.compat.v1.train.GradientDescentOptimizer)",
+        "tf.keras.backend.set_learning_phase", "RunConfig(eval_distribute=MirroredStrategy) with "
+        "train_distribute=experimental.MultiWorkerMirroredStrategy"],
+    # the published linear_model passes `input=` (a typo: TF 1 refused it too; --model=cnn runs)
+    "tda_mnist_models": ["tf.compat.v1.layers.dense(...)"],
+    "tfet_classification_wide_deep_tfrecords": [
+        "from tensorflow.python.feature_column import feature_column_v2"],
 }
 
 
