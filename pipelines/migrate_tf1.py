@@ -6,7 +6,10 @@ modules, TF 1 dataset iterators (used by :mod:`.migrate`; no TensorFlow imported
   ``tf.keras.layers.Conv2D(32, 5, padding="same")(x)``. The arguments keep their names (the
   TF 1 layers were the Keras ones); ``dropout``'s and ``batch_normalization``'s ``training``
   moves to the call, ``training=False`` (TF 1's default: no dropout, moving statistics) when
-  the program left it out. ``reuse=True`` and the batch-renormalisation arguments cannot be
+  the program left it out. A layer with variables called with ``reuse=...`` or inside a
+  ``variable_scope(..., reuse=...)`` (TF 1 shared its variables by scope name; Keras layers
+  share by object) goes to ``estflow.estimator.layers.<name>`` instead, its arguments kept:
+  that module shares by scope name as TF 1 did. The batch-renormalisation arguments cannot be
   carried: reported with the replacement.
 - ``tf.compat.v1.nn.rnn_cell.*`` / ``tf.contrib.rnn.*`` cells and ``dynamic_rnn`` (Keras 3
   removed the TF 1 cells): reported with the Keras replacement (the state layout differs, so
@@ -176,22 +179,19 @@ def rewrite_layer_call(m, call, name: str) -> None:
             return
         bound[keyword.arg] = keyword.value
     reuse = bound.pop("reuse", None)
-    if reuse is not None and not (isinstance(reuse, ast.Constant) and not reuse.value):
-        m.note(call, "could not", f"{shown}(..., reuse=...): Keras layers share variables by "
-               f"object: build tf.keras.layers.{layer.keras}(...) once and call it on each "
-               "input")
-        return
-    scope = _reusing_scope(m, call) if "trainable" in layer.params else None  # has variables
-    if scope is not None:
-        m.note(call, "could not", f"{shown}(...) inside variable_scope(..., reuse=...) (line "
-               f"{scope.lineno}): Keras layers share variables by object, not by scope name: "
-               f"build tf.keras.layers.{layer.keras}(...) once and call it on each input")
-        return
     unsupported = sorted(set(bound) & layer.unsupported)
     if unsupported or "inputs" not in bound:
         what = ", ".join(unsupported) or "no inputs"
         m.note(call, "could not", f"{shown}(...): {what} has no Keras 3 equivalent; replace "
                f"with tf.keras.layers.{layer.keras}(...)(inputs) without it")
+        return
+    if reuse is not None and not (isinstance(reuse, ast.Constant) and not reuse.value):
+        _share_by_scope(m, call, name, "reuse=...")
+        return
+    scope = _reusing_scope(m, call) if "trainable" in layer.params else None  # has variables
+    if scope is not None:
+        _share_by_scope(m, call, name, f"inside variable_scope(..., reuse=...) (line "
+                        f"{scope.lineno})")
         return
     if not m.replace(call, _layer_text(m, call, layer, bound)):
         return
@@ -204,6 +204,17 @@ def rewrite_layer_call(m, call, name: str) -> None:
     notes += [f"{p} left out: a speed hint" for p in sorted(set(bound) & layer.dropped)]
     m.note(call, "changed", f"{shown}(...) -> tf.keras.layers.{layer.keras}(...)(inputs)"
            + "".join(f" ({n})" for n in notes))
+
+
+def _share_by_scope(m, call, name: str, why: str) -> None:
+    """TF 1 shared this layer's variables with another call by variable scope name; Keras
+    layers share by object: the call goes to ``estflow.estimator.layers``, which shares as
+    TF 1 did (the arguments are TF 1's, kept as they are)."""
+    new = f"{m.estimator_name()}.layers.{name}"
+    old = m.original(call.func)
+    if m.replace(call.func, new):
+        m.note(call, "changed", f"{old}(...) {why} -> {new}(...) (shares variables by "
+               "variable scope name as TF 1 did; Keras layers share by object)")
 
 
 def _reusing_scope(m, call):

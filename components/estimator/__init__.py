@@ -20,6 +20,7 @@ from estflow.estimator import feature_column
 from estflow.estimator import heads
 from estflow.estimator import hooks
 from estflow.estimator import inputs
+from estflow.estimator import layers
 from estflow.estimator import tpu
 from estflow.estimator._premade.inputs import InputLayer
 from estflow.estimator._premade.inputs import LinearLayer
@@ -178,6 +179,7 @@ __all__ = [
     "classifier_parse_example_spec",
     "experimental",
     "inputs",
+    "layers",
     "regressor_parse_example_spec",
     "tpu",
 ]

@@ -352,7 +352,6 @@ def test_nothing_to_do_leaves_the_text_alone():
 
 # what each corpus program cannot have migrated (the codemod's side; the engine's gaps are in
 # tests/compat/test_corpus.py)
-_REUSE = "inside variable_scope(..., reuse=...) (line 51)"
 _SINEMODEL_RNN = [f"tf.compat.v1.nn.{name}" for name in (  # the model file's rnn/rnn2/rnnN models
     "rnn_cell.GRUCell", "dynamic_rnn", "rnn_cell.GRUCell", "rnn_cell.GRUCell",
     "rnn_cell.MultiRNNCell", "dynamic_rnn", "rnn_cell.GRUCell", "rnn_cell.GRUCell",
@@ -363,8 +362,6 @@ CORPUS_UNRESOLVED: dict[str, list[str]] = {
     "tfet_regression_dnn_pandas": [
         "from tensorflow.python.feature_column import feature_column_v2",
         "tf.estimator.inputs.pandas_input_fn(...)"],
-    "adtfex_convolutional_network": [f"tf.compat.v1.layers.{name}(...) {_REUSE}"
-                                     for name in ("conv2d", "conv2d", "dense", "dense")],
     "kfto_keras_model_to_estimator": [
         "compile(optimizer=tf.compat.v1.train.GradientDescentOptimizer)",
         "tf.keras.backend.set_learning_phase", "RunConfig(eval_distribute=MirroredStrategy) with "
@@ -502,25 +499,27 @@ def test_every_tf1_functional_layer_becomes_a_working_keras_call():
 
 def test_tf1_layer_arguments_keras_cannot_take_are_reported_with_the_replacement():
     """Siamese-network programs call one tf.layers.dense twice with reuse=True (variables
-    shared by scope name); batch renormalisation has no Keras 3 equivalent."""
+    shared by scope name): estflow.estimator.layers shares them so; batch renormalisation has
+    no Keras 3 equivalent."""
     m = migrate("""\
         import tensorflow as tf
         a = tf.layers.dense(x1, 10, name="fc", reuse=tf.AUTO_REUSE)
         b = tf.layers.batch_normalization(x, renorm=True)
         c = tf.layers.dense(x1, 10, reuse=False)
         """)
-    assert [(c.line, c.kind) for c in m.unresolved] == [(2, "could not"), (3, "could not")]
-    report = m.report()
-    assert "build tf.keras.layers.Dense(...) once and call it on each input" in report
-    assert "renorm has no Keras 3 equivalent" in report
+    assert [(c.line, c.kind) for c in m.unresolved] == [(3, "could not")]
+    assert "renorm has no Keras 3 equivalent" in m.report()
+    assert 'a = estimator.layers.dense(x1, 10, name="fc", reuse=tf.AUTO_REUSE)' in m.source
+    assert "shares variables by variable scope name as TF 1 did" in m.report()
     assert "c = tf.keras.layers.Dense(10)(x1)" in m.source
 
 
-def test_tf1_layers_inside_a_reusing_variable_scope_are_reported():
+def test_tf1_layers_inside_a_reusing_variable_scope_share_by_scope_name():
     """aymericdamien/TensorFlow-Examples convolutional_network.py builds its network twice
     (train and test graphs) inside ``tf.variable_scope('ConvNet', reuse=reuse)``: TF 1 shares
     the layers' variables by scope name, Keras layers would not (the test graph would evaluate
-    untrained weights)."""
+    untrained weights): the layers with variables go to estflow.estimator.layers, which shares
+    as TF 1 did (tests/components/estimator/test_tf1_layers.py)."""
     m = migrate("""\
         import tensorflow.compat.v1 as tf
         def net(x, reuse):
@@ -530,10 +529,11 @@ def test_tf1_layers_inside_a_reusing_variable_scope_are_reported():
             with tf.variable_scope('Head', reuse=False):
                 return tf.layers.dense(x, 10)
         """)
-    assert [(c.line, c.kind) for c in m.unresolved] == [(4, "could not")]
-    assert "variable_scope(..., reuse=...)" in m.report()
-    assert "build tf.keras.layers.Dense(...) once and call it on each input" in m.report()
-    assert "keras.layers.Flatten()(x)" in m.source  # no variables: nothing to share
+    assert not m.unresolved
+    assert "inside variable_scope(..., reuse=...) (line 3) -> estimator.layers.dense(...)" \
+        in m.report()
+    assert "return estimator.layers.dense(tensorflow.keras.layers.Flatten()(x), 10)" in m.source
+    assert "import estflow.estimator as estimator" in m.source
     assert "return tensorflow.keras.layers.Dense(10)(x)" in m.source
 
 
