@@ -5,6 +5,7 @@
     Read (validated RowChunks) -> Score (ScoreChunks) -> WriteFiles (one file per bundle)
                                        |  rejected rows ----^     |-> Manifest (files written)
                                        '-> Stats -> merged -> stats file
+         '-> ServingStatistics (when the model has training statistics: the skew check)
 
 The stages from reading to writing fuse into one: chunks stream through, a few at a time, so
 memory does not grow with the number of rows. The reader is given (the ingest step's readers,
@@ -32,10 +33,12 @@ from estflow.components.predict.sinks import PREDICTIONS
 from estflow.components.predict.sinks import REJECTED
 from estflow.components.predict.sinks import OutputDir
 from estflow.components.predict.sinks import WriteBundleFiles
+from estflow.components.predict.skew import ServingStatistics
 
 __all__ = ["Merge", "ScoreAndWrite", "JobFiles", "run_job", "MANIFEST_FILE", "STATS_FILE"]
 
 MANIFEST_FILE, STATS_FILE = ".manifest.json", ".stats.json"
+DATA_STATISTICS_FILE = ".serving_statistics.pb"
 _STATS = "stats"
 
 
@@ -69,11 +72,13 @@ class JobFiles:
 
     manifest: str
     stats: str
+    statistics: str
 
     @classmethod
     def of(cls, output: OutputDir) -> JobFiles:
         return cls(FileSystems.join(output.staging, MANIFEST_FILE),
-                   FileSystems.join(output.staging, STATS_FILE))
+                   FileSystems.join(output.staging, STATS_FILE),
+                   FileSystems.join(output.staging, DATA_STATISTICS_FILE))
 
 
 class ScoreAndWrite(beam.PTransform):
@@ -90,12 +95,16 @@ class ScoreAndWrite(beam.PTransform):
         output: where the files go (its staging directory).
         handle: the ``shared.Shared`` the model is loaded into, once per worker process
             (default: a new one; pass the driver's to reuse a model it loaded, in-process).
+        statistics: the columns to summarize for the skew check (``skew.Baseline.specs``;
+            empty: none), written to the staging directory (``JobFiles.statistics``).
     """
 
     def __init__(self, read: beam.PTransform, merge: Merge, model: ModelInfo,
                  keys: tuple[str, ...], formatter: Formatter, batch_size: int,
-                 output: OutputDir, handle: shared.Shared | None = None) -> None:
+                 output: OutputDir, handle: shared.Shared | None = None,
+                 statistics: tuple = ()) -> None:
         super().__init__()
+        self._statistics = tuple(statistics)
         self._read, self._merge, self._model = read, merge, model
         self._handle = handle or shared.Shared()
         self._keys, self._formatter, self._batch_size = keys, formatter, batch_size
@@ -106,9 +115,11 @@ class ScoreAndWrite(beam.PTransform):
         score = ScoreChunks(self._handle, model.path, model.signature, model.input_name,
                             tuple(c.name for c in model.columns), self._keys, formatter,
                             self._batch_size, (PREDICTIONS, REJECTED), _STATS)
-        parts = (pbegin
-                 | "Read" >> self._read
-                 | "Score" >> beam.ParDo(score).with_outputs(_STATS, main=PREDICTIONS))
+        chunks = pbegin | "Read" >> self._read
+        parts = chunks | "Score" >> beam.ParDo(score).with_outputs(_STATS, main=PREDICTIONS)
+        if self._statistics:  # the same pass: the rows' statistics, for the skew check
+            _ = chunks | "ServingStatistics" >> ServingStatistics(self._statistics,
+                                                                  self._files.statistics)
         writer = WriteBundleFiles(
             self._output.temp, header=formatter.header(),
             gzip_level=DEFAULT_GZIP_LEVEL if formatter.format == "tfrecord" else None,

@@ -27,9 +27,11 @@ from estflow.components._sources.chunks import empty_chunk_stats
 from estflow.components._sources.chunks import merge_chunk_stats
 from estflow.components._sources.report import IngestError
 from estflow.components._sources.report import check_summary
+from estflow.components.predict import skew as _skew
 from estflow.components.predict.formats import FormatError
 from estflow.components.predict.formats import Formatter
 from estflow.components.predict.formats import formatter_for
+from estflow.components.predict.job import JobFiles
 from estflow.components.predict.job import Merge
 from estflow.components.predict.job import ScoreAndWrite
 from estflow.components.predict.job import run_job
@@ -45,6 +47,8 @@ from estflow.components.predict.sinks import OutputDir
 from estflow.components.predict.sinks import OutputError
 from estflow.components.predict.summary import summarize
 from estflow.components.predict.summary import summary_lines
+from estflow.components.validate import report as data_report
+from estflow.components.validate.statistics import read_statistics
 from estflow.dsl.batch import BatchPredict
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
@@ -105,11 +109,32 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
     progress(f"scoring {type(spec.source).__name__} {', '.join(job.files) or 'BigQuery'} with "
              f"{job.model.path}{version} ({job.model.signature}), {spec.format} to "
              f"{job.output.dest}")
-    manifest, summary = _score(job, spec, handle, beam_options)
+    baseline = _skew.baseline_of(job.model.path, job.schema.columns)
+    if baseline is None:
+        progress("skew: not checked (the model carries no training statistics)")
+    manifest, summary = _score(job, spec, handle, beam_options, baseline)
+    serving = _skew_check(job, baseline, pipeline.checks, summary, progress)
     _publish(job, manifest, summary, predictions_dir)
+    if serving is not None:
+        _skew.write_serving(serving, predictions_dir)
     for line in summary_lines(summary):
         progress(line)
     return summary
+
+
+def _skew_check(job: _Job, baseline, checks, summary: dict, progress) -> object:
+    """The scored rows' statistics (None: not computed), their skew recorded in ``summary``
+    and each anomaly printed as a warning."""
+    if baseline is None:
+        return None
+    path = JobFiles.of(job.output).statistics
+    serving = read_statistics(path)
+    FileSystems.delete([path])
+    summary["skew"] = _skew.check(serving, baseline, checks)
+    progress(f"skew: against the training data of {baseline.path}")
+    for row in summary["skew"]["anomalies"]:
+        progress("warning: skew: " + data_report.line(row))
+    return serving
 
 
 def _filesystem_options(beam_options) -> list[str]:
@@ -161,13 +186,14 @@ def _prepare(spec: BatchPredict, ref: str, handle: shared.Shared, dest: str,
 
 
 def _score(job: _Job, spec: BatchPredict, handle: shared.Shared,
-           beam_options) -> tuple[list, dict]:
+           beam_options, baseline=None) -> tuple[list, dict]:
     """Run the Beam job: the files it wrote (not yet published) and the summary."""
     beam_pipeline = _beam.new_pipeline(beam_options)
     merge = Merge(functools.partial(empty_chunk_stats, job.schema), merge_chunk_stats)
     _ = beam_pipeline | "BatchPredict" >> ScoreAndWrite(
         sources.ReadSource(job.schema, job.files, row_hashes=False), merge, job.model,
-        spec.keys, job.formatter, spec.batch_size, job.output, handle)
+        spec.keys, job.formatter, spec.batch_size, job.output, handle,
+        statistics=baseline.specs if baseline is not None else ())
     start = time.monotonic()
     try:
         manifest, stats = run_job(beam_pipeline, job.output)
