@@ -67,6 +67,7 @@ from estflow.pipelines.migrate_surface import surface_target
 from estflow.pipelines.migrate_tf1 import LAYERS
 from estflow.pipelines.migrate_tf1 import LEGACY_ESTIMATOR_ROOTS
 from estflow.pipelines.migrate_tf1 import PRIVATE_COLUMN_CLASSES
+from estflow.pipelines.migrate_tf1 import PRIVATE_COLUMN_MODULES
 from estflow.pipelines.migrate_tf1 import RNN_FUNCTIONS
 from estflow.pipelines.migrate_tf1 import RNN_REPLACEMENTS
 from estflow.pipelines.migrate_tf1 import private_estimator_target
@@ -477,11 +478,7 @@ class _Migrator:
                       f"instead (import {ESTFLOW_MODULE} as estimator)")
             return
         if module == ("tensorflow", "python", "feature_column"):
-            for alias in node.names:  # isinstance on TF's classes never matches estflow's columns
-                self.note(node, "could not", f"from {node.module} import {alias.name}: TF's "
-                          "private feature-column classes never match estflow's columns; "
-                          f"import {ESTFLOW_MODULE}.feature_column as {alias.asname or alias.name}"
-                          f" ({PRIVATE_COLUMN_CLASSES})")
+            self._private_column_import(node, module)
             return
         canon = self.canonical(module)
         if canon in (("tensorflow", "estimator"), ("tensorflow", "feature_column"),
@@ -517,6 +514,38 @@ class _Migrator:
             lines.append(f"import {ESTFLOW_MODULE} as {name}" if target == "" else
                          f"from {ESTFLOW_MODULE} import {target} as {name}")
         self._replace_statement(node, lines)
+
+    def _private_column_import(self, node: ast.ImportFrom, module: tuple[str, ...]) -> None:
+        """``from tensorflow.python.feature_column import feature_column_v2 as fc``: programs
+        filter columns with ``isinstance(c, fc.NumericColumn)``, which never matches estflow's
+        columns: the module becomes estflow's under the same name (class names: see
+        :meth:`rewrite_chains`)."""
+        if any(a.name not in PRIVATE_COLUMN_MODULES for a in node.names):
+            self.note(node, "could not", f"from {node.module} import "
+                      f"{', '.join(a.name for a in node.names)}: a private TF module estflow "
+                      f"does not have; use {ESTFLOW_MODULE}.feature_column")
+            return
+        lines = []
+        for alias in node.names:
+            name = alias.asname or alias.name
+            self.aliases[name] = module + (alias.name,)
+            lines.append(f"from {ESTFLOW_MODULE} import feature_column" +
+                         (f" as {name}" if name != "feature_column" else ""))
+        self._replace_statement(node, lines)
+
+    def _private_column_class(self, node: ast.AST, canon: tuple[str, ...], nodes, raw,
+                              root_len: int) -> None:
+        """``fc.<TF class>`` on a private feature-column module: estflow's class."""
+        name = canon[4]
+        if name in PRIVATE_COLUMN_CLASSES:
+            covered = self.node_for(raw, nodes, root_len, 5)
+            new = f"{self.original(covered.value)}.{PRIVATE_COLUMN_CLASSES[name]}"
+            old = self.original(covered)
+            if new != old and self.replace(covered, new):
+                self.note(node, "changed", f"{old} -> {new} (estflow's column class)")
+        elif name not in FEATURE_COLUMN_NAMES:
+            self.note(node, "could not", f"{'.'.join(canon[2:5])}: estflow's feature columns "
+                      "have no such name (left as is)")
 
     def _private_estimator_import(self, node: ast.ImportFrom, module: tuple[str, ...]) -> None:
         """``from tensorflow.python.estimator.<module> import X`` (tf.estimator's private
@@ -747,6 +776,9 @@ class _Migrator:
                 self.note(node, "could not", f"tf.feature_column.{canon[2]}: estflow's feature "
                           "columns have no such name (left as is)")
                 continue
+            if canon[:3] == ("tensorflow", "python", "feature_column") and len(canon) > 4:
+                self._private_column_class(node, canon, nodes, raw, root_len)
+                continue
             if canon[:4] == ("tensorflow", "keras", "optimizers", "legacy") and len(canon) > 4:
                 covered = self.node_for(raw, nodes, root_len, 5)
                 legacy = self.node_for(raw, nodes, root_len, 4)
@@ -860,25 +892,24 @@ class _Migrator:
         if bound is None or "x" not in bound:
             self.note(call, "could not", f"{shown}(...): arguments not understood")
             return
+        # target_column only names the column pandas_input_fn adds y under, inside the call
         unsupported = sorted(set(bound) - {"x", "y", "batch_size", "num_epochs", "shuffle",
-                                           "queue_capacity", "num_threads"})
+                                           "queue_capacity", "num_threads", "target_column"})
         if unsupported:
             self.note(call, "could not", f"{shown}(...): {', '.join(unsupported)} not carried over")
             return
         shuffle = bound.get("shuffle")
-        if shuffle is not None and not (isinstance(shuffle, ast.Constant) and
-                                         isinstance(shuffle.value, bool)):
-            self.note(call, "could not", f"{shown}(...): shuffle must be True or False")
-            return
         x = self.render(bound["x"])
         if name == "pandas_input_fn":
             x = f"dict({x})"
         data = f"({x}, {self.render(bound['y'])})" if "y" in bound else x
         text = f"{self.tf_name()}.data.Dataset.from_tensor_slices({data})"
-        if shuffle is not None and shuffle.value:
-            capacity = self.render(bound["queue_capacity"]) if "queue_capacity" in bound \
-                else "1000"
-            text += f".shuffle({capacity})"
+        capacity = self.render(bound["queue_capacity"]) if "queue_capacity" in bound else "1000"
+        if isinstance(shuffle, ast.Constant) and isinstance(shuffle.value, bool):
+            if shuffle.value:
+                text += f".shuffle({capacity})"
+        elif shuffle is not None:  # decided when the program runs
+            text = f"({text}.shuffle({capacity}) if {self.render(shuffle)} else {text})"
         epochs = bound.get("num_epochs")
         if epochs is None or (isinstance(epochs, ast.Constant) and epochs.value == 1):
             pass

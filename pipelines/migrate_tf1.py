@@ -126,16 +126,22 @@ _EXPORT_MODULES = frozenset({"export", "export_lib", "export_output"})
 LEGACY_ESTIMATOR_ROOTS = (("tensorflow", "python", "estimator"),
                           ("tensorflow_estimator", "python", "estimator"))
 
-# TF's private feature-column classes (tensorflow.python.feature_column's feature_column and
-# feature_column_v2 modules) -> estflow.estimator.feature_column's, for the migrate report.
-PRIVATE_COLUMN_CLASSES = ", ".join(f"{old} -> {new}" for old, new in (
-    ("_NumericColumn", "NumericColumn"), ("_BucketizedColumn", "BucketizedColumn"),
-    ("_VocabularyListCategoricalColumn", "VocabularyListColumn"),
-    ("_VocabularyFileCategoricalColumn", "VocabularyFileColumn"),
-    ("_IdentityCategoricalColumn", "IdentityCategoricalColumn"),
-    ("_HashedCategoricalColumn", "HashedCategoricalColumn"), ("_CrossedColumn", "CrossedColumn"),
-    ("_EmbeddingColumn", "EmbeddingColumn"), ("_IndicatorColumn", "IndicatorColumn"),
-    ("VocabularyListCategoricalColumn", "VocabularyListColumn")))
+# TF's private feature-column modules (tensorflow.python.feature_column's feature_column,
+# feature_column_v2, feature_column_lib): imports become estflow.estimator.feature_column under
+# the same name, and their class names estflow's (TF 1's _X and TF 2's X spellings), so
+# isinstance filters select estflow's columns.
+PRIVATE_COLUMN_MODULES = frozenset({"feature_column", "feature_column_v2", "feature_column_lib"})
+PRIVATE_COLUMN_CLASSES = {
+    **{f"{p}{name}": name for p in ("", "_") for name in (
+        "NumericColumn", "BucketizedColumn", "CrossedColumn", "EmbeddingColumn",
+        "IndicatorColumn", "DenseColumn", "CategoricalColumn", "SharedEmbeddingColumn")},
+    **{f"{p}{name}": name for p in ("", "_") for name in (
+        "IdentityCategoricalColumn", "HashedCategoricalColumn", "WeightedCategoricalColumn")},
+    "VocabularyListCategoricalColumn": "VocabularyListColumn",
+    "_VocabularyListCategoricalColumn": "VocabularyListColumn",
+    "VocabularyFileCategoricalColumn": "VocabularyFileColumn",
+    "_VocabularyFileCategoricalColumn": "VocabularyFileColumn",
+}
 
 
 def private_estimator_target(module: tuple[str, ...], name: str, estimator_names: frozenset,

@@ -242,7 +242,9 @@ def test_numpy_and_pandas_input_fns_become_tf_data_pipelines():
     assert 'b = (lambda: tf.data.Dataset.from_tensor_slices({"x": xs}).batch(128))' in m.source
     assert ('c = (lambda: tf.data.Dataset.from_tensor_slices((dict(df), df.pop("y")))'
             '.repeat(3).batch(128))') in m.source
-    assert [c.line for c in m.unresolved] == [6]
+    data = 'tf.data.Dataset.from_tensor_slices({"x": xs})'
+    assert f"d = (lambda: ({data}.shuffle(1000) if flag else {data}).batch(128))" in m.source
+    assert not m.unresolved
 
 
 def test_dense_features_model_to_estimator_hooks_and_strategies():
@@ -359,17 +361,12 @@ _SINEMODEL_RNN = [f"tf.compat.v1.nn.{name}" for name in (  # the model file's rn
 CORPUS_UNRESOLVED: dict[str, list[str]] = {
     "tda_sinemodel_cnn": _SINEMODEL_RNN,
     "tda_sinemodel_rnn": _SINEMODEL_RNN,
-    "tfet_regression_dnn_pandas": [
-        "from tensorflow.python.feature_column import feature_column_v2",
-        "tf.estimator.inputs.pandas_input_fn(...)"],
     "kfto_keras_model_to_estimator": [
         "compile(optimizer=tf.compat.v1.train.GradientDescentOptimizer)",
         "tf.keras.backend.set_learning_phase", "RunConfig(eval_distribute=MirroredStrategy) with "
         "train_distribute=experimental.MultiWorkerMirroredStrategy"],
     # the published linear_model passes `input=` (a typo: TF 1 refused it too; --model=cnn runs)
     "tda_mnist_models": ["tf.compat.v1.layers.dense(...)"],
-    "tfet_classification_wide_deep_tfrecords": [
-        "from tensorflow.python.feature_column import feature_column_v2"],
 }
 
 
@@ -593,6 +590,46 @@ def test_tf1_rnn_cells_are_reported_with_line_and_keras_replacement():
     assert "tf.compat.v1.nn.rnn_cell.GRUCell" in lines[8] and "GRUCell(num_units)" in lines[8]
     assert "return_state=True)(inputs)" in lines[9]
     assert "tf.contrib.rnn.LSTMCell" in lines[10]
+
+
+def test_private_feature_column_modules_become_estflows_with_its_class_names():
+    """GoogleCloudPlatform/tf-estimator-tutorials filter columns with ``isinstance(column,
+    feature_column._NumericColumn)`` (TF 1) / ``feature_column_v2.NumericColumn`` (TF 2): the
+    module becomes estflow's under the same name, the classes estflow's."""
+    m = migrate("""\
+        import tensorflow as tf
+        from tensorflow.python.feature_column import feature_column_v2 as feature_column
+        from tensorflow.python.feature_column import feature_column as fc1
+        from tensorflow.python.feature_column import utils
+        dense = [c for c in cols if isinstance(c, feature_column.NumericColumn)]
+        cats = [c for c in cols if isinstance(c, (fc1._VocabularyListCategoricalColumn,
+                                                  fc1._BucketizedColumn))]
+        x = feature_column.numeric_column("x")
+        y = feature_column.SequenceNumericColumn
+        """)
+    src = m.source
+    assert "from estflow.estimator import feature_column\n" in src
+    assert "from estflow.estimator import feature_column as fc1\n" in src
+    assert "isinstance(c, feature_column.NumericColumn)" in src
+    assert "(fc1.VocabularyListColumn,\n" in src and "fc1.BucketizedColumn))" in src
+    assert 'x = feature_column.numeric_column("x")' in src
+    assert [c.line for c in m.unresolved] == [4, 9]
+    assert "feature_column_v2.SequenceNumericColumn: estflow's feature columns have no such " \
+        "name" in m.report()
+
+
+def test_pandas_input_fn_target_column_and_a_shuffle_decided_at_run_time():
+    """tf-estimator-tutorials' ``pandas_input_fn(..., shuffle=shuffle, target_column=...)``:
+    target_column only named the column y went under inside the call."""
+    m = migrate("""\
+        import tensorflow as tf
+        fn = tf.estimator.inputs.pandas_input_fn(batch_size=10, num_epochs=n, shuffle=shuffle,
+                                                 x=x, y=y, target_column="t")
+        """)
+    data = "tf.data.Dataset.from_tensor_slices((dict(x), y))"
+    assert f"fn = (lambda: ({data}.shuffle(1000) if shuffle else {data}).repeat(n).batch(10))" \
+        in m.source
+    assert not m.unresolved
 
 
 def test_compat_v1_spelled_again_under_a_compat_v1_alias():
