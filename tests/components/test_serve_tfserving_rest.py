@@ -127,6 +127,9 @@ def docs(tmp_path_factory):
     mode: every model directory under it)."""
     cwd = tmp_path_factory.mktemp("docs")
     _copy("saved_model_half_plus_three", cwd / "models")
+    _copy("saved_model_half_plus_two_tf2_cpu", cwd / "models")  # a TF 2 SavedModel
+    (cwd / "models" / "broken" / "1").mkdir(parents=True)  # a version that cannot load
+    (cwd / "models" / "broken" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
     served = Served(cwd, "models", "--port", "0")
     yield served
     served.stop()
@@ -299,3 +302,94 @@ def test_docs_json_conformance_nan_and_infinity(docs):
                                    '{"instances": [NaN, Infinity, -Infinity]}')
     assert status == 200
     assert str(payload) == str({"predictions": [float("nan"), float("inf"), float("-inf")]})
+
+
+# --- beyond TF Serving's suites: what issue 24 asks of estflow serve -------------------------
+
+def test_error_messages_never_show_the_servers_paths(docs):
+    _status, payload, _ = docs.call("GET", "/v1/models/nope")
+    assert "Latest(nope)" in payload["error"] and str(docs.cwd) not in payload["error"]
+    # as TF Serving: the status of a version that failed to load is END with its error
+    status, payload, _ = docs.call("GET", "/v1/models/broken")
+    (entry,) = payload["model_version_status"]
+    assert status == 200 and entry["state"] == "END"
+    assert entry["status"]["error_code"] == "UNKNOWN"
+    assert "DecodeError" in entry["status"]["error_message"]
+    status, payload, _ = docs.call("POST", "/v1/models/broken:predict", {"instances": [1.0]})
+    assert status == 404 and "version 1 failed to load: DecodeError" in payload["error"]
+    for answer in (json.dumps(payload), json.dumps(entry)):
+        assert str(docs.cwd) not in answer and "/models/" not in answer
+
+
+def test_a_tf2_saved_model_is_served(docs):
+    """saved_model_half_plus_two_tf2_cpu's signatures take a tensor of shape [1] (one value,
+    no batch dimension): a request of another shape is refused, as TF Serving does."""
+    path = "/v1/models/saved_model_half_plus_two_tf2_cpu:predict"
+    _ok(docs.call("POST", path, {"instances": [2.0]}), {"predictions": [3.0]})
+    _ok(docs.call("POST", path, {"inputs": {"x": [5.0]}}), {"outputs": [4.5]})
+    _error(docs.call("POST", path, {"instances": [[1.0], [2.0]]}), 400,
+           "input 'x': expected shape [1] (DT_FLOAT), got [2, 1]")
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory):
+    """A ModelServerConfig with each version policy and labels over the two-version model."""
+    cwd = tmp_path_factory.mktemp("policies")
+    _copy(TWO, cwd)
+    _copy("saved_model_half_plus_three", cwd)
+    configs = {"latest": "", "latest2": "model_version_policy { latest { num_versions: 2 } }",
+               "all": "model_version_policy { all {} }",
+               "specific": "model_version_policy { specific { versions: 124 } }"}
+    text = "".join(f'config {{ name: "{name}" base_path: "{TWO}" {policy} '
+                   'version_labels { key: "stable" value: 123 } } '
+                   for name, policy in configs.items())
+    text += 'config { name: "three" base_path: "saved_model_half_plus_three" }'
+    (cwd / "models.config").write_text(f"model_config_list {{ {text} }}")
+    served = Served(cwd, "--model_config_file", "models.config", "--rest_api_port", "0")
+    yield served
+    served.stop()
+
+
+def _versions(served, name):
+    status, payload, _ = served.call("GET", f"/v1/models/{name}")
+    assert status == 200, payload
+    return [(e["version"], e["state"]) for e in payload["model_version_status"]]
+
+
+def test_version_policies_of_a_model_config(policies):
+    available = "AVAILABLE"
+    assert _versions(policies, "latest") == [("124", available)]
+    assert _versions(policies, "latest2") == [("124", available), ("123", available)]
+    assert _versions(policies, "all") == [("124", available), ("123", available)]
+    assert _versions(policies, "specific") == [("124", available)]
+    assert _versions(policies, "three") == [("123", available)]
+    _error(policies.call("GET", "/v1/models/latest/versions/123"), 404, "is not served")
+
+
+def test_version_labels_of_a_model_config(policies):
+    _ok(policies.call("GET", "/v1/models/all/labels/stable/metadata"),
+        {**json.loads((DATA / f"{TWO}_metadata.json").read_text()),
+         "model_spec": {"name": "all", "signature_name": "", "version": "123"}})
+    _ok(policies.call("POST", "/v1/models/latest2/labels/stable:predict", {"instances": [1.0]}),
+        {"predictions": [2.5]})
+    _error(policies.call("GET", "/v1/models/latest2/labels/canary"), 400,
+           "Unrecognized servable version label")
+
+
+def test_tf_servings_config_template_parses():
+    from estflow.components.serve.config import parse_config
+
+    text = (DATA / "good_model_config.txt").read_text()
+    text = text.replace("${TEST_HALF_PLUS_TWO_DIR}", "a").replace("${TEST_HALF_PLUS_THREE_DIR}",
+                                                                  "b")
+    models = parse_config(text)
+    assert [(m.name, m.base_path.name, m.policy.describe()) for m in models] == [
+        ("half_plus_two", "a", "the latest 1"), ("half_plus_three", "b", "the latest 1")]
+
+
+def test_a_bad_model_config_file_is_a_clear_error(tmp_path):
+    shutil.copy(DATA / "bad_model_config.txt", tmp_path)
+    proc = subprocess.run([ESTFLOW, "serve", "--model_config_file", "bad_model_config.txt"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "bad_model_config.txt is not a ModelServerConfig in text format" in proc.stderr
