@@ -235,9 +235,20 @@ class Head:
         processed = self._processed_labels(logits, labels)
         unweighted, weights = self._unweighted_loss_and_weights(logits, processed, features)
         loss = self._reduce(unweighted, weights)
+        if self.loss_reduction == LossReduction.SUM:
+            self._tf1_graph_names(loss, unweighted, weights)
         if regularization_losses:
             loss += tf.add_n(list(regularization_losses))
         return loss
+
+    def _tf1_graph_names(self, loss, unweighted, weights) -> None:
+        """The graph names TF 1's heads (``loss_reduction=SUM``, tf.compat.v1's canned
+        Estimators) gave the loss and the mean loss, which programs' LoggingTensorHooks fetch:
+        ``head/weighted_loss/Sum`` and ``head/truediv`` (the head's ``name`` for ``head``)."""
+        scope = self.name or "head"
+        tf.identity(loss, name=f"{scope}/weighted_loss/Sum")
+        weight_sum = tf.reduce_sum(weights * tf.ones_like(unweighted))
+        tf.identity(loss / weight_sum, name=f"{scope}/truediv")
 
     def _base_metrics(self, regularization_losses) -> dict[str, Any]:
         out = {self._summary_key("average_loss"): mean_metric("average_loss")}
