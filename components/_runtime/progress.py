@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["NAMESPACE", "INTERVAL_ENV", "configure", "Tally", "CountRows", "Reporter", "run_with_progress", "estimate_rows",
+__all__ = ["NAMESPACE", "INTERVAL_ENV", "configure", "Tally", "CountRows", "Reporter", "run_with_progress", "counted", "split_rows", "estimate_rows",
            "set_interval", "line"]
 
 NAMESPACE = "estflow.progress"
@@ -305,6 +305,30 @@ def _beam_counts(result) -> collections.Counter:
     return counts
 
 
+def counted(read, tally: Tally, counter: str = "read"):
+    """``read`` (a PTransform from a pipeline's begin) with its elements' rows counted."""
+    import apache_beam as beam  # noqa: PLC0415
+
+    @beam.ptransform_fn
+    def _counted(pbegin):
+        return pbegin | "Source" >> read | "Progress" >> CountRows(tally, counter)
+
+    return _counted()  # pylint: disable=no-value-for-parameter
+
+
+def split_rows(examples: str) -> dict[str, int] | None:
+    """Rows per split of an examples artifact, from the ingest step's summary in it (None
+    when it cannot be read: the reports then show no total)."""
+    from estflow.components._io.jsonfile import read_json  # noqa: PLC0415
+    from estflow.dsl.contracts import Files  # noqa: PLC0415
+
+    try:
+        splits = read_json(f"{str(examples).rstrip('/')}/{Files.INGEST_STATS}").get("splits")
+        return {name: int(count) for name, count in (splits or {}).items()}
+    except Exception:  # noqa: BLE001 - only the reports' total is lost
+        return None
+
+
 def run_with_progress(beam_pipeline, reporter: Reporter):
     """Run ``beam_pipeline`` to its end while ``reporter`` shows its progress."""
     with reporter:
@@ -317,7 +341,8 @@ def run_with_progress(beam_pipeline, reporter: Reporter):
 def estimate_rows(kind: str, files: Iterable[str], sample_bytes: int = 1 << 20
                   ) -> int | None:
     """About how many rows ``files`` of a source ``kind`` hold, without reading them: a
-    Parquet file's footer; a CSV file's size times the lines per byte of its first MiB
+    Parquet file's footer; a CSV file's lines less its header when it is under
+    ``sample_bytes``, else its size times the lines per byte of its first ``sample_bytes``
     (local, uncompressed files only); None when unknown."""
     total = 0
     for path in files:
@@ -333,7 +358,8 @@ def estimate_rows(kind: str, files: Iterable[str], sample_bytes: int = 1 << 20
                 lines = head.count(b"\n")
                 if not lines:
                     continue
-                total += lines if len(head) >= size else int(size * lines / len(head))
+                # Less the header line (a file without one: off by one row, an estimate).
+                total += lines - 1 if len(head) >= size else int(size * lines / len(head))
             else:
                 return None
         except (OSError, ValueError):

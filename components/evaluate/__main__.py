@@ -30,7 +30,10 @@ Outputs, in the evaluation directory:
 
 from __future__ import annotations
 
+import os
+
 from estflow.components._runtime import entry as _runtime
+from estflow.components._runtime import progress as _progress
 from estflow.components.evaluate.files import log_to_kfp
 from estflow.components.evaluate.step import run
 from estflow.dsl.contracts import step_named
@@ -41,6 +44,7 @@ __all__ = ["main", "run", "log_to_kfp"]
 def main(argv: list[str] | None = None) -> int:
     """Run the step with command-line arguments; returns the exit status."""
     args = _runtime.step_parser(step_named("evaluate"), __doc__).parse_args(argv)
+    _progress.configure(os.environ)
     run(_runtime.load_pipeline(args.spec), args.examples, args.model, args.evaluation)
     return 0
 

@@ -9,6 +9,7 @@ push target), when one is given, and reads the raw value of each slice column.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,12 +49,14 @@ class Scores:
 def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head: str,
                      slice_dtypes: dict[str, str] | None = None,
                      baseline_dir: str | None = None, batch_size: int = 512,
-                     max_batches: int | None = None) -> Scores:
+                     max_batches: int | None = None,
+                     on_rows: Callable[[int], None] | None = None) -> Scores:
     """Score serialized raw tf.Examples from ``eval_files`` (GZIP TFRecords) with a SavedModel
     (and the baseline SavedModel at ``baseline_dir``, if any), in one pass.
 
     Args:
         slice_dtypes: raw slice column -> its declared dtype (``float``, ``int``, ``string``).
+        on_rows: called with the rows of each batch scored (the progress reports).
 
     Raises:
         ValueError: no examples, or the SavedModel lacks a signature or output of the contract.
@@ -81,6 +84,8 @@ def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head
                 error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         for column, values in _slice_values(tf, batch, slice_dtypes or {}).items():
             slices[column].append(values)
+        if on_rows is not None:
+            on_rows(len(labels[-1]))
     if not labels:
         raise ValueError(f"the eval split is empty: no examples in {eval_files}")
     base = np.concatenate(base_out) if baseline is not None and error is None else None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from estflow.components._runtime import entry as _runtime
+from estflow.components._runtime import progress as _progress
 from estflow.components.evaluate import baseline as _baseline
 from estflow.components.evaluate import blessing as _blessing
 from estflow.components.evaluate import files as _files
@@ -50,10 +51,14 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
     progress(f"scoring {len(eval_files)} eval file(s) through {export_dir} ({head} head); "
              f"{_baseline.describe(served)}")
     dtypes = {c.name: c.dtype for c in pipeline.raw_columns()}
-    scores = _scoring.score_eval_split(
-        export_dir, eval_files, label=pipeline.label.name, head=head,
-        slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},
-        baseline_dir=served and served.scored_in_pass(), **batches)
+    rows = (_progress.split_rows(examples_dir) or {}).get(Files.EVAL_EXAMPLES)
+    with _progress.Reporter(progress, rows if limit is None or rows is None
+                            else min(rows, limit)) as reporter:
+        scores = _scoring.score_eval_split(
+            export_dir, eval_files, label=pipeline.label.name, head=head,
+            slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},
+            baseline_dir=served and served.scored_in_pass(),
+            on_rows=lambda n: reporter.tally.add("scored", n), **batches)
     scores, reused = _baseline.use_stored(served, scores, lambda path: _scoring.score_baseline(
         path, eval_files, head=head, **batches), progress)
     _outputs.write(evaluation_dir, scores.outputs, head=head, digest=scores.digest,

@@ -38,6 +38,7 @@ import sys
 
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
+from estflow.components._runtime import progress as _progress
 from estflow.components.predict.step import PredictError
 from estflow.components.predict.step import run
 from estflow.dsl.contracts import BATCH_PREDICT
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args, extra = _parser(argv).parse_known_args(argv)
     pipeline = entry.load_pipeline(args.spec)
+    _progress.configure(os.environ)
     _beam.freeze_imports()
     root = entry.resolve_source_root(args.source_root)
     try:

@@ -26,6 +26,7 @@ from apache_beam.utils import shared
 from estflow.components._io.jsonfile import take_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
+from estflow.components._runtime.progress import run_with_progress
 from estflow.components.predict.formats import Formatter
 from estflow.components.predict.model import ModelInfo
 from estflow.components.predict.scoring import ScoreChunks
@@ -139,12 +140,17 @@ def _write(value, path: str) -> None:
     write_json(path, value)
 
 
-def run_job(beam_pipeline: beam.Pipeline, output: OutputDir) -> tuple[list, dict]:
-    """Run the job; return the manifest (``[(kind, path, rows)]``) and merged statistics.
-    A failed job's staging directory is removed before the error goes on."""
+def run_job(beam_pipeline: beam.Pipeline, output: OutputDir,
+            reporter=None) -> tuple[list, dict]:
+    """Run the job (its progress shown by ``reporter``, a ``progress.Reporter``, when given);
+    return the manifest (``[(kind, path, rows)]``) and merged statistics. A failed job's
+    staging directory is removed before the error goes on."""
     files = JobFiles.of(output)
     try:
-        beam_pipeline.run().wait_until_finish()
+        if reporter is None:
+            beam_pipeline.run().wait_until_finish()
+        else:
+            run_with_progress(beam_pipeline, reporter)
         return [tuple(entry) for entry in take_json(files.manifest)], take_json(files.stats)
     except BaseException:
         output.discard()

@@ -21,6 +21,7 @@ from estflow.components._io.jsonfile import read_json
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
+from estflow.components._runtime import progress as _progress
 from estflow.components._sources import read as sources
 from estflow.components._sources.chunks import SourceError
 from estflow.components._sources.chunks import empty_chunk_stats
@@ -112,7 +113,11 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
     baseline = _skew.baseline_of(job.model.path, job.schema.columns)
     if baseline is None:
         progress("skew: not checked (the model carries no training statistics)")
-    manifest, summary = _score(job, spec, handle, beam_options, baseline)
+    reporter = _progress.Reporter(
+        progress, _progress.estimate_rows(type(spec.source).__name__.removesuffix("Source"),
+                                          job.files),
+        estimated=True, local=_beam.is_local(beam_options))
+    manifest, summary = _score(job, spec, handle, beam_options, baseline, reporter)
     serving = _skew_check(job, baseline, pipeline.checks, summary, progress)
     _publish(job, manifest, summary, predictions_dir)
     if serving is not None:
@@ -186,17 +191,21 @@ def _prepare(spec: BatchPredict, ref: str, handle: shared.Shared, dest: str,
 
 
 def _score(job: _Job, spec: BatchPredict, handle: shared.Shared,
-           beam_options, baseline=None) -> tuple[list, dict]:
-    """Run the Beam job: the files it wrote (not yet published) and the summary."""
+           beam_options, baseline=None, reporter=None) -> tuple[list, dict]:
+    """Run the Beam job: the files it wrote (not yet published) and the summary (its
+    progress shown by ``reporter``, a ``progress.Reporter``, when given)."""
     beam_pipeline = _beam.new_pipeline(beam_options)
     merge = Merge(functools.partial(empty_chunk_stats, job.schema), merge_chunk_stats)
+    read = sources.ReadSource(job.schema, job.files, row_hashes=False)
+    if reporter is not None:
+        read = _progress.counted(read, reporter.tally)
     _ = beam_pipeline | "BatchPredict" >> ScoreAndWrite(
-        sources.ReadSource(job.schema, job.files, row_hashes=False), merge, job.model,
+        read, merge, job.model,
         spec.keys, job.formatter, spec.batch_size, job.output, handle,
         statistics=baseline.specs if baseline is not None else ())
     start = time.monotonic()
     try:
-        manifest, stats = run_job(beam_pipeline, job.output)
+        manifest, stats = run_job(beam_pipeline, job.output, reporter)
     except SourceError as err:  # a file that cannot be read (Beam adds the stage's name)
         raise PredictError(re.sub(r" \[while running '[^]]*'\]", "", str(err))) from None
     return manifest, summarize(job.schema, job.files, stats, job.model, spec,
