@@ -32,6 +32,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from estflow.components._runtime import beam_signatures
+
 __all__ = ["LOCAL_RUNNERS", "IMAGE_ENV", "BeamIO", "BeamLocationError", "LocalOptions",
            "new_pipeline", "split_options", "is_local", "remote_uri", "resolve_io",
            "worker_options", "freeze_imports", "main_and_exit"]
@@ -99,7 +101,9 @@ class LocalOptions(PipelineOptions):
 
 def new_pipeline(beam_options: Sequence[str]) -> beam.Pipeline:
     """A Beam pipeline for ``beam_options`` (in-memory FnApiRunner, with
-    :class:`LocalOptions`, unless a runner is named)."""
+    :class:`LocalOptions`, unless a runner is named). Beam's signature inspection is memoized
+    in this process from then on (:mod:`.beam_signatures`)."""
+    beam_signatures.install()
     if is_local(beam_options):
         return beam.Pipeline(runner=FnApiRunner(), options=LocalOptions(list(beam_options)))
     return beam.Pipeline(options=PipelineOptions(list(beam_options)))

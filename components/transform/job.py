@@ -37,6 +37,7 @@ from estflow.components._io.tfrecords import read_records
 from estflow.components._runtime import entry
 from estflow.components._runtime import progress as _progress
 from estflow.components.transform import preprocessing_fn as _preprocessing
+from estflow.components.transform._graph_states import shared_graph_states
 from estflow.components.transform.report import summarize
 from estflow.components.transform.report import summary_lines
 from estflow.components.transform.stats import ColumnStats
@@ -95,10 +96,10 @@ class ReadRawExamples(beam.PTransform):
         return expand_pattern(FileSystems.join(directory, "*"))
 
     def expand(self, pbegin):
-        batches = (pbegin
-                   | "Files" >> beam.Create(self._files)
-                   | "SpreadFiles" >> beam.Reshuffle()
-                   | "Decode" >> beam.ParDo(_DecodeFile(self._schema)))
+        files = pbegin | "Files" >> beam.Create(self._files)
+        if len(self._files) > 1:  # one file has nothing to spread (and a shuffle costs a stage)
+            files = files | "SpreadFiles" >> beam.Reshuffle()
+        batches = files | "Decode" >> beam.ParDo(_DecodeFile(self._schema))
         if self._count is not None:  # (tally, counter): rows read, for the progress reports
             batches = batches | "Progress" >> _progress.CountRows(*self._count)
         return batches
@@ -192,9 +193,10 @@ class TransformSplits(beam.PTransform):
 @contextlib.contextmanager
 def tft_context(out: str):
     """tf.Transform's context, its temporary files under ``out`` (a path every worker of a
-    distributed runner can reach, unlike a local temp dir); removed afterwards."""
+    distributed runner can reach, unlike a local temp dir); removed afterwards. The stages of
+    a job run in this process load each transform graph once (:mod:`._graph_states`)."""
     temp = FileSystems.join(out, _TFT_TEMP)
-    with tft_beam.Context(temp_dir=temp):
+    with tft_beam.Context(temp_dir=temp), shared_graph_states():
         yield
     if FileSystems.exists(temp):
         FileSystems.delete([temp])
