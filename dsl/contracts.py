@@ -21,8 +21,9 @@ __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "S
 class Option:
     """One ``--flag`` of a step's entry point besides ``--spec`` and its artifacts.
 
-    ``type`` is ``"str"``, ``"int"`` or ``"float"``; ``default`` None with ``required`` False
-    means the option may be left out. ``choices`` bounds an int option (inclusive range).
+    ``type`` is ``"str"``, ``"int"``, ``"float"`` or ``"bool"`` (``--flag`` alone is true;
+    ``--flag=true|false`` as ``tensorflow_model_server`` takes it); ``default`` None with
+    ``required`` False means the option may be left out. ``choices`` bounds an int option (inclusive range).
     ``aliases`` are other names of the same flag (``estflow serve`` takes
     ``tensorflow_model_server``'s spellings too).
     """
@@ -36,7 +37,17 @@ class Option:
     aliases: tuple[str, ...] = ()
 
 
-_TYPES = {"str": str, "int": int, "float": float}
+def _bool(text: str) -> bool:
+    """An argparse type: ``true``/``false`` (also 1/0, yes/no; any case)."""
+    value = {"true": True, "1": True, "yes": True, "false": False, "0": False,
+             "no": False}.get(text.strip().lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text}")
+    return value
+
+
+_bool.__name__ = "bool"
+_TYPES = {"str": str, "int": int, "float": float, "bool": _bool}
 
 
 def _in_range(convert, low: int, high: int):
@@ -62,6 +73,8 @@ def add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) ->
         if option.choices is not None:
             convert = _in_range(convert, *option.choices)
             extra["metavar"] = f"{{{option.choices[0]}..{option.choices[1]}}}"
+        if option.type == "bool":
+            extra.update(nargs="?", const=True, metavar="true|false")
         shown = "" if option.default is None else f" (default: {option.default})"
         parser.add_argument(f"--{option.flag}", *(f"--{a}" for a in option.aliases),
                             dest=option.flag.replace("-", "_"), type=convert,
@@ -339,7 +352,12 @@ FINGERPRINT = Step(
     "fingerprint the source data, the user code and the served model; key every step",
     options=(_SOURCE_ROOT,
              Option("plan", "the steps to key, as JSON "
-                    "(estflow.dsl.fingerprints.StepKeyInput)", required=True)),
+                    "(estflow.dsl.fingerprints.StepKeyInput)", required=True),
+             Option("span", "a source with spans whose runner chose none (Kubeflow): the "
+                    "span to read, or a time in it (empty: the schedule time, else the "
+                    "latest span present)", default=""),
+             Option("schedule-time", "the run's schedule time (KFP's "
+                    "pipeline_job_schedule_time_utc): the span it falls in", default="")),
     reads=None, caching=False, requests=("100m", "256Mi"))
 """The first task of every run: it reads the source's fingerprint (content hashes of local
 files; generation/etag/size of ``gs://``/``s3://`` objects, nothing downloaded), the user code
@@ -410,6 +428,13 @@ SERVE_OPTIONS = (
            "(prometheus_config { enable: true, path: \"...\" }): where the Prometheus metrics "
            "page is, or enable: false for none (default: on, at "
            "/monitoring/prometheus/metrics)"),
+    Option("enable-batching", "merge concurrent requests to the same signature into one call "
+           "of the model (TF Serving's server-side batching; tune it with "
+           "--batching-parameters-file) (default: off)", type="bool",
+           aliases=("enable_batching",)),
+    Option("batching-parameters-file", "TF Serving's BatchingParameters text file "
+           "(max_batch_size, batch_timeout_micros, num_batch_threads, max_enqueued_batches, "
+           "allowed_batch_sizes) for --enable-batching", aliases=("batching_parameters_file",)),
 )
 """The options of ``estflow serve`` (the CLI's help and the component's parser are built from
 these); the component takes ``BASE_PATH`` first."""

@@ -3,7 +3,8 @@
 ``python -m estflow.components.serve BASE_PATH [--port 8501] [--host 127.0.0.1]
 [--poll-seconds 2] [--max-body-bytes 10485760] [--threads 16] [--request-timeout-seconds 30]
 [--idle-timeout-seconds 60] [--max-connections 256] [--grpc-port 8500]
-[--monitoring-config-file FILE]`` (the options are
+[--monitoring-config-file FILE] [--enable-batching [--batching-parameters-file FILE]]``
+(the options are
 :data:`estflow.dsl.contracts.SERVE_OPTIONS`, which ``estflow serve --help`` lists too).
 
 Every subdirectory of BASE_PATH holding integer version directories is a model (push's layout,
@@ -74,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                                              else args.request_timeout_seconds),
                     idle_timeout_seconds=args.idle_timeout_seconds,
                     max_connections=args.max_connections, grpc_port=args.grpc_port,
-                    monitoring_config_file=args.monitoring_config_file)
+                    monitoring_config_file=args.monitoring_config_file,
+                    enable_batching=bool(args.enable_batching),
+                    batching_parameters_file=args.batching_parameters_file)
 
 
 if __name__ == "__main__":

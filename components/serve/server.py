@@ -21,6 +21,8 @@ from estflow.components.serve.mirror import Mirror
 from estflow.dsl.contracts import SERVE_OPTIONS
 
 if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is bound
+    from estflow.components.serve.batching import Batcher
+    from estflow.components.serve.batching import BatchingParameters
     from estflow.components.serve.grpc_server import GrpcServer
     from estflow.components.serve.metrics import Metrics
     from estflow.components.serve.models import ModelRegistry
@@ -43,8 +45,10 @@ class Server:
     """
 
     def __init__(self, http: HttpServer, registry: ModelRegistry,
-                 grpc: GrpcServer | None = None, metrics: Metrics | None = None) -> None:
+                 grpc: GrpcServer | None = None, metrics: Metrics | None = None,
+                 batcher: Batcher | None = None) -> None:
         self._http = http
+        self.batcher = batcher  # server-side batching (:mod:`.batching`), when enabled
         self.registry = registry
         self.grpc = grpc  # the gRPC server (``grpc.port``, ``grpc.address``), when started
         self.metrics = metrics
@@ -70,6 +74,8 @@ class Server:
         if self.grpc is not None:
             self.grpc.stop()
         self.registry.stop()
+        if self.batcher is not None:
+            self.batcher.stop()
         self._http.server_close()
 
     def __enter__(self) -> Server:
@@ -88,7 +94,8 @@ def serve(base_path: str | Path | None = None, host: str = _DEFAULTS["host"], po
           request_timeout_seconds: float = _DEFAULTS["request_timeout_seconds"],
           idle_timeout_seconds: float = _DEFAULTS["idle_timeout_seconds"],
           max_connections: int = _DEFAULTS["max_connections"], grpc_port: int | None = None,
-          metrics_path: str | None = METRICS_PATH) -> Server:
+          metrics_path: str | None = METRICS_PATH,
+          batching: BatchingParameters | None = None) -> Server:
     """Load the models under ``base_path`` and serve them over HTTP from a background thread.
 
     Args:
@@ -114,6 +121,9 @@ def serve(base_path: str | Path | None = None, host: str = _DEFAULTS["host"], po
             None: no gRPC); ``Server.grpc.port`` is the bound port.
         metrics_path: the HTTP path of the Prometheus metrics page (None: no page; requests
             are counted all the same).
+        batching: merge concurrent requests into batches with these parameters (TF Serving's
+            ``--enable_batching``; ``BatchingParameters()`` for its defaults; see
+            :mod:`.batching`); None: every request is its own call.
 
     Returns:
         The running :class:`Server`; call ``shutdown()`` (or use it as a context manager).
@@ -131,7 +141,7 @@ def serve(base_path: str | Path | None = None, host: str = _DEFAULTS["host"], po
     listener = listen(host, port)  # bound before TensorFlow is imported or a model loaded
     try:
         return start(listener, base, limits, poll_seconds, grpc_port=grpc_port,
-                     metrics_path=metrics_path)
+                     metrics_path=metrics_path, batching=batching)
     except BaseException:
         listener.close()
         raise
@@ -201,24 +211,43 @@ def checked_limits(poll_seconds: float, max_body_bytes: int, threads: int,
 
 def start(listener: socket.socket, base: Path | Mirror, limits: Limits,
           poll_seconds: float, *, grpc_port: int | None = None,
-          metrics_path: str | None = METRICS_PATH) -> Server:
+          metrics_path: str | None = METRICS_PATH,
+          batching: BatchingParameters | None = None) -> Server:
     """Load the models (this imports TensorFlow) and start serving on ``listener`` (and gRPC
     on ``grpc_port`` of the same host, unless None); a :class:`Mirror` is copied first (a
-    bucket that cannot be read fails here: StorageError) and again before each poll's scan."""
+    bucket that cannot be read fails here: StorageError) and again before each poll's scan.
+    With ``batching``, every loaded version's signatures go through one :class:`.Batcher`, so
+    REST and gRPC requests are batched together."""
+    from estflow.components.serve.batching import Batcher
+
+    batcher = Batcher(batching) if batching is not None else None
+    try:
+        return _start(listener, base, limits, poll_seconds, grpc_port, metrics_path, batcher)
+    except BaseException:
+        if batcher is not None:
+            batcher.stop()
+        raise
+
+
+def _start(listener: socket.socket, base: Path | Mirror | list, limits: Limits,
+           poll_seconds: float, grpc_port: int | None, metrics_path: str | None,
+           batcher: Batcher | None) -> Server:
     from estflow.components.serve.grpc_server import start_grpc
     from estflow.components.serve.metrics import Metrics
     from estflow.components.serve.metrics import metered_app
     from estflow.components.serve.models import ModelRegistry
+    from estflow.components.serve.models import load_model
     from estflow.components.serve.rest import make_app
     from estflow.components.serve.rest import parse_route
 
+    loader = batcher.loader(load_model) if batcher is not None else load_model
     if isinstance(base, list):  # the models of a config (.config.ModelConfig)
-        registry = ModelRegistry(configs=base)
+        registry = ModelRegistry(configs=base, loader=loader)
     elif isinstance(base, Mirror):
         base.sync()
-        registry = ModelRegistry(base.local, sync=base.sync, source=base.uri)
+        registry = ModelRegistry(base.local, sync=base.sync, source=base.uri, loader=loader)
     else:
-        registry = ModelRegistry(base)
+        registry = ModelRegistry(base, loader=loader)
     registry.refresh()
     metrics = Metrics()
     grpc = None
@@ -229,4 +258,4 @@ def start(listener: socket.socket, base: Path | Mirror, limits: Limits,
     if poll_seconds:
         registry.start_polling(poll_seconds)
     app = metered_app(make_app(registry), metrics, metrics_path, parse_route)
-    return Server(HttpServer(listener, app, limits), registry, grpc, metrics)
+    return Server(HttpServer(listener, app, limits), registry, grpc, metrics, batcher)

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from estflow.components.serve import noise
 from estflow.components.serve.http import listen
@@ -18,6 +19,9 @@ from estflow.components.serve.server import checked_limits
 from estflow.components.serve.server import checked_models
 from estflow.components.serve.server import start
 
+if TYPE_CHECKING:
+    from estflow.components.serve.batching import BatchingParameters
+
 __all__ = ["run"]
 
 
@@ -26,7 +30,8 @@ def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
         model_base_path: str | None = None,
         threads: int, request_timeout_seconds: float, idle_timeout_seconds: float,
         max_connections: int, grpc_port: int | None = None,
-        monitoring_config_file: str | None = None) -> int:
+        monitoring_config_file: str | None = None, enable_batching: bool = False,
+        batching_parameters_file: str | None = None) -> int:
     """Serve the models under ``base_path`` until stopped (the options are
     :func:`.server.serve`'s); returns the exit status: 2 when the options, the address or the
     models' loading fail (the message on stderr), else 0 once stopped."""
@@ -37,6 +42,7 @@ def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
                                 idle_timeout_seconds, max_connections)
         metrics_path = (read_monitoring_config(monitoring_config_file)
                         if monitoring_config_file else METRICS_PATH)
+        batching = _batching(enable_batching, batching_parameters_file)
         listener = listen(host, port)  # first: a busy port fails before TensorFlow
         if grpc_port:  # gRPC binds once TensorFlow is loaded: a busy port fails now all the same
             try:
@@ -53,7 +59,7 @@ def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
     try:
         with noise.filtered(stderr):
             server = start(listener, base, limits, poll_seconds, grpc_port=grpc_port,
-                           metrics_path=metrics_path)
+                           metrics_path=metrics_path, batching=batching)
     except (OSError, ValueError) as e:
         listener.close()
         print(f"estflow serve: {e}", file=stderr, flush=True)
@@ -61,12 +67,35 @@ def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
     stop = _stop_event()  # before the ready line: a client may stop the server at once
     models = ", ".join(f"{m.name}@{m.version}" for m in server.models()) or "none"
     grpc = f", gRPC on {server.grpc.address}" if server.grpc is not None else ""
-    print(f"estflow serve: listening on {server.url}{grpc} (models: {models})", flush=True)
+    batched = ", batching requests" if batching is not None else ""
+    print(f"estflow serve: listening on {server.url}{grpc} (models: {models}){batched}",
+          flush=True)
     try:
         _wait_for(stop)
     finally:
         server.shutdown()
     return 0
+
+
+def _batching(enable: bool, parameters_file: str | None) -> BatchingParameters | None:
+    """The batching parameters (TF Serving's defaults, or its --batching_parameters_file's),
+    or None without --enable-batching (a parameters file alone is ignored, as TF Serving
+    does, with a warning). ValueError/OSError for a file that cannot be read."""
+    from estflow.components.serve.batching import BatchingParameters
+    from estflow.components.serve.batching import read_parameters
+
+    if not enable:
+        if parameters_file:
+            print("estflow serve: warning: --batching-parameters-file is ignored without "
+                  "--enable-batching", file=sys.stderr, flush=True)
+        return None
+    if not parameters_file:
+        return BatchingParameters()
+    try:
+        return read_parameters(parameters_file)
+    except OSError as e:
+        raise OSError(f"--batching-parameters-file: cannot read {parameters_file}: "
+                      f"{e.strerror or e}") from None
 
 
 def _stop_event() -> threading.Event:

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--port", "--model-config-file", "--model-base-path", "--model-name", "--host",
          "--poll-seconds", "--max-body-bytes", "--threads", "--request-timeout-seconds",
          "--rest-api-timeout-in-ms", "--idle-timeout-seconds", "--max-connections",
-         "--grpc-port", "--monitoring-config-file"]
+         "--grpc-port", "--monitoring-config-file", "--enable-batching",
+         "--batching-parameters-file"]
 
 
 @pytest.fixture(scope="module")
