@@ -64,6 +64,7 @@ from dataclasses import field
 from estflow.pipelines.migrate_keras import check_keras
 from estflow.pipelines.migrate_surface import replacement
 from estflow.pipelines.migrate_surface import surface_target
+from estflow.pipelines.migrate_tf1 import ENGINE_RNN_NAMES
 from estflow.pipelines.migrate_tf1 import LAYERS
 from estflow.pipelines.migrate_tf1 import LEGACY_ESTIMATOR_ROOTS
 from estflow.pipelines.migrate_tf1 import PRIVATE_COLUMN_CLASSES
@@ -487,8 +488,9 @@ class _Migrator:
             return
         if canon != ("tensorflow",):
             if canon[:2] in (("tensorflow", "contrib"), ("tensorflow", "nn")):
-                for alias in node.names:  # TF 1 RNN cells by these names are reported
+                for alias in node.names:  # TF 1 RNN cells by these names: rewrite_chains
                     self.aliases[alias.asname or alias.name] = module + (alias.name,)
+                self._tf1_rnn_import(node, canon)
             return
         rewritten, kept = [], []
         for alias in node.names:
@@ -514,6 +516,17 @@ class _Migrator:
             lines.append(f"import {ESTFLOW_MODULE} as {name}" if target == "" else
                          f"from {ESTFLOW_MODULE} import {target} as {name}")
         self._replace_statement(node, lines)
+
+    def _tf1_rnn_import(self, node: ast.ImportFrom, canon: tuple[str, ...]) -> None:
+        """``from tensorflow.contrib import rnn`` / ``from tensorflow.contrib.rnn import
+        GRUCell``: estflow.estimator.rnn_cell (tf.contrib is gone from TF 2)."""
+        if canon == ("tensorflow", "contrib") and [a.name for a in node.names] == ["rnn"]:
+            name = node.names[0].asname or "rnn"
+            self._replace_statement(node, [f"from {ESTFLOW_MODULE} import rnn_cell as {name}"])
+        elif canon == ("tensorflow", "contrib", "rnn") and all(
+                a.name in ENGINE_RNN_NAMES for a in node.names):
+            self._replace_statement(node, [f"from {ESTFLOW_MODULE}.rnn_cell import " + ", ".join(
+                a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)])
 
     def _private_column_import(self, node: ast.ImportFrom, module: tuple[str, ...]) -> None:
         """``from tensorflow.python.feature_column import feature_column_v2 as fc``: programs
@@ -696,18 +709,30 @@ class _Migrator:
             return 4, "model_to_estimator"
         return None
 
-    def tf1_rnn(self, node: ast.AST, canon: tuple[str, ...]) -> bool:
-        """Report a TF 1 RNN cell or RNN function (Keras 3 removed the cells) with its Keras
-        replacement; True when ``canon`` is one."""
+    def tf1_rnn(self, node: ast.AST, canon: tuple[str, ...], raw: tuple[str, ...], nodes,
+                root_len: int) -> bool:
+        """A TF 1 RNN cell or RNN function (Keras 3 removed ``tf.compat.v1.nn.rnn_cell``):
+        estflow.estimator.rnn_cell's, or reported with the Keras replacement; True when
+        ``canon`` is one."""
         if canon[:3] in (("tensorflow", "nn", "rnn_cell"), ("tensorflow", "contrib", "rnn")) \
                 and len(canon) > 3:
-            name = canon[3]
+            name, consumed = canon[3], 4
             shown = ".".join(("tf", "compat", "v1") * (canon[1] == "nn") or ("tf",)) + "." + \
                 ".".join(canon[1:4])
         elif canon[:2] == ("tensorflow", "nn") and len(canon) > 2 and canon[2] in RNN_FUNCTIONS:
-            name, shown = canon[2], f"tf.compat.v1.nn.{canon[2]}"
+            name, consumed, shown = canon[2], 3, f"tf.compat.v1.nn.{canon[2]}"
+            if raw != canon:  # spelled tf.compat.v1.nn.X: TF 2.21 has it
+                return True
         else:
             return False
+        if name in ENGINE_RNN_NAMES:
+            covered = self.node_for(raw, nodes, root_len, consumed)
+            new = self.emit_estflow(f"rnn_cell.{name}", None)
+            old = self.original(covered)
+            if self.replace(covered, new):
+                self.note(node, "changed", f"{old} -> {new} (TF 1's RNN cells and functions; "
+                          "tf.compat.v1.nn.rnn_cell is gone with Keras 3)")
+            return True
         replacement = RNN_REPLACEMENTS.get(name, "the tf.keras.layers RNN layer of that kind")
         self.note(node, "could not", f"{shown}: Keras 3 has no TF 1 RNN cells; replace with "
                   f"{replacement}")
@@ -817,7 +842,7 @@ class _Migrator:
                               "equivalent is rewritten (tf.compat.v1.layers is gone in TF 2.16+);"
                               f" replace with tf.keras.layers' {canon[2]}")
                 continue
-            if self.tf1_rnn(node, canon):
+            if self.tf1_rnn(node, canon, raw, nodes, root_len):
                 continue
 
     # calls ----------------------------------------------------------------------------------------

@@ -11,9 +11,12 @@ modules, TF 1 dataset iterators (used by :mod:`.migrate`; no TensorFlow imported
   share by object) goes to ``estflow.estimator.layers.<name>`` instead, its arguments kept:
   that module shares by scope name as TF 1 did. The batch-renormalisation arguments cannot be
   carried: reported with the replacement.
-- ``tf.compat.v1.nn.rnn_cell.*`` / ``tf.contrib.rnn.*`` cells and ``dynamic_rnn`` (Keras 3
-  removed the TF 1 cells): reported with the Keras replacement (the state layout differs, so
-  no text is rewritten).
+- ``tf.compat.v1.nn.rnn_cell.*`` / ``tf.contrib.rnn.*`` cells (Keras 3 removed
+  ``tf.compat.v1.nn.rnn_cell``) -> ``estflow.estimator.rnn_cell``'s (TF's own TF 1 cells);
+  ``tf.contrib.rnn.static_rnn`` & co. and TF 2-spelled ``tf.nn.dynamic_rnn`` ->
+  ``estimator.rnn_cell.dynamic_rnn`` (``tf.compat.v1.nn.dynamic_rnn``, kept where spelled so);
+  ``from tensorflow.contrib import rnn`` -> ``from estflow.estimator import rnn_cell as rnn``.
+  contrib-only cells (``LSTMBlockCell``, ...) are reported with the Keras replacement.
 - ``from tensorflow.python.estimator.<module> import X`` (and ``tensorflow_estimator.python
   .estimator``): the public name from ``estflow.estimator``, or reported.
 - ``from tensorflow.python.feature_column import feature_column[_v2]``: reported with
@@ -117,7 +120,12 @@ RNN_REPLACEMENTS = {
                                  "return_sequences=True))(inputs)",
 }
 RNN_FUNCTIONS = frozenset({"dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn",
-                           "static_bidirectional_rnn"})
+                           "static_bidirectional_rnn", "raw_rnn", "static_state_saving_rnn"})
+# What estflow.estimator.rnn_cell has (TF's own TF 1 cells, and tf.compat.v1.nn's functions):
+# tf.nn.rnn_cell.X / tf.contrib.rnn.X become estimator.rnn_cell.X.
+ENGINE_RNN_NAMES = frozenset({
+    "BasicLSTMCell", "BasicRNNCell", "DeviceWrapper", "DropoutWrapper", "GRUCell", "LSTMCell",
+    "LSTMStateTuple", "MultiRNNCell", "RNNCell", "ResidualWrapper", *RNN_FUNCTIONS})
 
 # Private tf.estimator modules whose public names estflow.estimator has (module -> estflow).
 _WHOLE_ENGINE = frozenset({"estimator", "estimator_lib", "model_fn", "run_config", "training",

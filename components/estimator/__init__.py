@@ -21,6 +21,7 @@ from estflow.estimator import heads
 from estflow.estimator import hooks
 from estflow.estimator import inputs
 from estflow.estimator import layers
+from estflow.estimator import rnn_cell
 from estflow.estimator import tpu
 from estflow.estimator._premade.inputs import InputLayer
 from estflow.estimator._premade.inputs import LinearLayer
@@ -180,6 +181,7 @@ __all__ = [
     "experimental",
     "inputs",
     "layers",
+    "rnn_cell",
     "regressor_parse_example_spec",
     "tpu",
 ]

@@ -354,13 +354,7 @@ def test_nothing_to_do_leaves_the_text_alone():
 
 # what each corpus program cannot have migrated (the codemod's side; the engine's gaps are in
 # tests/compat/test_corpus.py)
-_SINEMODEL_RNN = [f"tf.compat.v1.nn.{name}" for name in (  # the model file's rnn/rnn2/rnnN models
-    "rnn_cell.GRUCell", "dynamic_rnn", "rnn_cell.GRUCell", "rnn_cell.GRUCell",
-    "rnn_cell.MultiRNNCell", "dynamic_rnn", "rnn_cell.GRUCell", "rnn_cell.GRUCell",
-    "rnn_cell.MultiRNNCell", "dynamic_rnn")]
 CORPUS_UNRESOLVED: dict[str, list[str]] = {
-    "tda_sinemodel_cnn": _SINEMODEL_RNN,
-    "tda_sinemodel_rnn": _SINEMODEL_RNN,
     "kfto_keras_model_to_estimator": [
         "compile(optimizer=tf.compat.v1.train.GradientDescentOptimizer)",
         "tf.keras.backend.set_learning_phase", "RunConfig(eval_distribute=MirroredStrategy) with "
@@ -564,12 +558,14 @@ def test_private_estimator_imports_and_tf1_dataset_iterator_methods():
            "module" in m.report()
 
 
-def test_tf1_rnn_cells_are_reported_with_line_and_keras_replacement():
+def test_tf1_rnn_cells_become_the_engines_and_contrib_only_ones_are_reported():
     """tensorflow/models tutorials/rnn/ptb/ptb_word_lm.py (r1.x): contrib.rnn cells wrapped in
-    DropoutWrapper and MultiRNNCell, run by static_rnn; the compat.v1 spelling too."""
+    DropoutWrapper and MultiRNNCell, run by static_rnn; the compat.v1 spelling too; contrib-only
+    cells have no TF 2 copy and are reported with the Keras replacement."""
     m = migrate("""\
         import tensorflow as tf
         from tensorflow.contrib import rnn
+        from tensorflow.contrib.rnn import GRUCell as G, DropoutWrapper
         def _build_rnn_graph(inputs, config, is_training):
             cell = tf.contrib.rnn.BasicLSTMCell(config.hidden_size, forget_bias=0.0)
             cell = tf.contrib.rnn.DropoutWrapper(cell, output_keep_prob=config.keep_prob)
@@ -578,18 +574,23 @@ def test_tf1_rnn_cells_are_reported_with_line_and_keras_replacement():
             gru = tf.compat.v1.nn.rnn_cell.GRUCell(8)
             out, _ = tf.compat.v1.nn.dynamic_rnn(gru, inputs, dtype=tf.float32)
             lstm = rnn.LSTMCell(4)
+            block = tf.contrib.rnn.LSTMBlockCell(4)
             return outputs
         """)
+    src = m.source
+    assert "from estflow.estimator import rnn_cell as rnn\n" in src
+    assert "from estflow.estimator.rnn_cell import GRUCell as G, DropoutWrapper\n" in src
+    assert "cell = estimator.rnn_cell.BasicLSTMCell(config.hidden_size, forget_bias=0.0)" in src
+    assert "cell = estimator.rnn_cell.DropoutWrapper(cell, " in src
+    assert "cell = estimator.rnn_cell.MultiRNNCell([cell] * config.num_layers)" in src
+    assert "outputs, state = estimator.rnn_cell.static_rnn(cell, inputs, " in src
+    assert "gru = estimator.rnn_cell.GRUCell(8)" in src
+    assert "out, _ = tf.compat.v1.nn.dynamic_rnn(gru, " in src  # TF 2.21 has it
+    assert "lstm = estimator.rnn_cell.LSTMCell(4)" in src
     lines = {c.line: c.message for c in m.unresolved}
-    assert sorted(lines) == [4, 5, 6, 7, 8, 9, 10]
-    assert "tf.contrib.rnn.BasicLSTMCell: Keras 3 has no TF 1 RNN cells; replace with " \
-           "tf.keras.layers.LSTMCell(num_units)" in lines[4]
-    assert "dropout=1-input_keep_prob" in lines[5]
-    assert "StackedRNNCells" in lines[6]
-    assert "tf.compat.v1.nn.static_rnn" in lines[7]
-    assert "tf.compat.v1.nn.rnn_cell.GRUCell" in lines[8] and "GRUCell(num_units)" in lines[8]
-    assert "return_state=True)(inputs)" in lines[9]
-    assert "tf.contrib.rnn.LSTMCell" in lines[10]
+    assert sorted(lines) == [12]
+    assert "tf.contrib.rnn.LSTMBlockCell: Keras 3 has no TF 1 RNN cells; replace with " \
+           "tf.keras.layers.LSTMCell(num_units)" in lines[12]
 
 
 def test_private_feature_column_modules_become_estflows_with_its_class_names():

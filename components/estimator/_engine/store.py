@@ -334,6 +334,10 @@ class VariableStore(tf.Module):
         # Created eagerly and initialised now: nothing for an enclosing tf.function to lift,
         # so it need not trace itself a second time "because variables were created".
         kwargs["experimental_enable_variable_lifting"] = False
+        # A TF 1 caching device (tf.compat.v1.nn.dynamic_rnn sets ``lambda op: op.device`` on
+        # its scope inside a while loop) places reads, a speed hint; eagerly it is an error.
+        if callable(kwargs.get("caching_device")):
+            kwargs["caching_device"] = None
         creating = self._untracked.creating
         previous, creating.on = getattr(creating, "on", False), True
         try:

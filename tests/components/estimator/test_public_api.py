@@ -41,8 +41,9 @@ PUBLIC = {
     "model_fn_for",
     # modules, as tf.estimator exposes them
     "early_stopping", "export", "feature_column", "heads", "hooks", "experimental", "inputs", "tpu",
-    # tf.compat.v1.layers' functional layers, sharing variables by scope name (layers.py)
-    "layers",
+    # tf.compat.v1.layers' functional layers, sharing variables by scope name (layers.py), and
+    # TF 1's RNN cells and dynamic_rnn & co. (rnn_cell.py)
+    "layers", "rnn_cell",
 }
 
 
@@ -60,7 +61,7 @@ def test_public_modules_are_tf_estimator_named_and_internals_private():
                     if not m.name.startswith("_"))
     assert public == ["boosted_trees", "canned", "distribute", "early_stopping", "estimator",
                       "experimental", "export", "exporters", "extenders", "feature_column", "heads",
-                      "hooks", "inputs", "keras_estimator", "layers", "run_config", "tpu", "training",
+                      "hooks", "inputs", "keras_estimator", "layers", "rnn_cell", "run_config", "tpu", "training",
                       "warm_starting"]
     for module in public:
         assert importlib.import_module(f"{estimator.__name__}.{module}").__doc__
