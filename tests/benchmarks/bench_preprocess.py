@@ -19,6 +19,11 @@ Usage (from the repository root)::
 
 ``preprocess`` is the fused job ``estflow preprocess`` runs; ``steps`` is the ingest step then
 the transform step (what ``estflow run`` runs), each timed in-process, summed.
+
+``--taxi-rows N ...`` instead runs the taxi example's preprocessing at scale: its CSV repeated
+to N rows, then ``python -m estflow.components.ingest`` and ``... transform`` each in its own
+process, exactly as ``estflow run`` starts them. Per step: the process wall, rows/s (data rows
+/ wall), peak RSS, and the longest stretch without a line of output (the progress reports).
 """
 
 from __future__ import annotations
@@ -56,6 +61,60 @@ def write_csv(path: Path, rows: int, seed: int = 0) -> None:
             for i in range(BAD_EVERY - 1 - start % BAD_EVERY, n, BAD_EVERY):
                 lines[i] = "not-a-number,c1,0\n" if (start + i) % 2 else "1.0,c1\n"
             out.writelines(lines)
+
+
+TAXI_DATA = REPO / "pipelines" / "examples" / "data" / "chicago_taxi" / "data.csv"
+
+
+def write_taxi_csv(path: Path, rows: int) -> None:
+    """The taxi example's data rows, repeated (in order) to ``rows`` data rows."""
+    header, *lines = TAXI_DATA.read_text().splitlines(keepends=True)
+    with open(path, "w") as out:
+        out.write(header)
+        block = "".join(lines)
+        for _ in range(rows // len(lines)):
+            out.write(block)
+        out.writelines(lines[:rows % len(lines)])
+
+
+def _step(cmd: list[str], rows: int) -> dict:
+    """Run one step's process: its wall, rows/s, peak RSS (GB) and longest silence (s)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    last, silence, tail = start, 0.0, []
+    for output in proc.stdout:
+        now = time.perf_counter()
+        silence, last = max(silence, now - last), now
+        tail = (tail + [output])[-40:]
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed:\n{''.join(tail)}")
+    return {"seconds": wall, "rows_per_s": rows / wall, "peak_gb": usage.ru_maxrss / 1e6,
+            "silent_s": max(silence, wall - (last - start))}
+
+
+def measure_taxi(rows: int, tmp: Path) -> dict:
+    """The taxi example's ingest and transform steps on ``rows`` rows, each in its process."""
+    import dataclasses
+
+    import estflow.dsl as ef
+    from estflow.pipelines.examples import taxi
+
+    csv = tmp / f"taxi-{rows}.csv"
+    write_taxi_csv(csv, rows)
+    spec = tmp / "taxi.json"
+    spec.write_text(dataclasses.replace(taxi.pipeline, source=ef.CsvSource(str(csv))).to_json())
+    examples, transformed = tmp / "taxi-examples", tmp / "taxi-transformed"
+    python = [sys.executable, "-m"]
+    result = {"ingest": _step([*python, "estflow.components.ingest", "--spec", str(spec),
+                               "--examples", str(examples)], rows)}
+    result["transform"] = _step([*python, "estflow.components.transform", "--spec", str(spec),
+                                 "--examples", str(examples), "--transformed",
+                                 str(transformed)], rows)
+    csv.unlink()
+    return result
 
 
 def _pipeline(csv: Path):
@@ -133,11 +192,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-anchors", action="store_true")
     parser.add_argument("--rounds", type=int, default=1,
                         help="interleaved rounds per size; the table shows medians")
+    parser.add_argument("--taxi-rows", type=int, nargs="+",
+                        help="run the taxi example's ingest and transform steps at these sizes "
+                             "instead (per step: wall, rows/s, peak RSS, longest silence)")
     parser.add_argument("--worker", nargs=3, metavar=("MODE", "CSV", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
+    if args.taxi_rows:
+        return _taxi(args.taxi_rows)
     results = []
     with tempfile.TemporaryDirectory(prefix="estflow-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
@@ -154,6 +218,22 @@ def main(argv: list[str] | None = None) -> None:
                 rounds.append(row)
             results.append({"rows": rows, **_medians(rounds)})
     _print_table(results)
+
+
+def _taxi(sizes: list[int]) -> None:
+    results = []
+    for rows in sizes:
+        with tempfile.TemporaryDirectory(prefix="estflow-bench-taxi-") as tmp_dir:
+            result = measure_taxi(rows, Path(tmp_dir))
+        print(json.dumps({"rows": rows, **result}), flush=True)
+        results.append((rows, result))
+    print("\ntaxi example, its preprocessing steps as estflow run starts them (process walls; "
+          "rows/s = data rows / wall; silence = longest time without an output line)")
+    print("rows        step        seconds    rows/s   peak RSS   silence")
+    for rows, result in results:
+        for step, r in result.items():
+            print(f"{rows:<11d} {step:<10s} {r['seconds']:8.1f} {r['rows_per_s']:9.0f} "
+                  f"{r['peak_gb']:7.2f} GB {r['silent_s']:7.1f} s")
 
 
 def _medians(rounds: list[dict]) -> dict:

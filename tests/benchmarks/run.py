@@ -16,6 +16,9 @@ rounds measured in this same run, never an absolute figure.
   workers under MultiWorkerMirroredStrategy, examples/s).
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
+* preprocess_taxi: ``bench_preprocess.py --taxi-rows 1000000 10000000`` (the taxi example's
+  ingest and transform steps, each in its own process as ``estflow run`` starts them, on its
+  data repeated to 1M and 10M rows: walls, rows/s, peak RSS, longest silence per step).
 * validate: ``tests/benchmarks/bench_validate.py`` (ingest + transform on 1M rows with and
   without the data statistics, interleaved; the ratio).
 * serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
@@ -157,6 +160,9 @@ PARTS: dict[str, Callable[[int], None]] = {
     # The taxi train step, 1 process vs 2 local workers (MultiWorkerMirrored): ~1 min a round.
     "workers": script("bench_workers.py", rounds=True),
     "preprocess": bench_preprocess,
+    # The taxi example's ingest + transform at 1M and 10M rows (goals: peak RSS at 10M within
+    # +10% of 1M's, rows/s at 10M no lower than at 1M): 15-30 minutes on two cores.
+    "preprocess_taxi": script("bench_preprocess.py", "--taxi-rows", "1000000", "10000000"),
     # Ingest + transform on 1M rows with and without the data statistics (goal: <= +10%).
     "validate": script("bench_validate.py", rounds=True),
     "serve": script("bench_serve.py"),
