@@ -45,11 +45,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
-from estflow.pipelines._cli import backfill
-from estflow.pipelines._cli import local_runs
-from estflow.pipelines._cli import run_history
 from estflow.pipelines._cli.usage import EXIT_FAILED
 from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
 from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
@@ -70,9 +66,10 @@ _LOCAL_COMMANDS = ("run", "preprocess", "runs", "backfill")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``estflow`` command; returns the exit status (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    local = bool(argv) and argv[0] in _LOCAL_COMMANDS
+    command = argv[0] if argv else None
     try:
-        args = build_parser(local_only=local).parse_args(argv)
+        args = build_parser(local_only=command in _LOCAL_COMMANDS,
+                            compile_only=command == "compile").parse_args(argv)
         status = _handle(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return status
@@ -94,14 +91,29 @@ def _handle(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
-def build_parser(local_only: bool = False) -> argparse.ArgumentParser:
+def build_parser(local_only: bool = False, compile_only: bool = False
+                 ) -> argparse.ArgumentParser:
     """The ``estflow`` parser; each command's parser has a ``handler(args) -> int``.
-    ``local_only``: only the local commands (run, preprocess, runs), without importing kfp."""
+    ``local_only``: only the local commands (run, preprocess, runs), without importing kfp.
+    ``compile_only``: only ``compile``, with kfp imported without its API client (see
+    :mod:`estflow.pipelines._kfp.lean`): ``estflow compile`` imports what compiling needs."""
     parser = argparse.ArgumentParser(
         prog="estflow", description="Declarative ML pipelines on TensorFlow: run one locally "
         "or compile it for Kubeflow Pipelines.")
-    parser.add_argument("--version", action="version", version=f"estflow {_version()}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if compile_only:
+        from estflow.pipelines._kfp import lean  # noqa: PLC0415
+
+        lean.import_kfp()
+        from estflow.pipelines._cli import compilation  # noqa: PLC0415
+
+        compilation.add_commands(commands)
+        return parser
+    from estflow.pipelines._cli import backfill  # noqa: PLC0415
+    from estflow.pipelines._cli import local_runs  # noqa: PLC0415
+    from estflow.pipelines._cli import run_history  # noqa: PLC0415
+
     if local_only:
         local_runs.add_commands(commands)
         backfill.add_commands(commands)
@@ -125,7 +137,22 @@ def build_parser(local_only: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """argparse's ``version`` action, the version read only when asked for (importing
+    importlib.metadata costs ~0.1 s of every command)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show program's version number and exit"):  # noqa: A002 (argparse's)
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser._print_message(f"estflow {_version()}\n", sys.stdout)  # noqa: SLF001
+        parser.exit()
+
+
 def _version() -> str:
+    from importlib import metadata  # noqa: PLC0415 (~0.1 s; only for --version)
+
     try:
         return metadata.version("estflow")
     except metadata.PackageNotFoundError:  # running from a source tree that is not installed

@@ -63,7 +63,6 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from kfp import compiler
 from kfp import dsl
 from kfp.dsl import graph_component
@@ -79,6 +78,7 @@ from estflow.pipelines import beam_options as beam
 from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines._kfp import images as kfp_images
+from estflow.pipelines._kfp import lean
 from estflow.pipelines._kfp import tasks as kfp_tasks
 from estflow.pipelines._kfp.settings import TASK_SETTINGS
 from estflow.pipelines._kfp.settings import TaskContext
@@ -619,7 +619,7 @@ def _write(graph: graph_component.GraphComponent, path: Path,
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.yaml")  # kfp wants a .yaml name
     try:
         compiler.Compiler().compile(graph, str(tmp))
-        needs = kfp_backends.required(list(yaml.safe_load_all(tmp.read_text())))
+        needs = kfp_backends.required(lean.load_all(tmp.read_text()))
         if needs > target:
             raise CompileError(f"the compiled pipeline needs KFP backend {needs}, newer than "
                                f"the targeted {target}")

@@ -26,6 +26,10 @@ from kfp.dsl import pipeline_task
 
 from estflow.dsl.placement import Placement
 from estflow.dsl.resources import Resources
+from estflow.pipelines._kfp import lean
+
+# The task setters below name themselves in kfp's error without inspect.stack() (lean.py).
+lean.install()
 
 __all__ = ["TaskContext", "TaskSetting", "TASK_SETTINGS", "POD_LABELS", "SMALL_REQUESTS",
            "SCRATCH_VOLUME", "SCRATCH_PATH"]
