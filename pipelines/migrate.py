@@ -31,8 +31,10 @@ What it rewrites (each change is reported with its line number):
 - Keras 3: ``tf.keras.optimizers.legacy.X`` -> ``tf.keras.optimizers.X`` (there is no legacy
   namespace in Keras 3); ``tf.compat.v1.layers.Dense``/``Flatten``/... and every functional
   layer (``conv2d``, ``dropout``, ...: :mod:`.migrate_tf1`) -> ``tf.keras.layers``
-  (``tf.compat.v1.layers`` is gone in TF 2.16+); TF 1 RNN cells and private
-  ``tensorflow.python.estimator`` imports: :mod:`.migrate_tf1`;
+  (``tf.compat.v1.layers`` is gone in TF 2.16+), or ``estimator.layers.X`` where TF 1 shared
+  the layer's variables by scope name (``reuse=``, ``variable_scope(reuse=...)``); TF 1 RNN
+  cells -> ``estimator.rnn_cell.X``; private ``tensorflow.python.estimator`` and
+  ``tensorflow.python.feature_column`` imports: :mod:`.migrate_tf1`;
   ``tf.compat.v1.train.exponential_decay(lr, global_step=get_global_step(), ...)`` and the other
   TF 1 decays over the global step -> the ``tf.keras.optimizers.schedules`` equivalent.
 - removed: the TF 2.15-only ``optimizer.iterations = tf.compat.v1.train.get_or_create_global_step()``
