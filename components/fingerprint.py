@@ -34,6 +34,8 @@ from estflow.components._io import outside_facts
 from estflow.components._io import user_code
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import entry
+from estflow.components.validate import spans
+from estflow.components.validate.spans import EXIT_BLOCKED
 from estflow.dsl import fingerprints
 from estflow.dsl.contracts import FINGERPRINT
 from estflow.dsl.contracts import Files
@@ -99,9 +101,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = entry.step_parser(FINGERPRINT, __doc__)
     args = parser.parse_args(argv)
     plan = fingerprints.StepKeyInput.list_from_json(args.plan)
-    run(entry.load_pipeline(args.spec), plan, args.fingerprints, args.source_root,
+    progress = entry.Progress("fingerprint")
+    try:  # a source with spans nobody chose yet (Kubeflow): the run's span, then every key
+        pipeline = spans.resolve(entry.load_pipeline(args.spec),
+                                 entry.resolve_source_root(args.source_root), args.span,
+                                 _resolved(args.schedule_time), progress=progress)
+    except spans.SpanMissing as err:
+        progress(f"the data checks stopped the run before any step: {err}")
+        return EXIT_BLOCKED
+    run(pipeline, plan, args.fingerprints, args.source_root, progress,
         modules={s.name: s.module for s in plan if s.module})
     return 0
+
+
+def _resolved(placeholder: str) -> str:
+    """A KFP placeholder the backend left unresolved is no value."""
+    return "" if placeholder.startswith("{{") else placeholder
 
 
 if __name__ == "__main__":

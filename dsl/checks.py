@@ -11,7 +11,8 @@ check prints and goes on.
 
 :class:`Spans` (``CsvSource(..., spans=...)`` and the other file sources) names the source's
 partitions by a ``{span:FORMAT}`` placeholder in its path (``data/{span:%Y-%m-%d}/*.csv``): a
-run reads one span, the latest by default or the one ``estflow run --span`` names;
+run reads one span (or a rolling window of the last N), the latest by default or the one
+``estflow run --span`` names;
 ``estflow backfill --from X --to Y`` runs each span in order.
 
 Example:
@@ -35,7 +36,8 @@ from estflow.dsl import _checks
 from estflow.dsl.errors import DslError
 from estflow.dsl.serialization import serializable
 
-__all__ = ["DataChecks", "Spans", "CHECK_FAMILIES", "SPAN_PLACEHOLDER"]
+__all__ = ["DataChecks", "Spans", "CHECK_FAMILIES", "SPAN_PLACEHOLDER", "select_span",
+           "select_window", "source_patterns", "span_of"]
 
 CHECK_FAMILIES = ("schema", "examples", "missing", "drift", "span")
 """The families of checks a ``warn_only`` entry may name (besides a column or an anomaly
@@ -155,27 +157,36 @@ class Spans:
 
     A run reads one span: the latest present (the greatest value, in the format's order) unless
     ``estflow run --span VALUE`` names one; ``estflow backfill --from X --to Y`` runs each span
-    from X to Y in order, reusing cached steps. A span that is missing (no file matches) or
-    empty is an anomaly that stops the run before training, never a smaller training set.
+    from X to Y in order, reusing cached steps. With ``last=N`` a run reads a rolling window:
+    the N spans ending at that one (for a format whose finest field is the day or the hour,
+    every day or hour of the window; otherwise the N latest present). A span that is missing
+    (no file matches) or empty is an anomaly that stops the run before training, never a
+    smaller training set.
 
     Args:
-        last: how many of the latest spans one run reads; 1 (a rolling window of several
-            spans is not supported yet: ``estflow backfill`` runs several spans one by one).
+        last: how many spans one run reads, the latest and the ones before it (1: one span).
+        selected: the spans a run reads, set when the run starts (``estflow run``, or the
+            Kubeflow run's first task, from its ``span`` parameter or schedule time); left
+            empty in a declaration.
 
     Example:
         >>> import estflow.dsl as ef
-        >>> spans = ef.Spans()
+        >>> spans = ef.Spans(last=7)
         >>> source = ef.CsvSource("data/{span:%Y-%m-%d}/*.csv", spans=spans)
         >>> spans.format_of(source.path)
         '%Y-%m-%d'
+        >>> from estflow.dsl.checks import select_window, source_patterns
+        >>> source_patterns(select_window(source, ("2024-01-01", "2024-01-02")))
+        ('data/2024-01-01/*.csv', 'data/2024-01-02/*.csv')
     """
 
     last: int = 1
+    selected: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.last != 1:
-            raise DslError("spans.last", "1 (one span a run; run several spans in order with "
-                           "estflow backfill --from X --to Y)", self.last)
+        _checks.positive_int(self.last, "spans.last")
+        _checks.freeze(self, "selected", _checks.tuple_of(self.selected, "spans.selected", str,
+                                                          what="span values"))
 
     @staticmethod
     def format_of(path: str) -> str:
@@ -220,6 +231,32 @@ def select_span(source: Any, value: str, field: str = "--span") -> Any:
                        value)
     return dataclasses.replace(source, path=SPAN_PLACEHOLDER.sub(value, source.path),
                                spans=None)
+
+
+def select_window(source: Any, values, field: str = "--span") -> Any:
+    """``source`` reading the spans ``values`` (a rolling window, oldest first): its path keeps
+    the placeholder and ``spans.selected`` names them (what the run's spec records, so each
+    window has its own cache keys). One value: :func:`select_span`'s source.
+
+    Raises:
+        DslError: ``source`` declares no spans, or a value is not written in its format.
+    """
+    values = tuple(values)
+    if len(values) == 1:
+        return select_span(source, values[0], field)
+    for value in values:
+        select_span(source, value, field)  # the same checks, one by one
+    return dataclasses.replace(source, spans=dataclasses.replace(source.spans,
+                                                                 selected=values))
+
+
+def source_patterns(source: Any) -> tuple[str, ...]:
+    """The path patterns a file source reads: its path, or one per selected span of its
+    rolling window."""
+    spans = getattr(source, "spans", None)
+    if spans is None or not spans.selected:
+        return (source.path,)
+    return tuple(SPAN_PLACEHOLDER.sub(v, source.path) for v in spans.selected)
 
 
 def span_of(path_pattern: str, path: str) -> str | None:

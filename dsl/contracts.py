@@ -311,7 +311,7 @@ STEPS = (
          summary=Files.INGEST_STATS, outside_storage=True),
     # Never reused: it reads the schema file and the served model's statistics, which no
     # cache key covers, and it costs a fraction of a second.
-    Step("validate", "estflow.components.validate.checks", ("examples",), ("validation",),
+    Step("validate", "estflow.components.validate", ("examples",), ("validation",),
          "check the data's statistics against the schema, and drift against the served "
          "model's training data; stop before training on a blocking anomaly",
          options=(_SOURCE_ROOT,), reads=(*_SCHEMA, "checks", "push.base_path",

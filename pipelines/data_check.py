@@ -21,6 +21,7 @@ import lzma
 import os
 from pathlib import Path
 
+from estflow.dsl.checks import source_patterns
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.pipeline import Pipeline
@@ -40,8 +41,9 @@ def local_csv_files(pipeline: Pipeline, source_root: str) -> list[Path]:
     source = pipeline.source
     if source is None or source.header_delimiter() is None or "://" in source.path:
         return []
-    pattern = os.path.join(source_root, source.path)  # an absolute path stays itself
-    matches = glob.glob(pattern, recursive=True)
+    matches = [m for declared in source_patterns(source)  # one per span of a window
+               # an absolute path stays itself
+               for m in glob.glob(os.path.join(source_root, declared), recursive=True)]
     return sorted(Path(p) for p in matches if os.path.isfile(p))[:MAX_FILES]
 
 

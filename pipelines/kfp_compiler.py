@@ -86,6 +86,7 @@ from estflow.pipelines.loader import LoadedPipeline
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan
+from estflow.pipelines.plan import late_input
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_CACHING", "DEFAULT_KFP_BACKEND", "TASK_SETTINGS",
            "CompileError", "CompiledPipeline", "compile_pipeline", "build_pipeline",
@@ -231,6 +232,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     :func:`compile_pipeline`; the plan's pipeline is assumed adapted to ``kfp_backend``);
     the steps of ``step_images`` run their image instead of ``image``."""
     target = kfp_backends.parse(kfp_backend)
+    plan = _with_span_inputs(plan)
     keyed = plan.fingerprint is not None
     step_images = step_images or {}
     components = {s.name: kfp_components.build_component(
@@ -256,11 +258,17 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
                   for step, r in plan.pipeline.resources.items() if r.placement_parameters}
     defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
                 "source_root": (str, source_root), "beam_options": (str, beam_options)}
+    if _has_spans(plan.pipeline):
+        defaults["span"] = (str, "")  # the run's span (or a time in it); empty: the schedule
     for step, resources in plan.pipeline.resources.items():
         defaults.update({p.name: (p.type, p.default)
                          for p in kfp_tasks.placement_parameters(step, resources)})
 
+    schedule_time = (dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER
+                     if target >= SCHEDULE_TIME_SINCE else "")
+
     def body(arguments: dict) -> None:
+        arguments = {**arguments, "schedule_time": schedule_time}
         exit_task = report()
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
@@ -269,6 +277,26 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan, target))
+
+
+SCHEDULE_TIME_SINCE = kfp_backends.BackendVersion(2, 17, 0)
+"""The backend release resolving ``{{$.pipeline_job_schedule_time_utc}}`` in a task's inputs
+(kubeflow/pipelines#12628; older ones leave the text unresolved)."""
+
+
+def _has_spans(pipeline: Pipeline) -> bool:
+    return getattr(getattr(pipeline, "source", None), "spans", None) is not None
+
+
+def _with_span_inputs(plan: Plan) -> Plan:
+    """A source with spans is resolved by the fingerprint task (no runner chose its spans):
+    it takes the run's ``span`` parameter and its schedule time as run-time inputs."""
+    if plan.fingerprint is None or not _has_spans(plan.pipeline):
+        return plan
+    options = (*plan.fingerprint.options, ("span", late_input("span")),
+               ("schedule-time", late_input("schedule_time")))
+    return dataclasses.replace(plan, fingerprint=dataclasses.replace(plan.fingerprint,
+                                                                     options=options))
 
 
 def _add_fingerprint(plan: Plan, components: dict, arguments: dict,

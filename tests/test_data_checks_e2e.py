@@ -84,3 +84,20 @@ def test_five_nights_the_faulty_ones_stop_before_training(tmp_path):
         assert len(_versions(tmp_path)) == len(pushed), (day, said)
     version = tmp_path / "serving" / "taxi" / _versions(tmp_path)[-1]
     assert (version / "assets.extra" / "estflow_statistics.pb").is_file()
+
+
+@pytest.mark.slow
+def test_a_rolling_window_trains_on_the_last_two_nights(tmp_path):
+    (tmp_path / "pipeline.py").write_text(
+        PIPELINE.replace("spans=ef.Spans()", "spans=ef.Spans(last=2)"))
+    for day in (1, 2, 3):
+        _night(tmp_path / "data" / f"2024-01-0{day}", seed=day)
+    out = _run(tmp_path, "run", "pipeline.py")  # the latest: nights 2 and 3
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "spans 2024-01-02 to 2024-01-03 (2, the last 2)" in out.stdout
+    (stats,) = (tmp_path / "estflow_runs" / "nightly-taxi").glob("*/ingest/*/statistics.pb")
+    from estflow.components.validate.statistics import read_statistics  # noqa: PLC0415
+    assert sum(d.num_examples for d in read_statistics(str(stats)).datasets) == 800
+    out = _run(tmp_path, "run", "pipeline.py", "--span", "2024-01-01")  # 2023-12-31 missing
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "SPAN_MISSING (span 2023-12-31)" in out.stderr

@@ -30,6 +30,7 @@ from typing import Any
 
 from estflow.components._io import storage
 from estflow.components._sources.registry import reader_for
+from estflow.dsl.checks import source_patterns
 from estflow.dsl.fingerprints import digest
 
 __all__ = ["source_fingerprint", "files_fingerprint", "estflow_fingerprint", "bucket_url",
@@ -79,20 +80,23 @@ def files_fingerprint(source: Any, root: str, clients: dict) -> dict:
     their content for local files, their objects' metadata in a bucket; ``"by_content":
     True`` for local files (their content is hashed, so the step keys leave their path out: a
     moved checkout with the same data reuses ingest)."""
-    pattern = source.path
-    if "://" not in pattern and not os.path.isabs(pattern):
-        pattern = os.path.join(root, pattern)
-    pattern = bucket_url(pattern)
-    scheme = pattern.partition("://")[0] if "://" in pattern else ""
-    if scheme == "gs":
-        objects = _gcs_objects(pattern, clients)
-    elif scheme == "s3":
-        objects = _s3_objects(pattern, clients)
-    elif scheme:
-        objects = _gfile_objects(pattern)
-    else:
-        objects = [{"path": p, "size": os.path.getsize(p), "sha256": file_sha256(p)}
-                   for p in sorted(glob.glob(pattern)) if os.path.isfile(p)]
+    objects, patterns = [], []
+    for pattern in source_patterns(source):  # one, or one per span of a rolling window
+        if "://" not in pattern and not os.path.isabs(pattern):
+            pattern = os.path.join(root, pattern)
+        pattern = bucket_url(pattern)
+        patterns.append(pattern)
+        scheme = pattern.partition("://")[0] if "://" in pattern else ""
+        if scheme == "gs":
+            objects += _gcs_objects(pattern, clients)
+        elif scheme == "s3":
+            objects += _s3_objects(pattern, clients)
+        elif scheme:
+            objects += _gfile_objects(pattern)
+        else:
+            objects += [{"path": p, "size": os.path.getsize(p), "sha256": file_sha256(p)}
+                        for p in sorted(glob.glob(pattern)) if os.path.isfile(p)]
+    pattern = patterns[0] if len(patterns) == 1 else patterns
     # What the data is, not where: a copy of the same files elsewhere has the same digest.
     identity = [{k: v for k, v in o.items() if k != "path"} for o in objects]
     found = {"kind": type(source).__name__, "pattern": pattern, "objects": objects,

@@ -21,6 +21,7 @@ from estflow.components._sources import csv_blocks
 from estflow.components._sources.cells import CellTypeError
 from estflow.components._sources.registry import SourceError
 from estflow.components._sources.registry import reader_for
+from estflow.dsl.checks import source_patterns
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["ReadSource", "check_source", "source_files"]
@@ -36,17 +37,20 @@ def source_files(source, root: str) -> list[str]:
     reader = reader_for(source)
     if reader.glob is None:
         return []
-    pattern = source.path
-    if "://" not in pattern and not os.path.isabs(pattern):
-        pattern = os.path.join(root, pattern)
-    try:
-        files = expand_pattern(pattern)
-    except BeamIOError as err:
-        raise SourceError(f"cannot list source.path={source.path!r} ({pattern!r}): "
-                          f"{err}") from None
-    if not files:
-        raise SourceError(f"no {reader.kind} file matches source.path={source.path!r} "
-                          f"(resolved to {pattern!r} against source root {root!r})")
+    files = []
+    for declared in source_patterns(source):  # one, or one per span of a rolling window
+        pattern = declared
+        if "://" not in pattern and not os.path.isabs(pattern):
+            pattern = os.path.join(root, pattern)
+        try:
+            matched = expand_pattern(pattern)
+        except BeamIOError as err:
+            raise SourceError(f"cannot list source.path={declared!r} ({pattern!r}): "
+                              f"{err}") from None
+        if not matched:
+            raise SourceError(f"no {reader.kind} file matches source.path={declared!r} "
+                              f"(resolved to {pattern!r} against source root {root!r})")
+        files += matched
     for path in files:
         if "://" not in path and os.path.isdir(path):
             hint = f"{source.path.rstrip('/')}/{reader.glob}"

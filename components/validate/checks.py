@@ -11,7 +11,8 @@ data. Each is printed with its column, TFDV kind and observed vs allowed value; 
 pushes (``estflow run`` exits with the same status; on Kubeflow the failed task stops the run
 before the train task).
 
-``python -m estflow.components.validate.checks --spec S --examples DIR --validation DIR``
+``python -m estflow.components.validate --spec S --examples DIR --validation DIR``
+(:mod:`.__main__`).
 """
 
 from __future__ import annotations
@@ -24,19 +25,16 @@ from pathlib import Path
 from apache_beam.io.filesystems import FileSystems
 
 from estflow.components._io import model_repo
-from estflow.components._runtime import entry as _runtime
 from estflow.components.validate import anomalies as _anomalies
 from estflow.components.validate import report as _report
 from estflow.components.validate import schema as _schema
 from estflow.components.validate import statistics as _statistics
+from estflow.components.validate.spans import EXIT_BLOCKED
 from estflow.dsl.contracts import Files
-from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["main", "run", "family_of", "EXIT_BLOCKED"]
+__all__ = ["run", "family_of", "EXIT_BLOCKED"]
 
-EXIT_BLOCKED = 4
-"""The exit status of a run whose data broke a blocking check (``estflow run``'s too)."""
 
 
 def family_of(kind: str) -> str:
@@ -152,21 +150,3 @@ def _row(anomaly, blocks: bool) -> dict:
             "observed": anomaly.observed, "allowed": anomaly.allowed,
             "family": family_of(anomaly.kind), "blocks": blocks,
             "description": anomaly.description}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the step with command-line arguments; returns the exit status."""
-    args = _runtime.step_parser(step_named("validate"), __doc__).parse_args(argv)
-    progress = _runtime.Progress("validate")
-    summary = run(_runtime.load_pipeline(args.spec), args.examples, args.validation,
-                  source_root=_runtime.resolve_source_root(args.source_root),
-                  progress=progress)
-    if summary["passed"]:
-        return 0
-    progress(f"{len(summary['anomalies'])} blocking anomalies: the run stops before training "
-             f"(exit status {EXIT_BLOCKED})")
-    return EXIT_BLOCKED
-
-
-if __name__ == "__main__":
-    _runtime.exit_after(main)

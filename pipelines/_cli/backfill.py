@@ -24,6 +24,8 @@ from datetime import timedelta
 from estflow.dsl.checks import SPAN_PLACEHOLDER
 from estflow.dsl.checks import Spans
 from estflow.dsl.checks import select_span
+from estflow.dsl.checks import select_window
+from estflow.dsl.checks import source_patterns
 from estflow.dsl.checks import span_of
 from estflow.dsl.errors import DslError
 from estflow.pipelines._cli.usage import PIPELINE_HELP
@@ -79,17 +81,51 @@ def select(loaded, span: str | None):
                               f"file under {loaded.local_source_root}")
         span = present[-1]
     try:
-        chosen = select_span(source, span)
+        select_span(source, span)  # the value's format
+        window = window_of(loaded, span, source.spans.last, present)
+        chosen = select_window(source, window)
     except DslError as err:
         raise UsageError(str(err)) from None
-    if "://" not in source.path and span not in present:
-        raise SpanMissing(f"SPAN_MISSING (span {span}): no file matches "
-                          f"{chosen.path!r}; observed 0 files, allowed >= 1 (spans present: "
+    missing = [s for s in window if s not in present] if "://" not in source.path else []
+    if missing:
+        raise SpanMissing(f"SPAN_MISSING (span {', '.join(missing)}): no file matches "
+                          f"{', '.join(map(repr, source_patterns(select_window(source, missing))))}"
+                          f"; observed 0 files, allowed >= 1 (spans present: "
                           f"{', '.join(present[-5:]) or 'none'})")
-    print(f"estflow run: span {span} ({chosen.path})", flush=True)
+    what = f"span {span}" if len(window) == 1 else \
+        f"spans {window[0]} to {window[-1]} ({len(window)}, the last {source.spans.last})"
+    print(f"estflow run: {what} ({', '.join(source_patterns(chosen))})", flush=True)
     pipeline = dataclasses.replace(loaded.pipeline, source=chosen)
     moved = type(loaded)(pipeline, loaded.module, loaded.file, loaded.importable)
     return moved
+
+
+def window_of(loaded, end: str, last: int, present: list[str]) -> list[str]:
+    """The ``last`` spans ending at ``end``, oldest first: every day (hour) before it for a
+    format whose finest field is the day (hour), so a missing one is named; else the spans
+    present up to ``end`` (fewer than ``last``: SPAN_MISSING)."""
+    if last == 1:
+        return [end]
+    fmt = Spans.format_of(loaded.pipeline.source.path)
+    step = _step_of(fmt)
+    if step is None:
+        if "://" in loaded.pipeline.source.path:
+            raise UsageError(f"spans=ef.Spans(last={last}) over a bucket needs a daily or "
+                             f"hourly span format to list the window (got {fmt!r})")
+        before = sorted({*(s for s in present if s <= end), end})[-last:]
+        if len(before) < last:
+            raise SpanMissing(f"SPAN_MISSING (the {last - len(before)} span(s) before "
+                              f"{before[0]}): the window of the last {last} spans ending at "
+                              f"{end}; observed {len(before)} spans, allowed {last}")
+        return before
+    at = datetime.strptime(end, fmt)
+    return [(at - step * back).strftime(fmt) for back in range(last - 1, -1, -1)]
+
+
+def _step_of(fmt: str) -> timedelta | None:
+    """The span's length for a format whose finest field is the hour or the day."""
+    step = timedelta(hours=1) if "%H" in fmt else timedelta(days=1) if "%d" in fmt else None
+    return None if step is None or any(f"%{c}" in fmt for c in "MSjy") else step
 
 
 def checks_stopped(err: Exception) -> int | None:
@@ -127,8 +163,8 @@ def spans_between(loaded, first: str, last: str) -> list[str]:
     whose finest field is the day (hour), so a missing one is run (and stops); else those
     present."""
     fmt = Spans.format_of(loaded.pipeline.source.path)
-    step = timedelta(hours=1) if "%H" in fmt else timedelta(days=1) if "%d" in fmt else None
-    if step is None or any(f"%{c}" in fmt for c in "MSjy"):
+    step = _step_of(fmt)
+    if step is None:
         return [s for s in present_spans(loaded) if first <= s <= last]
     try:
         at, end = datetime.strptime(first, fmt), datetime.strptime(last, fmt)

@@ -5,7 +5,11 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.dsl.checks import select_span
+from estflow.dsl.checks import select_window
+from estflow.dsl.checks import source_patterns
 from estflow.dsl.checks import span_of
+from estflow.dsl.serialization import from_dict
+from estflow.dsl.serialization import to_dict
 
 
 def _pipeline(**kwargs):
@@ -72,7 +76,7 @@ def test_a_placeholder_needs_spans_and_spans_need_one_placeholder():
         ef.ParquetSource("data/*.parquet", spans=ef.Spans())
     assert err.value.path == "path"
     with pytest.raises(ef.DslError) as err:
-        ef.Spans(last=3)
+        ef.Spans(last=0)
     assert err.value.path == "spans.last"
 
 
@@ -85,6 +89,19 @@ def test_a_span_selects_its_partition():
     assert err.value.path == "--span" and "'%Y-%m-%d'" in str(err.value)
     with pytest.raises(ef.DslError):
         select_span(ef.CsvSource("data/*.csv"), "2024-01-02")
+
+
+def test_a_window_of_spans_reads_each_partition_and_records_them():
+    source = ef.CsvSource("data/{span:%Y-%m-%d}/*.csv", spans=ef.Spans(last=2))
+    window = select_window(source, ("2024-01-01", "2024-01-02"))
+    assert window.spans.selected == ("2024-01-01", "2024-01-02")
+    assert source_patterns(window) == ("data/2024-01-01/*.csv", "data/2024-01-02/*.csv")
+    assert source_patterns(source) == (source.path,)
+    assert select_window(source, ("2024-01-02",)).path == "data/2024-01-02/*.csv"
+    assert from_dict(to_dict(window)) == window  # the run's spec keeps the window
+    with pytest.raises(ef.DslError) as err:
+        select_window(source, ("2024-01-01", "2024-1-2"))
+    assert err.value.path == "--span"
 
 
 def test_span_of_a_path():
