@@ -28,7 +28,6 @@ import sys
 
 from apache_beam.io.filesystems import FileSystems
 
-from estflow.components._io.jsonfile import read_json
 from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
@@ -40,7 +39,6 @@ from estflow.components.transform.job import clear_outputs
 from estflow.components.transform.job import finish
 from estflow.components.transform.job import tft_context
 from estflow.components.transform.report import TransformError
-from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 
@@ -75,8 +73,8 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
     clear_outputs(out, names)
     progress("building the Beam pipeline (analyze train, transform " + ", ".join(names) + ")")
     beam_pipeline = _beam.new_pipeline(beam_options)
-    rows = _split_rows(examples, names)
-    total = rows and rows.get("train", 0) + sum(rows.values())
+    rows = _progress.split_rows(examples)
+    total = rows and rows.get("train", 0) + sum(rows.get(name, 0) for name in names)
     reporter = _progress.Reporter(progress, total or None, local=_beam.is_local(beam_options))
     # The train rows are read twice, once for the analysis and once to be transformed, so
     # that they stream through both instead of being held in memory between them.
@@ -93,16 +91,6 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
         progress("running: analyze + transform")
         _progress.run_with_progress(beam_pipeline, reporter)
     return finish(pipeline, out, progress)
-
-
-def _split_rows(examples: str, names: tuple[str, ...]) -> dict[str, int] | None:
-    """Rows per split from the ingest step's summary (None when it cannot be read)."""
-    path = FileSystems.join(examples, Files.INGEST_STATS)
-    try:
-        splits = read_json(path).get("splits") or {}
-        return {name: int(splits.get(name, 0)) for name in names}
-    except Exception:  # noqa: BLE001 - only the progress reports' total is lost
-        return None
 
 
 def _input_dir(examples: str, split: str) -> str:
