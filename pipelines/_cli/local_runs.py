@@ -35,6 +35,7 @@ from estflow.pipelines._cli.usage import check_local_data
 from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines._cli.usage import positive_int
+from estflow.pipelines._preprocess_run import run_preprocess
 from estflow.pipelines._stopping import Stops
 from estflow.pipelines._stopping import stop_like_ctrl_c
 from estflow.pipelines._warm import warm_seconds
@@ -272,11 +273,20 @@ def _preprocess(args: argparse.Namespace) -> int:
     plan = build_preprocess_plan(loaded.pipeline, source_root=loaded.local_source_root,
                                  gzip_level=args.gzip_level, num_shards=args.num_shards,
                                  beam_options=shlex.join(beam) if beam else None)
+    # With estflow run's options, the outputs are the ingest and transform steps' cache
+    # entries: reused when there, and reused by estflow run (pipelines/_preprocess_run.py).
+    cached = not beam and args.gzip_level == 1 and not args.num_shards
     print(f"estflow preprocess: pipeline {loaded.pipeline.name!r} on "
-          f"{args.runner or 'the local in-memory runner'}, output {workdir}")
+          f"{args.runner or 'the local in-memory runner'}, output {workdir}"
+          + ("" if cached else " (not cached: estflow run's steps use the local runner, "
+             "GZIP level 1 and the runner's shards)"))
     try:
         with stop_like_ctrl_c() as stops:
-            result = local_runner.run_plan(plan, workdir.resolve())
+            if cached:
+                result = run_preprocess(loaded.pipeline, loaded.local_source_root,
+                                        workdir.resolve())
+            else:
+                result = local_runner.run_plan(plan, workdir.resolve())
     except local_runner.StepFailed as err:
         print(f"estflow preprocess: {err}", file=sys.stderr)
         return EXIT_FAILED
