@@ -19,8 +19,9 @@ modules, TF 1 dataset iterators (used by :mod:`.migrate`; no TensorFlow imported
   contrib-only cells (``LSTMBlockCell``, ...) are reported with the Keras replacement.
 - ``from tensorflow.python.estimator.<module> import X`` (and ``tensorflow_estimator.python
   .estimator``): the public name from ``estflow.estimator``, or reported.
-- ``from tensorflow.python.feature_column import feature_column[_v2]``: reported with
-  estflow's column classes (``isinstance`` on TF's classes never matches estflow's columns).
+- ``from tensorflow.python.feature_column import feature_column[_v2] as fc``: estflow's
+  ``feature_column`` module under the same name, and ``fc.<TF class>`` estflow's class
+  (``isinstance`` on TF's classes never matches estflow's columns).
 - ``dataset.make_one_shot_iterator()`` (a TF 1 ``Dataset`` method) ->
   ``tf.compat.v1.data.make_one_shot_iterator(dataset)``, whose ``get_next()`` tensors the
   engine reads as the dataset (the code after ``get_next()`` runs on every batch).
