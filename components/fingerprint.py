@@ -104,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     progress = entry.Progress("fingerprint")
     try:  # a source with spans nobody chose yet (Kubeflow): the run's span, then every key
         pipeline = spans.resolve(entry.load_pipeline(args.spec),
-                                 entry.resolve_source_root(args.source_root), args.span,
-                                 _resolved(args.schedule_time), progress=progress)
+                                 entry.resolve_source_root(args.source_root),
+                                 _resolved(args.span), _resolved(args.schedule_time),
+                                 progress=progress)
     except spans.SpanMissing as err:
         progress(f"the data checks stopped the run before any step: {err}")
         return EXIT_BLOCKED
@@ -114,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _resolved(placeholder: str) -> str:
-    """A KFP placeholder the backend left unresolved is no value."""
-    return "" if placeholder.startswith("{{") else placeholder
+def _resolved(value: str) -> str:
+    """A KFP placeholder (``{{$.pipeline_job_schedule_time_utc}}``) or a recurring run's macro
+    (``[[ScheduledTime]]``) that the backend left unexpanded is no value (KFP v2 backends do
+    not expand the macros: kubeflow/pipelines#12494)."""
+    return "" if value.strip().startswith(("{{", "[[")) else value
 
 
 if __name__ == "__main__":

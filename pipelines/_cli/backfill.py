@@ -88,9 +88,10 @@ def select(loaded, span: str | None):
         raise UsageError(str(err)) from None
     missing = [s for s in window if s not in present] if "://" not in source.path else []
     if missing:
+        patterns = source_patterns(select_window(source, missing))
         raise SpanMissing(f"SPAN_MISSING (span {', '.join(missing)}): no file matches "
-                          f"{', '.join(map(repr, source_patterns(select_window(source, missing))))}"
-                          f"; observed 0 files, allowed >= 1 (spans present: "
+                          f"{', '.join(map(repr, patterns))}; observed 0 files, allowed >= 1 "
+                          "(spans present: "
                           f"{', '.join(present[-5:]) or 'none'})")
     what = f"span {span}" if len(window) == 1 else \
         f"spans {window[0]} to {window[-1]} ({len(window)}, the last {source.spans.last})"

@@ -70,8 +70,8 @@ def test_the_span_parameter_wins_and_the_latest_is_the_default(tmp_path):
     _, named = _fingerprint(pipeline, tmp_path, "--span", "2024-01-02",
                             "--schedule-time", "2024-01-03T02:00:00Z")
     assert _read(named) == ("2024-01-01", "2024-01-02")
-    # an unresolved placeholder (a backend without it) is no schedule time
-    _, latest = _fingerprint(pipeline, tmp_path,
+    # an unresolved placeholder or macro (a backend without them) is no value
+    _, latest = _fingerprint(pipeline, tmp_path, "--span", "[[ScheduledTime]]",
                              "--schedule-time", "{{$.pipeline_job_schedule_time_utc}}")
     assert _read(latest) == ("2024-01-02", "2024-01-03")
 
