@@ -14,9 +14,10 @@ from collections.abc import Iterable
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
 from tensorflow.core.util import event_pb2
 
-__all__ = ["Reporter", "crosses", "print_progress", "write_scalars", "read_scalars"]
+__all__ = ["Reporter", "crosses", "print_progress", "read_scalars", "scalar", "write_scalars"]
 
 
 def print_progress(message: str) -> None:
@@ -27,6 +28,18 @@ def crosses(before: int, after: int, every: int | None) -> bool:
     """True when ``(before, after]`` contains a multiple of ``every`` (never when ``every`` is
     None or 0: that cadence is off)."""
     return bool(every) and after // every > before // every
+
+
+# TensorBoard's scalar plugin metadata (``ScalarPluginData(version=0)`` serializes to b"").
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars", content=b""))
+
+
+def scalar(tag: str, value: float) -> None:
+    """What ``tf.summary.scalar(tag, value)`` writes (eagerly, to the default writer at its
+    step), without its first call importing TensorBoard's summary modules: about a second of
+    the first ``train`` call, in the middle of its first loops."""
+    tf.summary.write(tag, tf.cast(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
 class _Rate:
@@ -82,9 +95,9 @@ class Reporter:
         if crosses(before, after, self._summary_steps):
             step_rate, ex_rate = self._summary_rate.take(after, examples)
             with self._writer.as_default(step=after):
-                tf.summary.scalar("loss", loss)
-                tf.summary.scalar("global_step/sec", step_rate)
-                tf.summary.scalar("examples/sec", ex_rate)
+                scalar("loss", loss)
+                scalar("global_step/sec", step_rate)
+                scalar("examples/sec", ex_rate)
         else:
             self._summary_rate.add(examples)
 
@@ -101,7 +114,7 @@ def write_scalars(log_dir: str, step: int, values: dict[str, float]) -> None:
     writer = tf.summary.create_file_writer(log_dir)
     with writer.as_default(step=step):
         for name, value in values.items():
-            tf.summary.scalar(name, value)
+            scalar(name, value)
     writer.flush()
     writer.close()
 
