@@ -34,6 +34,11 @@ over the batch), each request of the batch is run alone, so one bad request fail
 and every answer equals the unbatched answer. (TF Serving fails the whole batch.) Like TF
 Serving, batching assumes the model treats rows independently: a model that, say,
 normalises over the batch answers differently when batched.
+
+It pays when the model's calls are what the server spends its time on (a call costing about
+the same for 1 row as for 64, many concurrent small requests); where the HTTP and JSON work
+of each request costs more than the call, merging calls saves little (``make bench``: the
+docs' Serving page has the figures).
 """
 
 from __future__ import annotations

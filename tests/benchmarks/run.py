@@ -21,7 +21,8 @@ rounds measured in this same run, never an absolute figure.
   data repeated to 1M and 10M rows: walls, rows/s, peak RSS, longest silence per step).
 * validate: ``tests/benchmarks/bench_validate.py`` (ingest + transform on 1M rows with and
   without the data statistics, interleaved; the ratio).
-* serve: ``tests/benchmarks/bench_serve.py`` (HTTP vs in-process SavedModel).
+* serve: ``tests/benchmarks/bench_serve.py`` (REST and gRPC vs in-process SavedModel;
+  concurrent clients with and without server-side batching).
 * predict: ``tests/benchmarks/bench_predict.py`` (``estflow predict`` vs the server's batch 64).
 * compile: ``tests/benchmarks/bench_compile.py`` (``estflow compile`` vs ``kfp dsl compile`` of
   an equivalent hand-written pipeline).
@@ -165,7 +166,8 @@ PARTS: dict[str, Callable[[int], None]] = {
     "preprocess_taxi": script("bench_preprocess.py", "--taxi-rows", "1000000", "10000000"),
     # Ingest + transform on 1M rows with and without the data statistics (goal: <= +10%).
     "validate": script("bench_validate.py", rounds=True),
-    "serve": script("bench_serve.py"),
+    # REST/gRPC batch 64 vs in-process, 16 concurrent clients with and without batching.
+    "serve": script("bench_serve.py", rounds=True),
     "predict": script("bench_predict.py"),
     "compile": script("bench_compile.py"),
     # Cold, identical rerun, model-only (and TFX 1.16's taxi): a few minutes per round.
