@@ -61,6 +61,7 @@ class CallRewrites:
         return bound
 
     def rewrite_calls(self) -> None:
+        self._serving_placeholders()
         calls = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call)]
         # innermost first, so an outer rewrite renders the inner ones
         calls.sort(key=lambda n: (n.end_lineno, n.end_col_offset, -n.lineno, -n.col_offset))
@@ -77,6 +78,52 @@ class CallRewrites:
                               "(TF 2 datasets have no such method; the engine reads the "
                               "get_next() tensors as the dataset, the code after get_next() "
                               "run on every batch)")
+
+    def _serving_placeholders(self) -> None:
+        """``tf.placeholder(...)`` values of the feature dict given to
+        ``build_raw_serving_input_receiver_fn`` -> ``tf.TensorSpec(...)``. That dict is built
+        where the call is, eagerly on TF 2 (TF 1 programs built it in a graph, often after
+        ``disable_v2_behavior()``, which migrate removes); the engine's function takes specs."""
+        for call in ast.walk(self.tree):
+            if not isinstance(call, ast.Call) or not call.args:
+                continue
+            resolved = self.resolve(call.func)
+            if resolved is None or self.canonical(resolved[0])[-1:] != (
+                    "build_raw_serving_input_receiver_fn",) or \
+                    self.canonical(resolved[0])[:2] != ("tensorflow", "estimator"):
+                continue
+            for mapping in self._dicts_named(call.args[0], call):
+                for value in mapping.values:
+                    if isinstance(value, ast.Call):
+                        self._placeholder_spec(value)
+
+    def _dicts_named(self, node: ast.AST, at: ast.AST) -> list[ast.Dict]:
+        """The dict literal ``node`` is, or those assigned to its name before ``at``."""
+        if isinstance(node, ast.Dict):
+            return [node]
+        if not isinstance(node, ast.Name):
+            return []
+        return [stmt.value for stmt in ast.walk(self.tree)
+                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict)
+                and stmt.lineno < at.lineno
+                and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)]
+
+    def _placeholder_spec(self, call: ast.Call) -> None:
+        resolved = self.resolve(call.func)
+        if resolved is None or self.canonical(resolved[0]) != ("tensorflow", "placeholder"):
+            return
+        bound = self.bind(call, ["dtype", "shape", "name"])
+        if bound is None or "dtype" not in bound:
+            self.note(call, "could not", "tf.placeholder(...) given to "
+                      "build_raw_serving_input_receiver_fn: arguments not understood; write "
+                      "tf.TensorSpec(shape, dtype, name) (TF 2 runs it eagerly)")
+            return
+        args = ", ".join(f"{key}={self.render(bound[key])}" for key in ("shape", "dtype", "name")
+                         if key in bound)
+        new = f"{self.tf_name()}.TensorSpec({args})"
+        if self.replace(call, new):
+            self.note(call, "changed", f"tf.placeholder(...) -> {_short(new, 60)} (the serving "
+                      "features are built eagerly on TF 2; the engine takes specs)")
 
     def _iterator_method(self, call: ast.Call) -> bool:
         """``<dataset>.make_one_shot_iterator()`` (TF 1's ``Dataset`` method)."""

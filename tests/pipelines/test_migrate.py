@@ -690,3 +690,23 @@ def test_a_decay_over_a_name_holding_the_global_step_becomes_a_keras_schedule():
     assert "lr = tensorflow.keras.optimizers.schedules.ExponentialDecay(" \
            "initial_learning_rate=0.1, decay_steps=100, decay_rate=0.001)" in m.source
     assert [c.line for c in m.unresolved] == [7]
+
+
+def test_placeholders_of_a_raw_serving_receiver_become_tensor_specs():
+    """aws-samples' DeepFM trainer builds its export's features with ``tf.placeholder`` in
+    ``main()`` (TF 1 graph mode after ``disable_v2_behavior()``, which migrate removes); on TF 2
+    that code runs eagerly, where a placeholder raises. Other placeholders are left alone."""
+    m = migrate("""\
+        import tensorflow.compat.v1 as tf
+        tf.disable_v2_behavior()
+        def main():
+            spec = {"ids": tf.placeholder(dtype=tf.int64, shape=[None, 3], name="ids"),
+                    "vals": tf.placeholder(tf.float32, [None], "vals")}
+            fn = tf.estimator.export.build_raw_serving_input_receiver_fn(spec)
+            x = tf.placeholder(tf.float32)
+            return fn, x
+        """)
+    assert '"ids": tensorflow.TensorSpec(shape=[None, 3], dtype=tf.int64, name="ids")' in m.source
+    assert '"vals": tensorflow.TensorSpec(shape=[None], dtype=tf.float32, name="vals")' in m.source
+    assert "x = tf.placeholder(tf.float32)" in m.source
+    assert [c.line for c in m.changes if "TensorSpec" in c.message] == [4, 5]
