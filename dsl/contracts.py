@@ -42,7 +42,8 @@ def _bool(text: str) -> bool:
     value = {"true": True, "1": True, "yes": True, "false": False, "0": False,
              "no": False}.get(text.strip().lower())
     if value is None:
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text}")
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text} (a positional "
+                                         "argument goes before this flag)")
     return value
 
 

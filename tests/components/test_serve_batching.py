@@ -438,3 +438,20 @@ def test_estflow_serve_enable_batching_serves_batched(base, tmp_path):
         process.wait(timeout=30)
         process.stdout.close()
     assert status == 200 and len(payload["predictions"]) == 3, payload
+
+
+def test_the_batching_flag_takes_tf_serving_s_spellings(base, capsys):
+    from estflow.components.serve import __main__ as serve
+    from estflow.pipelines import cli
+
+    parse = serve._parser().parse_args
+    for argv, expected in (([], None), (["--enable-batching"], True),
+                           (["--enable_batching=true"], True), (["--enable_batching=false"], False),
+                           (["--enable_batching", "True"], True)):
+        assert parse([str(base), *argv]).enable_batching is expected, argv
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["serve", "--enable-batching", str(base)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "estflow serve: error: argument --enable-batching/--enable_batching: expected true or "
+        f"false, got {base} (a positional argument goes before this flag)")
