@@ -5,6 +5,7 @@ partition never arrived and night 4's payment types drifted: both nights stop be
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,13 @@ def test_five_nights_the_faulty_ones_stop_before_training(tmp_path):
         assert len(_versions(tmp_path)) == len(pushed), (day, said)
     version = tmp_path / "serving" / "taxi" / _versions(tmp_path)[-1]
     assert (version / "assets.extra" / "estflow_statistics.pb").is_file()
+    # night 5's evaluation report: its data next to the served (night 2) model's training data
+    runs = tmp_path / "estflow_runs" / "nightly-taxi"
+    last = sorted(runs.glob("2*/evaluate/*/report.html"))[-1]
+    page = last.read_text()
+    assert "Data statistics (train split)" in page and "served model&#x27;s training data" in page
+    mine, theirs = re.search(r"<tr><th>examples</th><td>(\d+)</td><td>(\d+)</td>", page).groups()
+    assert int(mine) > 0 and int(theirs) > 0
 
 
 @pytest.mark.slow
