@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 TF215 = Path(os.environ.get("ESTFLOW_TF215_PYTHON", Path.home() / "venv-tf215/bin/python"))
 _TOTAL = re.compile(r"total ([\d.]+)s")
 _STEADY = re.compile(r"steady-state (\d+) ex/s")
+_CPU = re.compile(r"cpu ([\d.]+)s in train\(\), ([\d.]+) us/example")
 
 
 def contenders(shapes: list[str]) -> dict[str, list[str]]:
@@ -61,6 +62,7 @@ def main(argv=None) -> int:
     runs = contenders(shapes)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    cpus: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for r in range(args.rounds):
         for name, cmd in runs.items():  # interleaved, so load drifts hit all alike
             done = subprocess.run(cmd, cwd=HERE.parents[1], env=env, capture_output=True,
@@ -70,22 +72,34 @@ def main(argv=None) -> int:
             line = done.stdout.strip().splitlines()[-1]
             total, steady = float(_TOTAL.search(line)[1]), float(_STEADY.search(line)[1])
             results[name].append((total, steady))
-            print(f"  round {r + 1} {name:<40} steady {steady:>9.0f} ex/s  total {total:5.1f}s",
-                  flush=True)
+            cpu = _CPU.search(line)
+            if cpu:
+                cpus[name].append((float(cpu[1]), float(cpu[2])))
+            print(f"  round {r + 1} {name:<40} steady {steady:>9.0f} ex/s  total {total:5.1f}s"
+                  + (f"  cpu {cpu[1]}s, {cpu[2]} us/ex" if cpu else ""), flush=True)
     med = {n: (statistics.median(t for t, _ in v), statistics.median(s for _, s in v))
            for n, v in results.items()}
+    cpu_med = {n: (statistics.median(t for t, _ in v), statistics.median(e for _, e in v))
+               for n, v in cpus.items() if v}
     print(f"\nTFRecord input (gzip, 4 shards), DNN [64,32], batch 256, 2,000 steps; medians of "
-          f"{args.rounds} interleaved rounds; tf_data_* iterate the input alone, no model")
-    print(f"{'':<42}{'steady ex/s':>12}{'total s':>9}")
+          f"{args.rounds} interleaved rounds; tf_data_* iterate the input alone, no model; cpu: "
+          "process CPU time (all threads) in train(), and per example in steady state (what "
+          "a busy machine's load does not change)")
+    print(f"{'':<42}{'steady ex/s':>12}{'total s':>9}{'cpu s':>7}{'cpu us/ex':>10}")
     for name, (total, steady) in med.items():
-        print(f"{name:<42}{steady:>12.0f}{total:>9.1f}")
+        cpu_s, per_ex = cpu_med.get(name, (float("nan"), float("nan")))
+        print(f"{name:<42}{steady:>12.0f}{total:>9.1f}{cpu_s:>7.1f}{per_ex:>10.2f}")
     for shape in shapes:
         anchor = f"tf_estimator_2.15_tfrecord_{shape}"
         if anchor not in med:
             continue
         for ours in (f"estflow_port_tfrecord_{shape}", f"estflow_port_tfrecord_{shape}_as_built"):
-            print(f"{ours} / {anchor}: steady-state {med[ours][1] / med[anchor][1]:.2f}x, "
-                  f"train() wall {med[ours][0] / med[anchor][0]:.2f}x of the anchor's")
+            line = (f"{ours} / {anchor}: steady-state {med[ours][1] / med[anchor][1]:.2f}x, "
+                    f"train() wall {med[ours][0] / med[anchor][0]:.2f}x of the anchor's")
+            if ours in cpu_med and anchor in cpu_med:
+                line += (f"; cpu in train() {cpu_med[ours][0] / cpu_med[anchor][0]:.2f}x, "
+                         f"per example {cpu_med[ours][1] / cpu_med[anchor][1]:.2f}x")
+            print(line)
     return 0
 
 

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
             return estimator.SessionRunArgs("global_step")  # was: the global step tensor
 
         def after_run(self, ctx, vals):
-            self.t.append((vals.results, time.time()))
+            self.t.append((vals.results, time.time(), time.process_time()))
 
     cfg = estimator.RunConfig(model_dir=tempfile.mkdtemp(), save_checkpoints_steps=1000,
                               save_summary_steps=100, log_step_count_steps=1000,
@@ -64,17 +64,20 @@ def main(argv=None) -> int:
                               optimize_input=not args.no_optimize_input)
     est = estimator.DNNClassifier(hidden_units=[64, 32], feature_columns=cols, config=cfg)
     h = Timer()
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     est.train(input_fn, steps=STEPS, hooks=[h])
-    total = time.time() - t0
-    first = next((s, t) for s, t in h.t if s >= WARM)
+    total, cpu = time.time() - t0, time.process_time() - c0
+    first = next(m for m in h.t if m[0] >= WARM)
     last = h.t[-1]
-    steady = (last[0] - first[0]) * BATCH / (last[1] - first[1])
+    examples = (last[0] - first[0]) * BATCH
+    steady = examples / (last[1] - first[1])
+    per_example = (last[2] - first[2]) / examples * 1e6
     inputs = "as built" if args.no_optimize_input else "optimized"
     print(f"tf {tf.__version__} estflow DNNClassifier port on TFRecords ({args.shape} parse, "
           f"steps_per_loop={args.steps_per_loop}, input {inputs}): total {total:.1f}s for "
           f"{STEPS} steps => {STEPS * BATCH / total:.0f} ex/s incl. startup; steady-state "
-          f"{steady:.0f} ex/s (steps {first[0]}-{last[0]})", flush=True)
+          f"{steady:.0f} ex/s (steps {first[0]}-{last[0]}); cpu {cpu:.1f}s in train(), "
+          f"{per_example:.2f} us/example steady", flush=True)
     return 0
 
 

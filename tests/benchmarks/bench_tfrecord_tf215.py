@@ -44,14 +44,16 @@ class Timer(tf.estimator.SessionRunHook):
     def after_run(self, ctx, vals):
         s = vals.results
         if s in (WARM, STEPS - 1):
-            self.t[s] = time.time()
+            self.t[s] = (time.time(), time.process_time())
 
 
 cfg = tf.estimator.RunConfig(model_dir=tempfile.mkdtemp(), save_checkpoints_steps=1000, save_summary_steps=100, log_step_count_steps=1000)
 est = tf.estimator.DNNClassifier(hidden_units=[64, 32], feature_columns=cols, config=cfg)
 h = Timer()
-t0 = time.time()
+t0, c0 = time.time(), time.process_time()
 est.train(input_fn, steps=STEPS, hooks=[h])
-total = time.time() - t0
-steady = (STEPS - 1 - WARM) * BATCH / (h.t[STEPS - 1] - h.t[WARM])
-print(f"tf {tf.__version__} tf.estimator.DNNClassifier on TFRecords ({args.shape} parse): total {total:.1f}s for {STEPS} steps => {STEPS*BATCH/total:.0f} ex/s incl. startup; steady-state {steady:.0f} ex/s (steps {WARM}-{STEPS-1})")
+total, cpu = time.time() - t0, time.process_time() - c0
+examples = (STEPS - 1 - WARM) * BATCH
+steady = examples / (h.t[STEPS - 1][0] - h.t[WARM][0])
+per_example = (h.t[STEPS - 1][1] - h.t[WARM][1]) / examples * 1e6
+print(f"tf {tf.__version__} tf.estimator.DNNClassifier on TFRecords ({args.shape} parse): total {total:.1f}s for {STEPS} steps => {STEPS*BATCH/total:.0f} ex/s incl. startup; steady-state {steady:.0f} ex/s (steps {WARM}-{STEPS-1}); cpu {cpu:.1f}s in train(), {per_example:.2f} us/example steady")
