@@ -26,12 +26,13 @@ from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["local_csv_files", "read_header", "header_errors", "check_local_source"]
+__all__ = ["local_csv_files", "read_header", "header_errors", "check_local_source", "OPENERS"]
 
 MAX_FILES = 1000
 """At most this many files are checked (a header is one short read each)."""
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
+OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
+"""How a CSV file is opened by its suffix (compressed ones), else ``open``."""
 
 
 def local_csv_files(pipeline: Pipeline, source_root: str) -> list[Path]:
@@ -53,7 +54,7 @@ def read_header(path: Path, delimiter: str) -> list[str]:
     Raises:
         OSError, UnicodeDecodeError, csv.Error, EOFError: the file cannot be read as CSV.
     """
-    opener = _OPENERS.get(path.suffix.lower(), open)
+    opener = OPENERS.get(path.suffix.lower(), open)
     with opener(path, "rt", encoding="utf-8-sig", newline="") as lines:
         return next(csv.reader(lines, delimiter=delimiter), [])
 

@@ -28,6 +28,7 @@ from estflow.dsl.checks import select_window
 from estflow.dsl.checks import source_patterns
 from estflow.dsl.checks import span_of
 from estflow.dsl.errors import DslError
+from estflow.pipelines import data_check
 from estflow.pipelines._cli.usage import PIPELINE_HELP
 from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import load_target
@@ -93,12 +94,41 @@ def select(loaded, span: str | None):
                           f"{', '.join(map(repr, patterns))}; observed 0 files, allowed >= 1 "
                           "(spans present: "
                           f"{', '.join(present[-5:]) or 'none'})")
+    empty = _empty_spans(loaded, source, window)
+    if empty:
+        raise SpanMissing(f"SPAN_EMPTY (span {', '.join(empty)}): its files hold no data row; "
+                          "observed 0 rows, allowed >= 1")
     what = f"span {span}" if len(window) == 1 else \
         f"spans {window[0]} to {window[-1]} ({len(window)}, the last {source.spans.last})"
     print(f"estflow run: {what} ({', '.join(source_patterns(chosen))})", flush=True)
     pipeline = dataclasses.replace(loaded.pipeline, source=chosen)
     moved = type(loaded)(pipeline, loaded.module, loaded.file, loaded.importable)
     return moved
+
+
+def _empty_spans(loaded, source, window: list[str]) -> list[str]:
+    """The spans of ``window`` whose local CSV files hold only their header (an empty span is
+    an anomaly, as a missing one; other sources: ingest finds it)."""
+    if source.header_delimiter() is None or "://" in source.path:
+        return []
+    empty = []
+    for value in window:
+        one = dataclasses.replace(loaded.pipeline, source=select_window(source, [value]))
+        files = data_check.local_csv_files(one, loaded.local_source_root)
+        if files and not any(_has_data_row(f) for f in files):
+            empty.append(value)
+    return empty
+
+
+def _has_data_row(path) -> bool:
+    """Whether a CSV file has a non-blank line after its header (compressed ones too)."""
+    opener = data_check.OPENERS.get(path.suffix.lower(), open)
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace") as lines:
+            next(lines, None)
+            return any(line.strip() for line in lines)
+    except OSError:
+        return True  # unreadable here: ingest reports it
 
 
 def window_of(loaded, end: str, last: int, present: list[str]) -> list[str]:

@@ -75,3 +75,10 @@ def test_backfill_runs_each_day_in_order_and_stops_at_the_first_failure(tmp_path
     assert status == 4 and ran == ["2024-01-01", "2024-01-02", "2024-01-03"]
     assert f"continue with: estflow backfill {pipeline} --from 2024-01-03 --to 2024-01-04" in \
         capsys.readouterr().err
+
+
+def test_an_empty_span_is_an_anomaly_before_any_step(tmp_path):
+    loaded = _project(tmp_path, ["2024-01-01", "2024-01-02", "2024-01-03"])
+    (tmp_path / "data" / "2024-01-02" / "part.csv").write_text("x,y\n\n")  # the header alone
+    with pytest.raises(backfill.SpanMissing, match=r"SPAN_EMPTY \(span 2024-01-02\)"):
+        backfill.select(loaded, "2024-01-03")
