@@ -56,9 +56,6 @@ XFAIL: dict[str, str] = {
     "tf.keras.backend.set_learning_phase (gone in Keras 3), and eval_distribute="
     "MirroredStrategy under train_distribute=MultiWorkerMirroredStrategy (the engine evaluates "
     "under the training strategy or on one device); estflow migrate reports each",
-    "tda_sinemodel_rnn": "runs (TF 1 GRUCell + dynamic_rnn: estflow.estimator.rnn_cell); at "
-    "seed 0 its 4-unit ReLU layer dies (RMSE 0.68; seeds 1-5: 0.025-0.048; 2.15 seeds 0-6: "
-    "0.027-0.042): 2.15's loss spreads 0.0011-0.0018 over seeds 0-2, seed-sensitive",
     "tflearn_iris_run_config": "DNNClassifier under RunConfig().replace(tf_random_seed=1), 200 "
     "Adagrad steps: the pinned seed makes 2.15's three runs one draw (accuracy 0.97-1.0, "
     "average_loss 0.11-0.12), estflow's is another (0.87, 0.26); at tf_random_seed 2-6 the two "
@@ -69,10 +66,6 @@ XFAIL: dict[str, str] = {
     "one step is negative at seeds 0-2 (-5.2, -2.1, -4.8), 2.15's positive (+6.9, +2.8, +6.1; "
     "label mean 7.2), its logits kernel's mean +0.05 each time: a systematic difference in "
     "the initial DNN, cause open",
-    "models_cookbook_custom_regression": "custom model_fn, Adam 0.001, 1000 steps: estflow's "
-    "loss 647 (rmse 3.67) against 2.15's 370-508 (rmse 2.78-3.25), just outside; a seed draw: "
-    "2.15 at seeds 3, 4 gives 888, 662, estflow at seeds 1-5 284-1475; 2.15's loss spreads "
-    "27% over seeds 0-2, seed-sensitive",
 }
 # Programs whose figures depend on the seed more than the margins above allow, on TF 2.15 itself
 # (unscaled inputs into a ReLU tower, 100-200 steps: whether units saturate is down to the
@@ -81,6 +74,12 @@ XFAIL: dict[str, str] = {
 # widened by the margins above; ``test_seed_sensitive_programs_are`` checks from the figures
 # that 2.15 does spread so (no program hides here otherwise).
 SEED_SENSITIVE: dict[str, str] = {
+    "tda_sinemodel_rnn": "TF 1 GRUCell + dynamic_rnn into a 4-unit ReLU layer, 2.15 loss "
+    "0.0011-0.0018 over seeds 0-2 (24% spread in RMSE); at some seeds the ReLU layer dies "
+    "(estflow seed 0: RMSE 0.68; seeds 1-5: 0.025-0.048; 2.15 seeds 0-6: 0.027-0.042)",
+    "models_cookbook_custom_regression": "custom model_fn, Adam 0.001, 1000 steps on "
+    "unscaled inputs: 2.15 loss 370-508 over seeds 0-2 and 888, 662 at seeds 3, 4; estflow "
+    "284-1475 over seeds 0-5",
     "cloudml_census_estimator": "TF 1 DNNLinearCombinedClassifier, 100 steps over unscaled "
     "capital_gain (2.15 average_loss 0.97-1.28 over seeds 0-2)",
     "nlpest_bow_embeddings": "DNNClassifier over an embedding_column of padded ids, 200 steps "
