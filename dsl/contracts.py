@@ -428,7 +428,7 @@ SERVE_OPTIONS = (
     Option("monitoring-config-file", "TF Serving's MonitoringConfig text file "
            "(prometheus_config { enable: true, path: \"...\" }): where the Prometheus metrics "
            "page is, or enable: false for none (default: on, at "
-           "/monitoring/prometheus/metrics)"),
+           "/monitoring/prometheus/metrics)", aliases=("monitoring_config_file",)),
     Option("enable-batching", "merge concurrent requests to the same signature into one call "
            "of the model (TF Serving's server-side batching; tune it with "
            "--batching-parameters-file) (default: off)", type="bool",

@@ -75,6 +75,7 @@ class ServedModel:
         signature_defs: the SavedModel's signature defs as TF Serving's metadata JSON.
         raw_features: feature name -> ``"float" | "int" | "string"`` from
             ``assets.extra/estflow_raw_features.json``, or None when the file is absent.
+        warmup_replayed: how many warm-up records were replayed when it was loaded.
     """
 
     name: str
@@ -84,6 +85,7 @@ class ServedModel:
     signature_defs: dict[str, Any]
     raw_features: dict[str, str] | None
     loaded: Any = dataclasses.field(repr=False)  # keeps the variables the functions capture alive
+    warmup_replayed: int = 0  # records of assets.extra/tf_serving_warmup_requests replayed
 
     def signature(self, name: str | None, method: str = PREDICT) -> Signature:
         """The signature ``name`` (empty or None: :meth:`default_signature` for ``method``)."""
@@ -300,8 +302,8 @@ def load_model(name: str, version: int, version_dir: Path) -> ServedModel:
         for signature in signatures.values():
             _warm_up(signature)
     model = ServedModel(name, version, version_dir, signatures, defs, raw_features, loaded)
-    warmup.replay(model)  # TF Serving's assets.extra/tf_serving_warmup_requests, if present
-    return model
+    # TF Serving's assets.extra/tf_serving_warmup_requests, if present
+    return dataclasses.replace(model, warmup_replayed=warmup.replay(model))
 
 
 def _has_object_graph(version_dir: Path) -> bool:

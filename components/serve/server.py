@@ -240,7 +240,14 @@ def _start(listener: socket.socket, base: Path | Mirror | list, limits: Limits,
     from estflow.components.serve.rest import make_app
     from estflow.components.serve.rest import parse_route
 
-    loader = batcher.loader(load_model) if batcher is not None else load_model
+    metrics = Metrics()
+
+    def load_and_count(name: str, version: int, version_dir: Path):
+        model = load_model(name, version, version_dir)
+        metrics.warmed(name, version, getattr(model, "warmup_replayed", 0))
+        return model
+
+    loader = batcher.loader(load_and_count) if batcher is not None else load_and_count
     if isinstance(base, list):  # the models of a config (.config.ModelConfig)
         registry = ModelRegistry(configs=base, loader=loader)
     elif isinstance(base, Mirror):
@@ -249,7 +256,6 @@ def _start(listener: socket.socket, base: Path | Mirror | list, limits: Limits,
     else:
         registry = ModelRegistry(base, loader=loader)
     registry.refresh()
-    metrics = Metrics()
     grpc = None
     if grpc_port is not None:
         grpc = start_grpc(registry, listener.getsockname()[0], grpc_port,

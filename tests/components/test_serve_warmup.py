@@ -200,3 +200,22 @@ def test_an_evaluation_without_kept_rows_pushes_without_warmup_and_says_so(tmp_p
     assert result["pushed"] is True
     assert not (Path(result["path"]) / push_warmup.WARMUP_FILE).exists()
     assert any(f"has no {Files.WARMUP_EXAMPLES}" in line for line in lines)
+
+
+def test_the_metrics_page_counts_the_replayed_warmup_requests(tmp_path):
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from estflow.components.serve import __main__ as serve
+
+    export = estimator_export(tmp_path)
+    push_warmup.write_warmup(export, [fx.serialize_example(*row) for row in ROWS])
+    with serve.serve(tmp_path, port=0, poll_seconds=0) as server:  # every model under it
+        with urllib.request.urlopen(server.url + "/monitoring/prometheus/metrics",
+                                    timeout=30) as response:
+            text = response.read().decode()
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in text_string_to_metric_families(text) for s in family.samples}
+    assert found[("estflow_serving_warmup_requests_total",
+                  (("model", "taxi"), ("version", "1")))] == 3  # predict, classify, regress
