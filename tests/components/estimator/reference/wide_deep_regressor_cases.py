@@ -27,7 +27,7 @@ WEEKS_BOUNDARIES = list(range(17, 47))
 CROSSED = "gestation_weeks_bucketized_X_is_male_X_mother_age_bucketized_X_plurality"
 EMBEDDING = ("dnn/input_from_feature_columns/input_layer/"
              f"{CROSSED}_embedding/embedding_weights")
-DNN_INPUT_WIDTH = EMBEDDING_DIM + 2  # the embedding, gestation_weeks, mother_age (name order)
+DNN_INPUT_WIDTH = EMBEDDING_DIM + 2  # gestation_weeks, the embedding, mother_age (name order)
 
 
 def data(seed: int = 0) -> tuple[dict, np.ndarray]:
