@@ -9,10 +9,12 @@ import io
 import multiprocessing
 import re
 import time
+from pathlib import Path
 
 import apache_beam as beam
 import pyarrow as pa
 import pytest
+import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
@@ -132,13 +134,29 @@ def test_ingest_and_transform_report_rows_and_rate(csv, tmp_path, capsys):
                            "--transformed", transformed]) == 0
     out = capsys.readouterr().out
     splits = progress.split_rows(examples)
-    total = splits["train"] * 2 + splits["eval"]  # the analysis reads train, then all
+    total = splits["train"] + splits["eval"]  # small shards: every split read once
     lines = [m for m in _LINE.finditer(out) if m.group(1) == "transform"]
     assert lines and all(_number(m.group(4)) == total for m in lines), out
     done = [m for m in _DONE.finditer(out) if m.group(1) == "transform"]
-    assert len(done) == 1 and _number(done[0].group(2)) == total, out
-    assert done[0].group(5) == (f"analyze {splits['train']:,}, "
-                                f"transform {splits['train'] + splits['eval']:,}")
+    assert len(done) == 1 and _number(done[0].group(2)) == total and not done[0].group(5), out
+
+    # Read twice (what large train splits get): the analysis counted apart, the same outputs.
+    twice = tmp_path / "twice"
+    transform.run(_pipeline(str(csv)), examples, str(twice), reread=True)
+    out = capsys.readouterr().out
+    done = [m for m in _DONE.finditer(out) if m.group(1) == "transform"]
+    assert len(done) == 1 and _number(done[0].group(2)) == total + splits["train"], out
+    assert done[0].group(5) == f"analyze {splits['train']:,}, transform {total:,}"
+    for split in ("train", "eval"):
+        assert _records(twice / split) == _records(Path(transformed) / split)
+    assert (twice / "transform_fn" / "transform_fn" / "assets" / "s").read_bytes() == (
+        Path(transformed) / "transform_fn" / "transform_fn" / "assets" / "s").read_bytes()
+
+
+def _records(folder: Path) -> list[bytes]:
+    return sorted(bytes(r) for f in sorted(folder.glob("*"))
+                  for r in tf.data.TFRecordDataset(str(f), compression_type="GZIP")
+                  .as_numpy_iterator())
 
 
 def test_evaluate_reports_rows_scored(tmp_path, capsys):
