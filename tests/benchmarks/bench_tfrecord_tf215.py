@@ -42,9 +42,12 @@ class Timer(tf.estimator.SessionRunHook):
         return tf.estimator.SessionRunArgs(self.gs)
 
     def after_run(self, ctx, vals):
-        s = vals.results
-        if s in (WARM, STEPS - 1):
-            self.t[s] = (time.time(), time.process_time())
+        # the fetched step may be read before or after the train op's increment (no order
+        # between them in one Session.run): the first step at or after WARM, and the last
+        mark = (vals.results, time.time(), time.process_time())
+        if vals.results >= WARM:
+            self.t.setdefault("first", mark)
+            self.t["last"] = mark
 
 
 cfg = tf.estimator.RunConfig(model_dir=tempfile.mkdtemp(), save_checkpoints_steps=1000, save_summary_steps=100, log_step_count_steps=1000)
@@ -53,7 +56,8 @@ h = Timer()
 t0, c0 = time.time(), time.process_time()
 est.train(input_fn, steps=STEPS, hooks=[h])
 total, cpu = time.time() - t0, time.process_time() - c0
-examples = (STEPS - 1 - WARM) * BATCH
-steady = examples / (h.t[STEPS - 1][0] - h.t[WARM][0])
-per_example = (h.t[STEPS - 1][1] - h.t[WARM][1]) / examples * 1e6
-print(f"tf {tf.__version__} tf.estimator.DNNClassifier on TFRecords ({args.shape} parse): total {total:.1f}s for {STEPS} steps => {STEPS*BATCH/total:.0f} ex/s incl. startup; steady-state {steady:.0f} ex/s (steps {WARM}-{STEPS-1}); cpu {cpu:.1f}s in train(), {per_example:.2f} us/example steady")
+(s0, t0_, c0_), (s1, t1, c1) = h.t["first"], h.t["last"]
+examples = (s1 - s0) * BATCH
+steady = examples / (t1 - t0_)
+per_example = (c1 - c0_) / examples * 1e6
+print(f"tf {tf.__version__} tf.estimator.DNNClassifier on TFRecords ({args.shape} parse): total {total:.1f}s for {STEPS} steps => {STEPS*BATCH/total:.0f} ex/s incl. startup; steady-state {steady:.0f} ex/s (steps {s0}-{s1}); cpu {cpu:.1f}s in train(), {per_example:.2f} us/example steady")

@@ -10,8 +10,11 @@ Steady examples/s is global examples per second between the first progress line 
 The transform output comes from ``--transformed DIR``, else from one ``estflow run`` of the
 sample in a scratch directory (ingest + transform + one train, ~25 s).
 
+``--hidden 1024,512`` trains a compute-bound variant (the DNN part's hidden units; the same
+input and linear part).
+
 Usage: ``python tests/benchmarks/bench_workers.py [--rounds 3] [--steps 1500] [--workers 2]
-[--transformed DIR]``
+[--hidden 1024,512] [--transformed DIR]``
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ def _child(args) -> None:
     pipeline = taxi.pipeline
     pipeline = dataclasses.replace(
         pipeline, train=dataclasses.replace(pipeline.train, max_steps=args.steps))
+    if args.hidden:  # a compute-bound variant: wider DNN layers, the same input
+        pipeline = dataclasses.replace(pipeline, model=dataclasses.replace(
+            pipeline.model, dnn_hidden_units=_units(args.hidden)))
     cluster = distribute.parse_tf_config(os.environ.get("TF_CONFIG"))
     strategy = distribute.strategy_for(pipeline.run_config.train_distribute, cluster)
     marks: list[tuple[float, int]] = []
@@ -73,6 +79,10 @@ def _child(args) -> None:
                           "loss": result["final_loss"]}), flush=True)
 
 
+def _units(text: str) -> tuple[int, ...]:
+    return tuple(int(u) for u in text.split(","))
+
+
 def _free_ports(n: int) -> list[int]:
     socks = [socket.socket() for _ in range(n)]
     try:
@@ -84,10 +94,12 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _train(transformed: str, steps: int, warm: int, workers: int) -> dict:
+def _train(transformed: str, steps: int, warm: int, workers: int, hidden: str = "") -> dict:
     """One measurement: ``workers`` processes (1: no TF_CONFIG); the chief's figures."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--transformed",
            transformed, "--steps", str(steps), "--warm", str(warm)]
+    if hidden:
+        cmd += ["--hidden", hidden]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
     env.pop("TF_CONFIG", None)
     if workers == 1:
@@ -123,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=300, help="steps before timing starts")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--transformed", help="a taxi transform output (default: make one)")
+    parser.add_argument("--hidden", default="",
+                        help="the DNN's hidden units instead of the sample's (32,16), e.g. "
+                             "1024,512 for a compute-bound step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -139,13 +154,14 @@ def _bench(args, transformed: str) -> int:
     runs: dict[str, list[dict]] = {"1 process": [], f"{args.workers} workers": []}
     for r in range(args.rounds):
         for name, n in (("1 process", 1), (f"{args.workers} workers", args.workers)):
-            res = _train(transformed, args.steps, args.warm, n)
+            res = _train(transformed, args.steps, args.warm, n, args.hidden)
             runs[name].append(res)
             print(f"  round {r + 1} {name:<10} steady {res['steady']:>9.0f} ex/s  total "
                   f"{res['total']:5.1f}s  final loss {res['loss']:.4f}", flush=True)
     med = {name: statistics.median(x["steady"] for x in res) for name, res in runs.items()}
-    print(f"\ntaxi train (batch 256, {args.steps} steps, steady after {args.warm}; medians of "
-          f"{args.rounds} interleaved rounds)")
+    units = f"DNN {_units(args.hidden)}, " if args.hidden else ""
+    print(f"\ntaxi train ({units}batch 256, {args.steps} steps, steady after {args.warm}; "
+          f"medians of {args.rounds} interleaved rounds)")
     for name, value in med.items():
         print(f"{name:<12}{value:>10.0f} ex/s")
     one, many = med["1 process"], med[f"{args.workers} workers"]
