@@ -28,18 +28,23 @@ KERAS_OPTIMIZERS = {
 }
 
 
-def _v1_optimizer(migrator, node: ast.AST | None) -> str | None:
-    """The TF 1 optimizer class a call builds (``tf.compat.v1.train.XOptimizer(...)``)."""
+def _built(migrator, node: ast.AST | None, module: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The path under ``module`` of what a call builds (``tf.<module>.X(...)`` -> ``(X,)``)."""
     if not isinstance(node, ast.Call):
         return None
     resolved = migrator.resolve(node.func)
     if resolved is None:
         return None
     canon = migrator.canonical(resolved[0])
-    if len(canon) == 3 and canon[:2] == ("tensorflow", "train") and \
-            canon[2].endswith("Optimizer"):
-        return canon[2]
+    if canon[:len(module)] == module and len(canon) > len(module):
+        return canon[len(module):]
     return None
+
+
+def _v1_optimizer(migrator, node: ast.AST | None) -> str | None:
+    """The TF 1 optimizer class a call builds (``tf.compat.v1.train.XOptimizer(...)``)."""
+    built = _built(migrator, node, ("tensorflow", "train"))
+    return built[0] if built and len(built) == 1 and built[0].endswith("Optimizer") else None
 
 
 def _assigned(tree: ast.AST) -> dict[str, list[ast.AST]]:
@@ -55,8 +60,8 @@ def _assigned(tree: ast.AST) -> dict[str, list[ast.AST]]:
 
 def _strategy(migrator, node: ast.AST | None) -> str | None:
     """The strategy class a call builds (``tf.distribute.X(...)``), or None."""
-    if not isinstance(node, ast.Call):
-        return None
+    built = _built(migrator, node, ("tensorflow", "distribute"))
+    return ".".join(built) if built else None
     resolved = migrator.resolve(node.func)
     if resolved is None:
         return None
