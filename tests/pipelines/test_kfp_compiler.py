@@ -268,7 +268,7 @@ def test_evaluate_task_logs_the_kfp_ui_artifacts_as_the_evaluate_step_would(
 def test_dependencies_follow_the_artifacts(ir):
     """Each step's input artifacts come from the step producing them (through the groups)."""
     producers = {a: s.name for s in STEPS for a in s.outputs}
-    for contract in STEPS:
+    for contract in (s for s in STEPS if s.name in STEP_NAMES):  # validate: no checks here
         task = ir.task(contract.name)
         wired = {a: ir.artifact_source(contract.name, a) for a in task.inputs.artifacts}
         assert wired == {a: (producers[a], a) for a in contract.inputs}

@@ -26,7 +26,8 @@ from tests.pipelines.kfp_ir import Ir
 
 REPO = Path(__file__).resolve().parents[2]
 # The contract table with the new row after evaluate (it reads the train step's model).
-TABLE = (*TRAINING_STEPS[:4], new_step.ROW, *TRAINING_STEPS[4:])
+_AFTER = [s.name for s in TRAINING_STEPS].index("evaluate") + 1
+TABLE = (*TRAINING_STEPS[:_AFTER], new_step.ROW, *TRAINING_STEPS[_AFTER:])
 
 
 @pytest.fixture(scope="module")
