@@ -4,8 +4,8 @@ accumulate the sum of the squares of the repeats instead of the square of their 
 
 from __future__ import annotations
 
-import numpy as np
 import keras
+import numpy as np
 import tensorflow as tf
 
 import estflow.estimator as estimator
