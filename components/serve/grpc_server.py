@@ -45,8 +45,8 @@ from estflow.components.serve.errors import ServingError
 from estflow.components.serve.metrics import Metrics
 from estflow.components.serve.models import CLASSIFY
 from estflow.components.serve.models import REGRESS
-from estflow.components.serve.models import ModelRegistry
 from estflow.components.serve.models import ServedModel
+from estflow.components.serve.registry import ModelRegistry
 
 __all__ = ["GrpcServer", "start_grpc", "STATUS_CODES"]
 

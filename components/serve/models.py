@@ -28,7 +28,7 @@ from estflow.components.serve.errors import ServingError
 from estflow.components.serve.session_model import SessionModel as _SessionTypes
 from estflow.components.serve.session_model import load_session
 
-__all__ = ["ServingError", "Signature", "ServedModel", "ModelRegistry", "load_model",
+__all__ = ["ServingError", "Signature", "ServedModel", "load_model",
            "read_raw_features", "RAW_FEATURES_FILE", "MODEL_NAME_PATTERN", "PREDICT", "CLASSIFY",
            "REGRESS"]
 
@@ -322,5 +322,13 @@ def _load_object_graph(version_dir: Path, defs: dict[str, Any]) -> tuple[Any, di
     return loaded, signatures
 
 
-# The registry of served versions (discovery, policies, labels) lives in its own module.
-from estflow.components.serve.registry import ModelRegistry  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    """``ModelRegistry``, the registry of served versions (discovery, policies, labels), lives in
+    :mod:`.registry`, which imports this module: it is looked up there on first use."""
+    if name == "ModelRegistry":
+        from estflow.components.serve.registry import ModelRegistry
+
+        return ModelRegistry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

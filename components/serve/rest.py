@@ -30,7 +30,7 @@ from estflow.components.serve import metrics
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.http import Request
 from estflow.components.serve.http import Response
-from estflow.components.serve.models import ModelRegistry
+from estflow.components.serve.registry import ModelRegistry
 
 __all__ = ["Route", "parse_route", "handle", "make_app"]
 

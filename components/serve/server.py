@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is b
     from estflow.components.serve.batching import BatchingParameters
     from estflow.components.serve.grpc_server import GrpcServer
     from estflow.components.serve.metrics import Metrics
-    from estflow.components.serve.models import ModelRegistry
     from estflow.components.serve.models import ServedModel
+    from estflow.components.serve.registry import ModelRegistry
 
 __all__ = ["Server", "serve", "start", "checked_base_path", "checked_models", "checked_limits",
            "DEFAULT_MAX_BODY_BYTES"]
@@ -235,8 +235,8 @@ def _start(listener: socket.socket, base: Path | Mirror | list, limits: Limits,
     from estflow.components.serve.grpc_server import start_grpc
     from estflow.components.serve.metrics import Metrics
     from estflow.components.serve.metrics import metered_app
-    from estflow.components.serve.models import ModelRegistry
     from estflow.components.serve.models import load_model
+    from estflow.components.serve.registry import ModelRegistry
     from estflow.components.serve.rest import make_app
     from estflow.components.serve.rest import parse_route
 

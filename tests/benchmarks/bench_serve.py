@@ -95,7 +95,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from estflow.components.serve import json_fast
 from estflow.components.serve.http import Request
-from estflow.components.serve.models import ModelRegistry
+from estflow.components.serve.registry import ModelRegistry
 from estflow.components.serve.rest import make_app
 registry = ModelRegistry(__import__("pathlib").Path(sys.argv[1]))
 registry.refresh()

@@ -15,7 +15,7 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.components import push
-from estflow.components.serve import models as serve_models
+from estflow.components.serve import registry as serve_registry
 
 N = 8
 
@@ -84,7 +84,7 @@ def test_the_same_model_pushed_by_8_runs_at_once_is_published_once(tmp_path, mon
     assert push.list_versions(base) == [version]
     # the lock file lies beside the versions; servers load integer directories only
     assert (base / ".estflow-push.lock").is_file()
-    assert serve_models._scan(tmp_path / "serving") == ({"chicago_taxi": {
+    assert serve_registry._scan(tmp_path / "serving") == ({"chicago_taxi": {
         version: base / str(version)}}, {})
     others = [r for r in results if not r["pushed"]]
     assert len(others) == N - 1
