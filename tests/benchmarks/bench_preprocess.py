@@ -24,6 +24,12 @@ the transform step (what ``estflow run`` runs), each timed in-process, summed.
 to N rows, then ``python -m estflow.components.ingest`` and ``... transform`` each in its own
 process, exactly as ``estflow run`` starts them. Per step: the process wall, rows/s (data rows
 / wall), peak RSS, and the longest stretch without a line of output (the progress reports).
+
+``--runners N`` instead runs the taxi example's transform step on N rows on three Beam runners,
+interleaved over ``--rounds`` (``bench_runners.py``): the in-memory FnApiRunner, the
+multi-process DirectRunner and the PortableRunner with a worker pool.
+
+After each table, every target of issue 26 with its ratio and a verdict (the constants below).
 """
 
 from __future__ import annotations
@@ -40,11 +46,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+from targets import check  # tests/benchmarks/targets.py: a ratio, its target, a verdict
 
 REPO = Path(__file__).resolve().parents[2]
 ANCHOR = Path(os.environ.get("ESTFLOW_ANCHORS", Path(__file__).resolve().parent / "anchors")) \
     / "tft_anchor.py"  # the repo's copy unless $ESTFLOW_ANCHORS names another folder
 BAD_EVERY = 1000  # one broken row per thousand: the rejected-row path is exercised
+
+# Issue 26's targets, printed after the tables (each a ratio measured in the same run):
+STEPS_VS_RB = 1.5  # ingest+transform rows/s / the tft RecordBatch anchor's, at >= 1M rows
+STEPS_VS_RB_FROM = 1_000_000  # the smallest size that target is set for (1M and 3M rows)
+TAXI_PEAK_GROWTH = 1.10  # taxi: a step's peak RSS at the largest size / at the smallest
+TAXI_RATE_GROWTH = 1.0  # taxi: rows/s at the largest size / at the smallest (per step, both)
 
 
 def write_csv(path: Path, rows: int, seed: int = 0) -> None:
@@ -77,11 +90,11 @@ def write_taxi_csv(path: Path, rows: int) -> None:
         out.writelines(lines[:rows % len(lines)])
 
 
-def _step(cmd: list[str], rows: int) -> dict:
+def _step(cmd: list[str], rows: int, env: dict[str, str] | None = None) -> dict:
     """Run one step's process: its wall, rows/s, peak RSS (GB) and longest silence (s)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                            text=True, env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     last, silence, tail = start, 0.0, []
     for output in proc.stdout:
         now = time.perf_counter()
@@ -95,8 +108,9 @@ def _step(cmd: list[str], rows: int) -> dict:
             "silent_s": max(silence, wall - (last - start))}
 
 
-def measure_taxi(rows: int, tmp: Path) -> dict:
-    """The taxi example's ingest and transform steps on ``rows`` rows, each in its process."""
+def taxi_spec(rows: int, tmp: Path) -> tuple[Path, Path]:
+    """The taxi example's data repeated to ``rows`` rows in ``tmp``, and its pipeline reading
+    them: (the spec file, the CSV)."""
     import dataclasses
 
     import estflow.dsl as ef
@@ -106,6 +120,12 @@ def measure_taxi(rows: int, tmp: Path) -> dict:
     write_taxi_csv(csv, rows)
     spec = tmp / "taxi.json"
     spec.write_text(dataclasses.replace(taxi.pipeline, source=ef.CsvSource(str(csv))).to_json())
+    return spec, csv
+
+
+def measure_taxi(rows: int, tmp: Path) -> dict:
+    """The taxi example's ingest and transform steps on ``rows`` rows, each in its process."""
+    spec, csv = taxi_spec(rows, tmp)
     examples, transformed = tmp / "taxi-examples", tmp / "taxi-transformed"
     python = [sys.executable, "-m"]
     result = {"ingest": _step([*python, "estflow.components.ingest", "--spec", str(spec),
@@ -195,6 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--taxi-rows", type=int, nargs="+",
                         help="run the taxi example's ingest and transform steps at these sizes "
                              "instead (per step: wall, rows/s, peak RSS, longest silence)")
+    parser.add_argument("--runners", type=int, metavar="ROWS",
+                        help="instead: the taxi transform step on ROWS rows on three Beam "
+                             "runners (in-memory, multi-process direct, portable with a "
+                             "worker pool), interleaved over --rounds")
     parser.add_argument("--worker", nargs=3, metavar=("MODE", "CSV", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -202,6 +226,10 @@ def main(argv: list[str] | None = None) -> None:
         return worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
     if args.taxi_rows:
         return _taxi(args.taxi_rows)
+    if args.runners:
+        from bench_runners import compare_runners  # tests/benchmarks/bench_runners.py
+
+        return compare_runners(args.runners, args.rounds)
     results = []
     with tempfile.TemporaryDirectory(prefix="estflow-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
@@ -234,6 +262,21 @@ def _taxi(sizes: list[int]) -> None:
         for step, r in result.items():
             print(f"{rows:<11d} {step:<10s} {r['seconds']:8.1f} {r['rows_per_s']:9.0f} "
                   f"{r['peak_gb']:7.2f} GB {r['silent_s']:7.1f} s")
+    ordered = sorted(results, key=lambda result: result[0])
+    (small, first), (large, last) = ordered[0], ordered[-1]
+    if large == small:
+        print("note: the taxi targets compare the largest size with the smallest: give two "
+              "sizes or more")
+        return
+    at = f"at {large} / at {small} rows"
+    for step in first:
+        check(f"taxi {step} peak RSS {at}", last[step]["peak_gb"] / first[step]["peak_gb"],
+              TAXI_PEAK_GROWTH, at_most=True)
+        check(f"taxi {step} rows/s {at}", last[step]["rows_per_s"] / first[step]["rows_per_s"],
+              TAXI_RATE_GROWTH)
+    both = [rows / sum(r["seconds"] for r in result.values()) for rows, result in
+            (ordered[0], ordered[-1])]
+    check(f"taxi ingest+transform rows/s {at}", both[1] / both[0], TAXI_RATE_GROWTH)
 
 
 def _medians(rounds: list[dict]) -> dict:
@@ -263,6 +306,18 @@ def _print_table(results: list[dict]) -> None:
                      "anchor_dict": "anchor tft dict", "anchor_rb": "anchor tft rb"}[name]
             print(f"{row['rows']:<10d} {label:<24s} {r['seconds']:7.1f} {r['rows_per_s']:9.0f} "
                   f"{r['peak_gb']:7.2f} GB   {vs_dict}  {vs_rb}")
+    for row in results:
+        if "steps" not in row or "anchor_rb" not in row:
+            continue
+        ratio = row["steps"]["rows_per_s"] / row["anchor_rb"]["rows_per_s"]
+        if row["rows"] >= STEPS_VS_RB_FROM:
+            check(f"steps / tft rb at {row['rows']} rows", ratio, STEPS_VS_RB)
+        else:
+            print(f"ratio steps / tft rb at {row['rows']} rows: {ratio:.2f}x (no target below "
+                  f"{STEPS_VS_RB_FROM} rows; >= {STEPS_VS_RB:g}x from there)")
+    if not any("steps" in row and "anchor_rb" in row for row in results):
+        print(f"note: no steps / tft rb ratio (target >= {STEPS_VS_RB:g}x at 1M and 3M rows): "
+              "it needs the steps mode and the anchors")
 
 
 if __name__ == "__main__":
