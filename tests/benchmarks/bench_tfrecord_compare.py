@@ -8,7 +8,8 @@ and ``batch`` (``parse_example`` after ``batch``). Contenders per shape: tf.esti
 note when missing), the estflow port (``bench_tfrecord_port.py``) with the engine's input
 rewrites and with the input as built, and the input pipeline alone (``bench_tfrecord_input.py``,
 as built and rewritten). Every figure is a median over rounds that run every contender in
-turn; the ratios are ratios of medians.
+turn; the ratios are ratios of medians. After the table, the batch shape's targets (issue 26)
+with their verdicts.
 
 Usage: ``python tests/benchmarks/bench_tfrecord_compare.py [--rounds 3] [--shapes record,batch]``
 """
@@ -23,7 +24,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from targets import check  # tests/benchmarks/targets.py: a ratio, its target, a verdict
+
 HERE = Path(__file__).resolve().parent
+# Issue 26's targets for the batch-then-parse shape (estflow port / tf.estimator 2.15, same run):
+STEADY_VS_TF215 = 1.5  # steady-state examples/s, at least
+WALL_VS_TF215 = 0.8  # train() wall, at most
+TARGET_SHAPE = "batch"
 TF215 = Path(os.environ.get("ESTFLOW_TF215_PYTHON", Path.home() / "venv-tf215/bin/python"))
 _TOTAL = re.compile(r"total ([\d.]+)s")
 _STEADY = re.compile(r"steady-state (\d+) ex/s")
@@ -100,6 +107,17 @@ def main(argv=None) -> int:
                 line += (f"; cpu in train() {cpu_med[ours][0] / cpu_med[anchor][0]:.2f}x, "
                          f"per example {cpu_med[ours][1] / cpu_med[anchor][1]:.2f}x")
             print(line)
+    ours, anchor = (f"{who}_tfrecord_{TARGET_SHAPE}" for who in ("estflow_port",
+                                                                   "tf_estimator_2.15"))
+    if ours in med and anchor in med:
+        label = f"{ours} / {anchor}"
+        check(f"{label} steady-state", med[ours][1] / med[anchor][1], STEADY_VS_TF215)
+        check(f"{label} train() wall", med[ours][0] / med[anchor][0], WALL_VS_TF215,
+              at_most=True)
+    else:
+        print(f"note: no target checked (the {TARGET_SHAPE} shape: steady-state >= "
+              f"{STEADY_VS_TF215:g}x, train() wall <= {WALL_VS_TF215:g}x of tf.estimator "
+              f"2.15's): it needs --shapes {TARGET_SHAPE} and the TF 2.15 venv")
     return 0
 
 

@@ -13,12 +13,16 @@ rounds measured in this same run, never an absolute figure.
   reading gzipped TFRecords of tf.Examples, parsed per record before ``batch`` and batch-wise
   after it, vs tf.estimator 2.15 on the same files).
 * workers: ``tests/benchmarks/bench_workers.py`` (the taxi train step in one process vs 2 local
-  workers under MultiWorkerMirroredStrategy, examples/s).
+  workers under MultiWorkerMirroredStrategy, examples/s), as declared and with
+  ``--hidden 1024,512`` (a compute-bound variant).
 * preprocess: ``tests/benchmarks/bench_preprocess.py`` (estflow CSV -> TFRecords vs the tft
   anchors), when present.
 * preprocess_taxi: ``bench_preprocess.py --taxi-rows 1000000 10000000`` (the taxi example's
   ingest and transform steps, each in its own process as ``estflow run`` starts them, on its
   data repeated to 1M and 10M rows: walls, rows/s, peak RSS, longest silence per step).
+* preprocess_runners: ``bench_preprocess.py --runners 200000`` (the taxi transform step on
+  Beam's in-memory, multi-process direct and portable runners, interleaved: walls, rows/s,
+  peak RSS, ratios to the in-memory runner, and whether each run's rows match).
 * validate: ``tests/benchmarks/bench_validate.py`` (ingest + transform on 1M rows with and
   without the data statistics, interleaved; the ratio).
 * serve: ``tests/benchmarks/bench_serve.py`` (REST and gRPC vs in-process SavedModel;
@@ -30,6 +34,9 @@ rounds measured in this same run, never an absolute figure.
   an identical rerun from the step cache, a run where only the model changed; walls and ratios;
   interleaved with TFX 1.16's taxi pipeline when a TFX venv is found: ``$ESTFLOW_TFX_PYTHON``
   or ``~/tfxvenv/bin/python``).
+
+Each script prints its targets (issue 26) after its table: the ratio, the target and a verdict
+(``ok``, ``BELOW TARGET``, ``ABOVE TARGET``).
 
 The anchor programs live in the repository (``tests/benchmarks/anchors``, copied from the
 project's shared anchors; ``$ESTFLOW_ANCHORS`` points elsewhere), so ``make bench`` runs from a
@@ -145,6 +152,12 @@ def script(name: str, *args: str, rounds: bool = False) -> Callable[[int], None]
     return lambda n: bench_script(name, [*args, *(["--rounds", str(n)] if rounds else [])])
 
 
+def bench_workers(rounds: int) -> None:
+    """The taxi train step as declared (target >= 0.5x), then compute-bound (>= 0.8x)."""
+    for hidden in ([], ["--hidden", "1024,512"]):
+        bench_script("bench_workers.py", [*hidden, "--rounds", str(rounds)])
+
+
 def bench_preprocess(rounds: int) -> None:
     skip = [] if _have_anchors("tft_anchor.py") else ["--skip-anchors"]
     if skip:
@@ -158,12 +171,16 @@ PARTS: dict[str, Callable[[int], None]] = {
     # The anchor program reading gzipped TFRecords of tf.Examples (per-record parse before
     # batch, and batch-wise parse) vs tf.estimator 2.15: a minute or two per round.
     "tfrecord": script("bench_tfrecord_compare.py", rounds=True),
-    # The taxi train step, 1 process vs 2 local workers (MultiWorkerMirrored): ~1 min a round.
-    "workers": script("bench_workers.py", rounds=True),
+    # The taxi train step, 1 process vs 2 local workers (MultiWorkerMirrored), as declared and
+    # with DNN (1024, 512): a few minutes a round.
+    "workers": bench_workers,
     "preprocess": bench_preprocess,
     # The taxi example's ingest + transform at 1M and 10M rows (goals: peak RSS at 10M within
     # +10% of 1M's, rows/s at 10M no lower than at 1M): 15-30 minutes on two cores.
     "preprocess_taxi": script("bench_preprocess.py", "--taxi-rows", "1000000", "10000000"),
+    # The taxi transform step on 200k rows on three Beam runners (in-memory, multi-process
+    # direct, portable + worker pool), interleaved: a few minutes a round.
+    "preprocess_runners": script("bench_preprocess.py", "--runners", "200000", rounds=True),
     # Ingest + transform on 1M rows with and without the data statistics (goal: <= +10%).
     "validate": script("bench_validate.py", rounds=True),
     # REST/gRPC batch 64 vs in-process, 16 concurrent clients with and without batching.
