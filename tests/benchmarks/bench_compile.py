@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from targets import check  # tests/benchmarks/targets.py: a ratio, its target, a verdict
+
 REPO = Path(__file__).resolve().parents[2]
 TARGET = 1.2  # estflow compile's wall at most 1.2x kfp's own compile
 BIN = Path(sys.executable).parent
@@ -94,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"compile wall time, medians of {args.rounds} interleaved fresh processes")
     for name, value in med.items():
         print(f"  {name:<16} {value:6.2f}s")
-    print(f"estflow compile / kfp dsl compile: "
-          f"{med['estflow compile'] / med['kfp dsl compile']:.2f}x (target <= {TARGET})")
+    check("estflow compile / kfp dsl compile", med["estflow compile"] / med["kfp dsl compile"],
+          TARGET, at_most=True)
     return 0
 
 

@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                              "1024,512 for a compute-bound step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.steps <= args.warm:
+        parser.error(f"--steps {args.steps} leaves no steady window after --warm "
+                     f"{args.warm}: give more steps than warm-up steps")
     if args.child:
         _child(args)
         return 0
