@@ -25,6 +25,11 @@ to N rows, then ``python -m estflow.components.ingest`` and ``... transform`` ea
 process, exactly as ``estflow run`` starts them. Per step: the process wall, rows/s (data rows
 / wall), peak RSS, and the longest stretch without a line of output (the progress reports).
 
+``--taxi-run N ...`` instead runs the whole ``estflow run`` of the taxi example on its CSV
+repeated to N rows (``bench_taxi_run.py``): per step the wall from the run's record, rows/s
+for ingest, transform and evaluate, the peak RSS of the step's processes; the run's wall and
+longest silence.
+
 ``--runners N`` instead runs the taxi example's transform step on N rows on three Beam runners,
 interleaved over ``--rounds`` (``bench_runners.py``): the in-memory FnApiRunner, the
 multi-process DirectRunner and the PortableRunner with a worker pool.
@@ -215,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--taxi-rows", type=int, nargs="+",
                         help="run the taxi example's ingest and transform steps at these sizes "
                              "instead (per step: wall, rows/s, peak RSS, longest silence)")
+    parser.add_argument("--taxi-run", type=int, nargs="+", metavar="ROWS",
+                        help="instead: the whole estflow run of the taxi example at these "
+                             "sizes (per step: wall, rows/s, peak RSS; the run's silence)")
     parser.add_argument("--runners", type=int, metavar="ROWS",
                         help="instead: the taxi transform step on ROWS rows on three Beam "
                              "runners (in-memory, multi-process direct, portable with a "
@@ -226,6 +234,10 @@ def main(argv: list[str] | None = None) -> None:
         return worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
     if args.taxi_rows:
         return _taxi(args.taxi_rows)
+    if args.taxi_run:
+        from bench_taxi_run import taxi_run  # tests/benchmarks/bench_taxi_run.py
+
+        return taxi_run(args.taxi_run)
     if args.runners:
         from bench_runners import compare_runners  # tests/benchmarks/bench_runners.py
 

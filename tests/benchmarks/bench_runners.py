@@ -40,8 +40,9 @@ MULTI_PROCESS = ["--runner=DirectRunner", "--direct_running_mode=multi_processin
 SAMPLE_S = 0.2  # how often the processes' resident memory is summed
 
 
-def _rss_of_descendants(root: int) -> int:
-    """Bytes resident in every process below ``root`` (from /proc: Linux only)."""
+def descendants(root: int) -> dict[int, tuple[int, int]]:
+    """Every process below ``root`` (from /proc: Linux only): pid -> (parent pid, resident
+    bytes)."""
     parents, rss = {}, {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
@@ -55,12 +56,17 @@ def _rss_of_descendants(root: int) -> int:
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0, list(children.get(root, []))
+    found, todo, page = {}, list(children.get(root, [])), os.sysconf("SC_PAGE_SIZE")
     while todo:
         pid = todo.pop()
-        total += rss[pid]
+        found[pid] = (parents[pid], rss[pid] * page)
         todo.extend(children.get(pid, []))
-    return total * os.sysconf("SC_PAGE_SIZE")
+    return found
+
+
+def _rss_of_descendants(root: int) -> int:
+    """Bytes resident in every process below ``root``."""
+    return sum(rss for _, rss in descendants(root).values())
 
 
 class _PeakRss(threading.Thread):
