@@ -59,6 +59,8 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -142,10 +144,25 @@ def bench_script(name: str, args: list[str], timeout: float = 1200) -> None:
     if not script.exists():
         print(f"note: {script.name} not present; skipped")
         return
-    try:
-        print(_run([sys.executable, str(script), *args], REPO, timeout))
-    except (RuntimeError, subprocess.TimeoutExpired) as err:  # one failing stops no other
-        print(f"note: {script.name} failed; skipped:\n{err}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "ESTFLOW_ANCHORS": str(ANCHORS)}
+    # The script's lines are shown as they come (a part may run for many minutes); its
+    # standard error only when it fails.
+    with tempfile.TemporaryFile("w+") as stderr:  # a file: a full pipe would block the script
+        proc = subprocess.Popen([sys.executable, str(script), *args], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            for line in proc.stdout:
+                print(line, end="", flush=True)
+            code = proc.wait()
+        finally:
+            timer.cancel()
+        stderr.seek(0)
+        errors = stderr.read()
+    if code != 0:  # one part failing stops no other
+        why = f"killed after {timeout:g} s" if code < 0 else f"exit code {code}"
+        print(f"note: {script.name} failed ({why}); skipped:\n{errors[-2000:]}", flush=True)
 
 
 def script(name: str, *args: str, rounds: bool = False,
