@@ -115,11 +115,12 @@ def resolve_source_root(text: str | None) -> Path:
 
 
 class Progress:
-    """Progress lines for one step: ``[step] message (elapsed)``, flushed immediately so a
-    runner streaming the subprocess output shows them live."""
+    """Progress lines for one step: ``[step elapsed] message``, flushed immediately so a
+    runner streaming the subprocess output shows them live. A ``part`` of a step (another
+    step's work done inside it) prefixes its messages: ``[preprocess 3.1s] ingest: ...``."""
 
-    def __init__(self, step: str) -> None:
-        self.step = step
+    def __init__(self, step: str, part: str | None = None) -> None:
+        self.step, self.part = step, part
         self.start = time.monotonic()
 
     @property
@@ -127,7 +128,8 @@ class Progress:
         return time.monotonic() - self.start
 
     def __call__(self, message: str) -> None:
-        print(f"[{self.step} {self.elapsed:6.1f}s] {message}", flush=True)
+        shown = f"{self.part}: {message}" if self.part else message
+        print(f"[{self.step} {self.elapsed:6.1f}s] {shown}", flush=True)
 
 
 

@@ -52,7 +52,8 @@ __all__ = ["IngestError", "run", "main"]
 def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None,
         beam_options: tuple[str, ...] | list[str] = (),
         gzip_level: int = DEFAULT_GZIP_LEVEL,
-        num_shards: int = 0, source_digest: str | None = None) -> dict:
+        num_shards: int = 0, source_digest: str | None = None,
+        progress: entry.Progress | None = None) -> dict:
     """Read the pipeline's source, validate and split it, and write raw tf.Examples.
 
     Args:
@@ -65,6 +66,7 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
         num_shards: shards per split (0: the runner decides; one per bundle).
         source_digest: the source's fingerprint digest when the run started (the fingerprint
             step's, which keyed this step's cache entry): checked again after the job.
+        progress: where its progress lines go (default: ``[ingest ...]`` lines).
 
     Returns:
         The summary also written to ``ingest.json``.
@@ -77,7 +79,7 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
             under the run: what was written may mix old and new data, and would be cached
             under the old data's key).
     """
-    progress = entry.Progress("ingest")
+    progress = progress or entry.Progress("ingest")
     out = str(examples_dir)
     files = prepare(pipeline, out, source_root, progress)
     beam_pipeline = _beam.new_pipeline(beam_options)

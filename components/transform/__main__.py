@@ -56,7 +56,8 @@ busy machine). The same outputs either way."""
 def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
         beam_options: list[str] | tuple[str, ...] = (),
         gzip_level: int = DEFAULT_GZIP_LEVEL,
-        num_shards: int = 0, reread: bool | None = None) -> dict:
+        num_shards: int = 0, reread: bool | None = None,
+        progress: entry.Progress | None = None) -> dict:
     """Analyze the train split, transform every split, and write the transform_fn.
 
     Args:
@@ -68,6 +69,7 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
         gzip_level, num_shards: compression level and shards per split of the outputs.
         reread: read the train rows twice, once for the analysis and once to transform them
             (None: when its shards hold over ``REREAD_BYTES``).
+        progress: where its progress lines go (default: ``[transform ...]`` lines).
 
     Returns:
         The summary also written to ``transform.json``.
@@ -76,7 +78,7 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
         TransformError: a split directory of ``examples_dir`` has no shards.
         ValueError: the derive fn or the declarations cannot build the transform graph.
     """
-    progress = entry.Progress("transform")
+    progress = progress or entry.Progress("transform")
     examples, out = str(examples_dir), str(transformed_dir)
     names = pipeline.split.names()
     directories = {name: _input_dir(examples, name) for name in names}

@@ -299,3 +299,32 @@ def test_preprocess_equals_the_transform_step_on_its_examples(preprocessed, tmp_
     assert proc.returncode == 0, proc.stderr[-5000:]
     for split in (Files.TRANSFORMED_TRAIN, Files.TRANSFORMED_EVAL):
         assert read_transformed(tmp_path, split) == read_transformed(tmp / "transformed", split)
+
+
+def test_preprocess_of_a_large_source_runs_two_jobs_with_the_same_outputs(preprocessed,
+                                                                         tmp_path, monkeypatch,
+                                                                         capsys):
+    """Past FUSED_MAX_SOURCE_BYTES the step runs ingest's job then transform's (flat memory):
+    the same rows, rejects and transformed Examples as the fused job, its lines still the
+    preprocess step's (a runner echoes ``[preprocess ...`` lines)."""
+    from estflow.components.preprocess import __main__ as preprocess
+
+    tmp, _ = preprocessed
+    pipeline = ef.Pipeline.from_json((tmp / "spec.json").read_text())
+    monkeypatch.setattr(preprocess, "FUSED_MAX_SOURCE_BYTES", 0)
+    ingested, summary = preprocess.run(pipeline, str(tmp_path / "examples"),
+                                       str(tmp_path / "transformed"), source_root=str(tmp))
+    fused = json.loads((tmp / "examples" / Files.INGEST_STATS).read_text())
+    assert {k: ingested[k] for k in ("read", "rejected", "train", "eval")} == \
+        {k: fused[k] for k in ("read", "rejected", "train", "eval")}
+    assert (tmp_path / "examples" / Files.REJECTED).read_text() == \
+        (tmp / "examples" / Files.REJECTED).read_text()
+    assert summary["rows"] == {"train": fused["train"], "eval": fused["eval"]}
+    for split in (Files.TRANSFORMED_TRAIN, Files.TRANSFORMED_EVAL):
+        assert read_transformed(tmp_path / "transformed", split) == \
+            read_transformed(tmp / "transformed", split)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("MiB of source: ingest, then transform" in line for line in lines)
+    assert any(line.startswith("[preprocess") and "] ingest: " in line for line in lines)
+    assert any(line.startswith("[preprocess") and "] transform: " in line for line in lines)
+    assert not any(line.startswith(("[ingest", "[transform")) for line in lines)
