@@ -42,31 +42,75 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 
 from estflow.components._runtime import entry
 
-__all__ = ["preimport", "main", "serve_warm"]
+__all__ = ["LATER", "preimport", "later_imports", "import_later", "main", "serve_warm"]
 
 
-def preimport(module: str) -> None:
-    """Execute the top-level ``import`` statements of ``module``'s source (``from __future__``
-    aside) in a scratch namespace: what ``python -m module`` would import first. For a package
-    (a step: ``estflow.components.<step>``), the source of its ``__main__``, which
-    ``python -m`` runs (the package's ``__init__`` imports nothing heavy)."""
+LATER = "PRESTART_LATER"
+"""A step's ``__main__`` may name, in a top-level ``PRESTART_LATER = ("package.module", ...)``,
+modules its step imports only when it needs them (push: TensorFlow, to build the warm-up
+requests; a push with nothing to publish never imports it). A prestarted process imports them
+on a background thread once it is ready (:func:`import_later`)."""
+
+
+def _source(module: str):
+    """(spec, parsed source) of what ``python -m module`` runs: for a package (a step:
+    ``estflow.components.<step>``), its ``__main__``."""
     spec = importlib.util.find_spec(module)
     if spec is not None and spec.submodule_search_locations is not None:
         spec = importlib.util.find_spec(f"{module}.__main__")
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise ImportError(f"no Python source for {module!r}")
     with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), spec.origin)
+        return spec, ast.parse(f.read(), spec.origin)
+
+
+def preimport(module: str) -> None:
+    """Execute the top-level ``import`` statements of ``module``'s source (``from __future__``
+    aside) in a scratch namespace: what ``python -m module`` would import first (the package's
+    ``__init__`` of a step imports nothing heavy)."""
+    spec, tree = _source(module)
     imports = [node for node in tree.body
                if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom)
                                                    and node.module != "__future__")]
     code = compile(ast.Module(body=imports, type_ignores=[]), spec.origin, "exec")
     exec(code, {"__name__": "__prestart__", "__package__": spec.parent})  # noqa: S102
+
+
+def later_imports(module: str) -> tuple[str, ...]:
+    """The modules ``module``'s source names in its top-level :data:`LATER` tuple (read from
+    the source, not executed; () when it has none)."""
+    _, tree = _source(module)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == LATER):
+            value = ast.literal_eval(node.value)
+            return tuple(value) if isinstance(value, (tuple, list)) else ()
+    return ()
+
+
+def import_later(module: str) -> threading.Thread | None:
+    """Start importing ``module``'s :func:`later_imports` on a daemon thread (None: it has
+    none). The step, once given its arguments, does not wait for them; if it imports one that
+    is still being imported, Python's import lock makes it wait for that import to finish. An
+    import that fails here is left for the step's own import to report."""
+    names = later_imports(module)
+    if not names:
+        return None
+
+    def run() -> None:
+        for name in names:
+            with contextlib.suppress(BaseException):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=run, name="estflow-import-later", daemon=True)
+    thread.start()
+    return thread
 
 
 def _recv_json(conn: socket.socket, fds: int = 0) -> tuple[dict | None, list[int]]:
@@ -97,6 +141,8 @@ def serve_warm(module: str, path: str, idle: float) -> int:
     os.chmod(staging, 0o600)
     listener.listen(1)
     os.rename(staging, path)  # appears only once the imports are done
+    with contextlib.suppress(BaseException):
+        import_later(module)
     ours = os.stat(path).st_ino
     listener.settimeout(idle)
     try:
@@ -171,6 +217,8 @@ def main(argv: list[str]) -> int:
         imported = False
     if ready_fd is not None:
         os.close(ready_fd)
+    if imported:
+        import_later(module)
     line = sys.stdin.readline()
     if not line.strip():  # given up
         os._exit(0)

@@ -44,6 +44,10 @@ from estflow.dsl.contracts import step_named
 
 __all__ = ["main"]
 
+PRESTART_LATER = ("estflow.components.push.warmup",)
+"""Imported by a prestarted push process while it waits (TensorFlow, for the warm-up requests;
+see :data:`estflow.components._runtime.prestart.LATER`)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the step with command-line arguments; returns the exit status."""
@@ -58,4 +62,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.exit_after(main)

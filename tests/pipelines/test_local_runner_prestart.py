@@ -258,3 +258,53 @@ def test_ctrl_c_leaves_no_prestarted_process(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted during step 'train'" in err
     assert _none_left(tmp_path), "a prestarted process was left running"
+
+
+def _later_step(tmp_path: Path, later_body: str) -> subprocess.Popen:
+    """A prestarted process of a step module naming ``later_mod`` (its body ``later_body``) in
+    PRESTART_LATER, given its arguments a second after it started. The step prints whether
+    later_mod was whole (its last line run): ``peek``, when it started; ``wait``, within 30 s
+    without importing it itself; ``use``, once it imported it."""
+    (tmp_path / "later_mod.py").write_text(later_body)
+    (tmp_path / "later_step.py").write_text(
+        "import json, sys, time\n"
+        "PRESTART_LATER = ('later_mod',)\n"
+        "if __name__ == '__main__':\n"
+        "    def whole(): return getattr(sys.modules.get('later_mod'), 'DONE', False)\n"
+        "    seen, deadline = whole(), time.monotonic() + 30\n"
+        "    while sys.argv[1] == 'wait' and not seen and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
+        "        seen = whole()\n"
+        "    if sys.argv[1] == 'use':\n"
+        "        import later_mod\n"
+        "        seen = later_mod.DONE\n"
+        "    print(json.dumps({'seen': seen}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    proc = subprocess.Popen([sys.executable, "-m", PRESTART_MODULE, "later_step"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)  # the runner hands the arguments over later (while a step before runs)
+    return proc
+
+
+def test_a_prestarted_process_imports_its_later_modules_while_it_waits(tmp_path):
+    assert prestart.later_imports("estflow.components.push") == (
+        "estflow.components.push.warmup",)
+    proc = _later_step(tmp_path, "DONE = True\n")
+    out, _ = proc.communicate(json.dumps(["wait"]) + "\n", timeout=60)
+
+    assert proc.returncode == 0
+    assert json.loads(out)["seen"] is True  # imported in the background: the step did not
+
+
+def test_a_step_does_not_wait_for_later_imports_it_does_not_use_and_waits_for_one_it_does(
+        tmp_path):
+    slow = "import time\ntime.sleep(4)\nDONE = True\n"
+    proc = _later_step(tmp_path, slow)
+    out, _ = proc.communicate(json.dumps(["peek"]) + "\n", timeout=60)
+    unused = json.loads(out)
+    assert (unused["seen"], proc.returncode) == (False, 0)  # still importing: not waited for
+
+    proc = _later_step(tmp_path, slow)
+    out, _ = proc.communicate(json.dumps(["use"]) + "\n", timeout=60)
+    used = json.loads(out)
+    assert used["seen"] is True and proc.returncode == 0  # it waited for the whole module
