@@ -274,21 +274,30 @@ def _taxi(sizes: list[int]) -> None:
         for step, r in result.items():
             print(f"{rows:<11d} {step:<10s} {r['seconds']:8.1f} {r['rows_per_s']:9.0f} "
                   f"{r['peak_gb']:7.2f} GB {r['silent_s']:7.1f} s")
+    scale_checks("taxi", results)
+
+
+def scale_checks(label: str, results: list[tuple[int, dict]]) -> str | None:
+    """Issue 26's taxi targets over ``results`` ((rows, {step: {"seconds", "rows_per_s",
+    "peak_gb"}}) per size): each step's peak RSS and rows/s at the largest size against the
+    smallest, and the steps' rows/s together. Returns the sizes compared ("at L / at S rows"),
+    None (with a note) when there is one size only."""
     ordered = sorted(results, key=lambda result: result[0])
     (small, first), (large, last) = ordered[0], ordered[-1]
     if large == small:
         print("note: the taxi targets compare the largest size with the smallest: give two "
               "sizes or more")
-        return
+        return None
     at = f"at {large} / at {small} rows"
     for step in first:
-        check(f"taxi {step} peak RSS {at}", last[step]["peak_gb"] / first[step]["peak_gb"],
+        check(f"{label} {step} peak RSS {at}", last[step]["peak_gb"] / first[step]["peak_gb"],
               TAXI_PEAK_GROWTH, at_most=True)
-        check(f"taxi {step} rows/s {at}", last[step]["rows_per_s"] / first[step]["rows_per_s"],
+        check(f"{label} {step} rows/s {at}", last[step]["rows_per_s"] / first[step]["rows_per_s"],
               TAXI_RATE_GROWTH)
-    both = [rows / sum(r["seconds"] for r in result.values()) for rows, result in
+    both = [rows / sum(r["seconds"] for r in steps.values()) for rows, steps in
             (ordered[0], ordered[-1])]
-    check(f"taxi ingest+transform rows/s {at}", both[1] / both[0], TAXI_RATE_GROWTH)
+    check(f"{label} ingest+transform rows/s {at}", both[1] / both[0], TAXI_RATE_GROWTH)
+    return at
 
 
 def _medians(rounds: list[dict]) -> dict:

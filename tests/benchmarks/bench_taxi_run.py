@@ -33,12 +33,10 @@ import time
 from pathlib import Path
 
 from bench_preprocess import REPO
-from bench_preprocess import TAXI_PEAK_GROWTH
-from bench_preprocess import TAXI_RATE_GROWTH
+from bench_preprocess import scale_checks
 from bench_preprocess import write_taxi_csv
 from bench_runners import SAMPLE_S
 from bench_runners import descendants
-from targets import check  # tests/benchmarks/targets.py: a ratio, its target, a verdict
 
 from estflow.dsl import contracts
 
@@ -188,22 +186,12 @@ def taxi_run(sizes: list[int]) -> None:
             silence = f"{result['silent_s']:7.1f} s" if step == WHOLE else ""
             print(f"{rows:<11d} {step:<12s} {seconds:>8s} {rate:>9s} {r['peak_gb']:7.2f} GB "
                   f"{silence}")
-    ordered = sorted(results, key=lambda result: result[0])
-    (small, first), (large, last) = ordered[0], ordered[-1]
-    if large == small:
-        print("note: the taxi targets compare the largest size with the smallest: give two "
-              "sizes or more")
+    at = scale_checks("taxi run", [(rows, {step: r["steps"][step] for step in DATA_STEPS})
+                                   for rows, r in results])
+    if at is None:
         return
-    at = f"at {large} / at {small} rows"
-    for step in DATA_STEPS:
-        a, b = first["steps"][step], last["steps"][step]
-        check(f"taxi run {step} peak RSS {at}", b["peak_gb"] / a["peak_gb"], TAXI_PEAK_GROWTH,
-              at_most=True)
-        check(f"taxi run {step} rows/s {at}", b["rows_per_s"] / a["rows_per_s"],
-              TAXI_RATE_GROWTH)
-    both = [rows / sum(r["steps"][s]["seconds"] for s in DATA_STEPS) for rows, r in
-            (ordered[0], ordered[-1])]
-    check(f"taxi run ingest+transform rows/s {at}", both[1] / both[0], TAXI_RATE_GROWTH)
+    ordered = sorted(results, key=lambda result: result[0])
+    first, last = ordered[0][1], ordered[-1][1]
     a, b = first["steps"].get("evaluate"), last["steps"].get("evaluate")
     if a and b and a["rows_per_s"] and b["rows_per_s"]:
         print(f"ratio taxi run evaluate {at}: peak RSS {b['peak_gb'] / a['peak_gb']:.2f}x, "
