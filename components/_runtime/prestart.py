@@ -98,8 +98,12 @@ def import_later(module: str) -> threading.Thread | None:
     """Start importing ``module``'s :func:`later_imports` on a daemon thread (None: it has
     none). The step, once given its arguments, does not wait for them; if it imports one that
     is still being imported, Python's import lock makes it wait for that import to finish. An
-    import that fails here is left for the step's own import to report."""
-    names = later_imports(module)
+    import that fails here, or a declaration that cannot be read, is left for the step's own
+    import to report: this never raises."""
+    try:
+        names = later_imports(module)
+    except Exception:  # noqa: BLE001 - an unreadable declaration: nothing imported ahead
+        return None
     if not names:
         return None
 
@@ -141,8 +145,7 @@ def serve_warm(module: str, path: str, idle: float) -> int:
     os.chmod(staging, 0o600)
     listener.listen(1)
     os.rename(staging, path)  # appears only once the imports are done
-    with contextlib.suppress(BaseException):
-        import_later(module)
+    import_later(module)
     ours = os.stat(path).st_ino
     listener.settimeout(idle)
     try:

@@ -82,6 +82,7 @@ def run(pipeline: Pipeline, examples_dir: str, transformed_dir: str, *,
                  "the other (in flat memory; one fused job would hold every train row)")
         options = {"beam_options": beam_options, "gzip_level": gzip_level,
                    "num_shards": num_shards}
+        clear_outputs(out, pipeline.split.names())  # a failed ingest leaves no old transform
         ingested = ingest_step.run(pipeline, examples, source_root=source_root,
                                    progress=entry.Progress("preprocess", "ingest"), **options)
         return ingested, transform_step.run(pipeline, examples, out,

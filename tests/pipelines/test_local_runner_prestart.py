@@ -308,3 +308,10 @@ def test_a_step_does_not_wait_for_later_imports_it_does_not_use_and_waits_for_on
     out, _ = proc.communicate(json.dumps(["use"]) + "\n", timeout=60)
     used = json.loads(out)
     assert used["seen"] is True and proc.returncode == 0  # it waited for the whole module
+
+
+def test_an_unreadable_later_declaration_imports_nothing_ahead(tmp_path, monkeypatch):
+    (tmp_path / "bad_later.py").write_text("PRESTART_LATER = tuple(['computed'])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    assert prestart.import_later("bad_later") is None  # not a literal: no error, no thread
