@@ -62,8 +62,11 @@ class DataChecks:
             pipeline file's directory, as source paths do), checked in with the pipeline; None:
             the schema is inferred from the run's statistics and written to the run
             (``validation/schema.pbtxt``) for you to commit and name here.
-        min_examples: the fewest rows a run may train on (an empty span is an anomaly, never
-            a silently smaller training set).
+        min_examples: the fewest rows the run's data may have: the whole span, every split
+            together, as ingest kept them (an empty span, or an empty split, is an anomaly,
+            never a silently smaller training set). Like every check, it is computed over the
+            whole span, as TFDV validates one dataset; each anomaly is reported once. An
+            inferred schema records it as ``dataset_constraints.min_examples_count``.
         max_missing_fraction: per column, the largest fraction of rows without a value (None:
             the schema's presence decides).
         drift: column -> the largest allowed distance between this run's training data and

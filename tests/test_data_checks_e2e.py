@@ -72,7 +72,8 @@ def test_five_nights_the_faulty_ones_stop_before_training(tmp_path):
                 runs_before
         elif day == 4:
             assert out.returncode == 4, said
-            assert "payment_type: COMPARATOR_L_INFTY_HIGH (train)" in said
+            assert "payment_type: COMPARATOR_L_INFTY_HIGH (All Examples)" in said
+            assert said.count("COMPARATOR_L_INFTY_HIGH (") == 1  # once: the whole span
             assert "allowed 0.3" in said
             (run,) = set((tmp_path / "estflow_runs" / "nightly-taxi").glob("2*")) - \
                 set(runs_before)
@@ -105,7 +106,11 @@ def test_a_rolling_window_trains_on_the_last_two_nights(tmp_path):
     assert "spans 2024-01-02 to 2024-01-03 (2, the last 2)" in out.stdout
     (stats,) = (tmp_path / "estflow_runs" / "nightly-taxi").glob("*/ingest/*/statistics.pb")
     from estflow.components.validate.statistics import read_statistics  # noqa: PLC0415
-    assert sum(d.num_examples for d in read_statistics(str(stats)).datasets) == 800
+    from estflow.components.validate.statistics import span_dataset  # noqa: PLC0415
+    from estflow.components.validate.statistics import split_datasets  # noqa: PLC0415
+    written = read_statistics(str(stats))
+    assert sum(d.num_examples for d in split_datasets(written)) == 800
+    assert span_dataset(written).num_examples == 800
     out = _run(tmp_path, "run", "pipeline.py", "--span", "2024-01-01")  # 2023-12-31 missing
     assert out.returncode == 4, out.stdout + out.stderr
     assert "SPAN_MISSING (span 2023-12-31)" in out.stderr

@@ -2,8 +2,15 @@
 
 Every anomaly carries TFDV's kind (tensorflow-metadata ``AnomalyInfo.Type`` names):
 
-* :func:`validate` (statistics vs schema), per split: DATASET_LOW_NUM_EXAMPLES /
-  DATASET_HIGH_NUM_EXAMPLES (``dataset_constraints``; an empty split is always one),
+Like TFDV's ``validate_statistics``, which validates one dataset (of several, the default
+slice ``All Examples``), the checks run on the whole span: the statistics' ``All Examples``
+dataset (every split together, :func:`~.statistics.span_dataset`), so each anomaly is found
+once, on all the rows, whatever the split sizes; the ``split`` of such an anomaly is
+``All Examples``. Only an empty split is named by itself (nothing can train or evaluate on it).
+
+* :func:`validate` (statistics vs schema): DATASET_LOW_NUM_EXAMPLES /
+  DATASET_HIGH_NUM_EXAMPLES (``dataset_constraints``, the span's rows; an empty split is
+  always one),
   SCHEMA_MISSING_COLUMN (a required column absent), SCHEMA_NEW_COLUMN (a column the schema
   does not know), UNEXPECTED_DATA_TYPE, FEATURE_TYPE_LOW_FRACTION_PRESENT /
   FEATURE_TYPE_LOW_NUMBER_PRESENT (``presence``), ENUM_TYPE_UNEXPECTED_STRING_VALUES (values
@@ -11,8 +18,8 @@ Every anomaly carries TFDV's kind (tensorflow-metadata ``AnomalyInfo.Type`` name
   schema sets ``distribution_constraints``, else the thresholds'), INT_TYPE_SMALL_INT /
   INT_TYPE_BIG_INT and FLOAT_TYPE_SMALL_FLOAT / FLOAT_TYPE_BIG_FLOAT (``int_domain`` /
   ``float_domain`` bounds).
-* :func:`drift` (this run vs the baseline's statistics, split by split) and :func:`skew`
-  (serving data vs the training split): COMPARATOR_L_INFTY_HIGH for categorical columns,
+* :func:`drift` (this run's span vs the baseline's span) and :func:`skew` (serving data vs
+  the training split): COMPARATOR_L_INFTY_HIGH for categorical columns,
   COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH for numeric ones (their STANDARD histograms),
   COMPARATOR_CONTROL_DATA_MISSING / COMPARATOR_TREATMENT_DATA_MISSING when one side lacks the
   column. A schema's ``drift_comparator`` / ``skew_comparator`` thresholds win over
@@ -31,6 +38,8 @@ from estflow.components.validate.distance import jensen_shannon
 from estflow.components.validate.distance import l_infinity
 from estflow.components.validate.distance import value_counts
 from estflow.components.validate.schema import feature_name
+from estflow.components.validate.statistics import span_dataset
+from estflow.components.validate.statistics import split_datasets
 
 __all__ = ["Anomaly", "Thresholds", "validate", "drift", "skew", "ERROR", "WARNING"]
 
@@ -60,7 +69,8 @@ class Thresholds:
     """Limits of the checks; a mapping value means per column (``"*"``: the rest).
 
     Attributes:
-        min_examples: rows a split must have (None: the schema's, else 1).
+        min_examples: rows the span (every split together) must have (None: the schema's,
+            else 1).
         out_of_domain_fraction: the fraction of a column's values that may fall outside its
             string domain (TFDV's default: none).
         linf: the L-infinity distance above which a categorical column drifted or skewed.
@@ -93,14 +103,18 @@ def _active(schema: schema_pb2.Schema) -> dict[str, schema_pb2.Feature]:
 
 
 def validate(stats: Stats, schema: schema_pb2.Schema, *, thresholds=None) -> list[Anomaly]:
-    """Every anomaly of every split of ``stats`` against ``schema`` (see the module
-    docstring); ``thresholds``: a :class:`Thresholds`, a mapping of its fields, or None."""
+    """Every anomaly of ``stats``' span against ``schema``, each once (see the module
+    docstring), and each empty split; ``thresholds``: a :class:`Thresholds`, a mapping of its
+    fields, or None."""
     limits = _thresholds(thresholds)
-    found = []
-    for dataset in stats.datasets:
-        found += _dataset_anomalies(dataset, schema, limits)
-        if dataset.num_examples:
-            found += _column_anomalies(dataset, schema, limits)
+    span = span_dataset(stats)
+    found = [Anomaly("", "DATASET_LOW_NUM_EXAMPLES", 0, 1, split.name,
+                     description=f"split {split.name!r} has no rows")
+             for split in split_datasets(stats) if not split.num_examples
+             and split is not span and span.num_examples]
+    found += _dataset_anomalies(span, schema, limits)
+    if span.num_examples:
+        found += _column_anomalies(span, schema, limits)
     return found
 
 
@@ -109,10 +123,10 @@ def _dataset_anomalies(dataset, schema: schema_pb2.Schema, limits: Thresholds) -
     low = limits.min_examples
     if low is None:
         low = constraints.min_examples_count if constraints.HasField("min_examples_count") else 1
-    if dataset.num_examples < max(low, 1):  # an empty split is never a valid one
+    if dataset.num_examples < max(low, 1):  # an empty span is never a valid one
         return [Anomaly("", "DATASET_LOW_NUM_EXAMPLES", dataset.num_examples, max(low, 1),
-                        dataset.name, description=f"split {dataset.name!r} has "
-                        f"{dataset.num_examples} rows, fewer than the {max(low, 1)} expected")]
+                        dataset.name, description=f"the data has {dataset.num_examples} rows "
+                        f"(every split together), fewer than the {max(low, 1)} expected")]
     if constraints.HasField("max_examples_count") and \
             dataset.num_examples > constraints.max_examples_count:
         return [Anomaly("", "DATASET_HIGH_NUM_EXAMPLES", dataset.num_examples,
@@ -232,12 +246,10 @@ def _range(name, split, feature, num_stats) -> list[Anomaly]:
 
 def drift(current: Stats, baseline: Stats, *, thresholds=None,
           schema: schema_pb2.Schema | None = None) -> list[Anomaly]:
-    """Drift of each split of ``current`` from the same split of ``baseline`` (splits only
-    one side has are skipped; a split without rows in either is validate's business)."""
-    limits = _thresholds(thresholds)
-    before = {d.name: d for d in baseline.datasets}
-    return [anomaly for dataset in current.datasets if dataset.name in before
-            for anomaly in _compare(dataset, before[dataset.name], limits, schema, "drift")]
+    """Drift of ``current``'s span from ``baseline``'s span (TFDV's ``previous_statistics``;
+    a side without rows is validate's business)."""
+    return _compare(span_dataset(current), span_dataset(baseline), _thresholds(thresholds),
+                    schema, "drift")
 
 
 def skew(serving_stats: Stats, training_stats: Stats, *, thresholds=None,

@@ -3,9 +3,12 @@
 It reads the statistics ingest wrote (``examples/statistics.pb``), the schema the checks name
 (or infers one from these statistics, written to ``validation/schema.pbtxt`` for the user to
 commit), and the statistics of the served model's training data (stored with each pushed
-version, ``assets.extra/estflow_statistics.pb``). It finds every anomaly: the data against the
-schema, the number of examples, missing values, and drift against the served model's training
-data. Each is printed with its column, TFDV kind and observed vs allowed value; those that
+version, ``assets.extra/estflow_statistics.pb``). Every check is computed over the whole span,
+as TFDV validates one dataset: the statistics' ``All Examples`` dataset (every split together,
+:func:`~.statistics.span_dataset`), the served version's likewise for drift. It finds every
+anomaly, once: the data against the schema, the number of examples (``min_examples``: the
+span's rows; an empty split is one too), missing values, and drift against the served model's
+training data. Each is printed with its column, TFDV kind and observed vs allowed value; those that
 ``warn_only`` does not name block: the step writes ``validation.json`` and
 ``data_report.html``, then exits with :data:`EXIT_BLOCKED` so nothing after it trains or
 pushes (``estflow run`` exits with the same status; on Kubeflow the failed task stops the run
@@ -59,8 +62,12 @@ def run(pipeline: Pipeline, examples_dir: str, validation_dir: str, *, source_ro
     os.makedirs(validation_dir, exist_ok=True)
     schema, schema_path = _schema_for(checks.schema, stats, source_root, validation_dir)
     progress(f"schema: {schema_path}")
-    found = _anomalies.validate(stats, schema, thresholds={"min_examples": checks.min_examples})
-    found += _missing(stats, checks.max_missing_fraction)
+    span = _statistics.span_dataset(stats)
+    splits = ", ".join(f"{d.name} {d.num_examples}" for d in _statistics.split_datasets(stats))
+    progress(f"checks over the whole span: {span.num_examples} rows ({splits})")
+    found = _anomalies.validate(stats, schema,
+                                thresholds={"min_examples": _min_examples(checks, schema)})
+    found += _missing(span, checks.max_missing_fraction)
     served, served_at = _served_statistics(pipeline)
     if served is None:
         progress(f"drift: not checked ({served_at})")
@@ -76,7 +83,8 @@ def run(pipeline: Pipeline, examples_dir: str, validation_dir: str, *, source_ro
     summary = {"passed": not blocking, "anomalies": blocking,
                "warnings": [r for r in rows if not r["blocks"]], "schema": schema_path,
                "baseline": served_at if served is not None else None,
-               "examples": {d.name: d.num_examples for d in stats.datasets}}
+               "examples": {d.name: d.num_examples for d in stats.datasets},
+               "checked_over": span.name}
     with open(os.path.join(validation_dir, Files.VALIDATION), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     Path(validation_dir, Files.DATA_REPORT).write_text(
@@ -98,24 +106,28 @@ def _schema_for(declared: str | None, stats, source_root: Path, out: str):
         "DataChecks(schema=...) to check later runs against it)"
 
 
-def _missing(stats, limit: float | None) -> list:
-    """Columns missing in more than ``limit`` of a split's rows."""
-    if limit is None:
+def _min_examples(checks, schema) -> int:
+    """The fewest rows the span may have: ``min_examples``, or the schema's
+    ``min_examples_count`` when it asks for more (both are lower bounds)."""
+    declared = schema.dataset_constraints.min_examples_count if \
+        schema.dataset_constraints.HasField("min_examples_count") else 0
+    return max(checks.min_examples, declared)
+
+
+def _missing(span, limit: float | None) -> list:
+    """Columns missing in more than ``limit`` of the span's rows."""
+    if limit is None or not span.num_examples:
         return []
     found = []
-    for dataset in stats.datasets:
-        for feature in dataset.features:
-            stat = feature.string_stats if feature.HasField("string_stats") else \
-                feature.num_stats
-            if not dataset.num_examples:
-                continue
-            fraction = stat.common_stats.num_missing / dataset.num_examples
-            if fraction > limit:
-                name = _schema.feature_name(feature)
-                found.append(_anomalies.Anomaly(
-                    name, "FEATURE_TYPE_LOW_FRACTION_PRESENT", f"{fraction:.4g} missing",
-                    f"<= {limit:g} missing", dataset.name,
-                    description=f"column {name!r} is missing in {fraction:.1%} of the rows"))
+    for feature in span.features:
+        stat = feature.string_stats if feature.HasField("string_stats") else feature.num_stats
+        fraction = stat.common_stats.num_missing / span.num_examples
+        if fraction > limit:
+            name = _schema.feature_name(feature)
+            found.append(_anomalies.Anomaly(
+                name, "FEATURE_TYPE_LOW_FRACTION_PRESENT", f"{fraction:.4g} missing",
+                f"<= {limit:g} missing", span.name,
+                description=f"column {name!r} is missing in {fraction:.1%} of the rows"))
     return found
 
 

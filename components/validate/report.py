@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import html
 
+from estflow.components.validate.statistics import ALL_EXAMPLES
+from estflow.components.validate.statistics import span_dataset
+
 __all__ = ["line", "render", "side_by_side"]
 
 
@@ -46,13 +49,16 @@ def _column_summary(feature) -> str:
 def _dataset(stats, split: str):
     if stats is None:
         return None
+    if split == ALL_EXAMPLES:  # statistics written without it: their splits merged
+        return span_dataset(stats)
     return next((d for d in stats.datasets if d.name == split), None)
 
 
 def side_by_side(current, served, split: str = "train",
                  titles: tuple[str, str] = ("this run", "served model's training data")) -> str:
     """An HTML table: per column, its statistics in ``current`` and in ``served`` (the
-    ``split`` dataset of each; ``served`` None: that side is empty)."""
+    ``split`` dataset of each, :data:`~.statistics.ALL_EXAMPLES`: the whole span, what the
+    data checks use; ``served`` None: that side is empty)."""
     mine, theirs = _dataset(current, split), _dataset(served, split)
     if mine is None:
         return ""
@@ -67,7 +73,8 @@ def side_by_side(current, served, split: str = "train",
         cells = [_esc(_column_summary(side[name])) if name in side else "-"
                  for side in (left, right)]
         rows.append(f"<tr><th>{_esc(name)}</th><td>{cells[0]}</td><td>{cells[1]}</td></tr>")
-    return (f"<h2>Data statistics ({_esc(split)} split)</h2><table><tr><th>column</th>"
+    what = "the whole span: All Examples" if split == ALL_EXAMPLES else f"{split} split"
+    return (f"<h2>Data statistics ({_esc(what)})</h2><table><tr><th>column</th>"
             f"<th>{_esc(titles[0])}</th><th>{_esc(titles[1])}</th></tr>{''.join(rows)}</table>")
 
 
@@ -83,4 +90,4 @@ def render(name: str, summary: dict, current, served) -> str:
             f"{_esc(summary['baseline'] or 'none')}</p>"
             + _anomaly_table(summary["anomalies"], "Blocking anomalies")
             + _anomaly_table(summary["warnings"], "Warnings (warn_only)")
-            + side_by_side(current, served) + "</body></html>")
+            + side_by_side(current, served, ALL_EXAMPLES) + "</body></html>")

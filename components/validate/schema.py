@@ -6,8 +6,9 @@ always present, else a value count of 1; a string domain (named after the column
 sorted) for string columns with at most ``max_string_domain_size`` distinct values; an
 ``int_domain`` marked categorical for int columns a categorical feature reads. TFDV sets no
 value ranges; ``value_ranges=True`` also writes each numeric column's observed min and max as
-its ``int_domain``/``float_domain`` (what a user would otherwise write by hand). The statistics
-of every split are combined: a column missing in any split is not required to be present.
+its ``int_domain``/``float_domain`` (what a user would otherwise write by hand). It is inferred
+from the whole span (the statistics' ``All Examples`` dataset, every split together, as the
+checks use it): a column missing in any row is not required to be present.
 The schema is written and read as text format, the file a user commits and edits.
 """
 
@@ -17,6 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from estflow.components.validate.statistics import span_dataset
 
 __all__ = ["infer_schema", "read_schema", "write_schema", "feature_name", "DEFAULT_MIN_EXAMPLES"]
 
@@ -40,14 +43,15 @@ def infer_schema(stats: statistics_pb2.DatasetFeatureStatisticsList, *,
     """The schema the statistics describe (see the module docstring).
 
     Args:
-        stats: statistics of one or more splits (the splits without rows are skipped).
+        stats: statistics of one or more splits (their span is used:
+            :func:`~.statistics.span_dataset`).
         max_string_domain_size: TFDV's threshold for giving a string column a domain.
         value_ranges: also record each numeric column's min and max as its domain.
 
     Raises:
-        ValueError: no split has any row (nothing to infer from).
+        ValueError: the span has no row (nothing to infer from).
     """
-    datasets = [d for d in stats.datasets if d.num_examples]
+    datasets = [d for d in [span_dataset(stats)] if d.num_examples]
     if not datasets:
         raise ValueError("cannot infer a schema: the statistics hold no split with rows "
                          f"(splits: {[d.name for d in stats.datasets]})")

@@ -1,5 +1,7 @@
 """Shared by the data-validation tests: RecordBatches in the ingest layout and statistics of
-them through the real CombineFn (split into bundles, merged as a runner merges)."""
+them through the real CombineFn (split into bundles, merged as a runner merges), and a span's
+statistics file as ingest writes it (each split, then ``All Examples``: their accumulators
+merged)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,23 @@ def statistics(columns: dict[str, list], split: str = "train", specs=SPECS, cuts
     """The CombineFn's output for ``columns`` cut into bundles at ``cuts``; the bundles are
     accumulated separately and merged (odd ones first, to vary the order)."""
     combine = SplitStatistics(split, specs)
+    return statistics_pb2.DatasetFeatureStatistics.FromString(
+        combine.extract_output(accumulate(columns, split, specs, cuts)))
+
+
+def span(splits: dict[str, dict[str, list]], specs=SPECS, rejects: dict | None = None
+         ) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """The statistics file ingest writes for ``{split: columns}``: each split, then the span
+    (``All Examples``); ``rejects``: ingest's per-column figures (``type_errors``, ...)."""
+    from estflow.components.validate.statistics import gather  # noqa: PLC0415
+
+    return gather({name: accumulate(columns, name, specs) for name, columns in splits.items()},
+                  specs, rejects)
+
+
+def accumulate(columns: dict[str, list], split: str = "train", specs=SPECS, cuts=()):
+    """The CombineFn's accumulator for ``columns`` (see :func:`statistics`)."""
+    combine = SplitStatistics(split, specs)
     rows = len(next(iter(columns.values())))
     bounds = [0, *sorted(c for c in cuts if 0 < c < rows), rows]
     accumulators = []
@@ -37,8 +56,7 @@ def statistics(columns: dict[str, list], split: str = "train", specs=SPECS, cuts
         part = {k: v[start:stop] for k, v in columns.items()}
         accumulators.append(combine.add_input(acc, batch(part, specs)))
     accumulators = accumulators[1::2] + accumulators[0::2] or [combine.create_accumulator()]
-    merged = combine.merge_accumulators(accumulators)
-    return statistics_pb2.DatasetFeatureStatistics.FromString(combine.extract_output(merged))
+    return combine.merge_accumulators(accumulators)
 
 
 def night(seed: int, rows: int = 4000, *, shift: float = 0.0, flood: float = 0.0,

@@ -1,6 +1,8 @@
 """Anomalies on injected faults, each caught with TFDV's kind, and clean nights (new samples of
 the same generator) never flagged: the schema inferred from night 0, validate, drift against
-night 0 and skew. Also the schema's text round trip and TFDV's inference rules."""
+night 0 and skew. The checks run on the whole span (``All Examples``, every split together),
+as TFDV validates one dataset: an anomaly of every split is found once, and a small eval
+split's noise is no drift. Also the schema's text round trip and TFDV's inference rules."""
 
 from __future__ import annotations
 
@@ -10,18 +12,24 @@ from estflow.components.validate.anomalies import Thresholds
 from estflow.components.validate.anomalies import drift
 from estflow.components.validate.anomalies import skew
 from estflow.components.validate.anomalies import validate
+from estflow.components.validate.distance import jensen_shannon
 from estflow.components.validate.schema import infer_schema
 from estflow.components.validate.schema import read_schema
 from estflow.components.validate.schema import schema_pb2
 from estflow.components.validate.schema import write_schema
+from estflow.components.validate.statistics import ALL_EXAMPLES
 from tests.components._validate_data import night
+from tests.components._validate_data import span
 from tests.components._validate_data import statistics
 from tests.components._validate_data import stats_list
 
+ALL = ALL_EXAMPLES
 
-def _night_stats(seed: int, **faults):
-    return stats_list(statistics(night(seed, **faults), "train", cuts=(1000, 2500)),
-                      statistics(night(seed + 1000, rows=1000, **faults), "eval"))
+
+def _night_stats(seed: int, eval_rows: int = 1000, **faults):
+    """A night's statistics file: train and eval, then the span (``All Examples``)."""
+    return span({"train": night(seed, **faults),
+                 "eval": night(seed + 1000, rows=eval_rows, **faults)})
 
 
 @pytest.fixture(scope="module")
@@ -62,26 +70,29 @@ def test_clean_nights_are_never_flagged(baseline, seed):
 def test_dropped_column_is_caught(baseline):
     stats, schema = baseline
     tonight = _night_stats(7, drop="x")
-    found = _kinds(validate(tonight, schema, thresholds=None))
-    assert ("train", "x", "FEATURE_TYPE_LOW_FRACTION_PRESENT") in found
-    assert ("eval", "x", "FEATURE_TYPE_LOW_NUMBER_PRESENT") in found
+    found = validate(tonight, schema, thresholds=None)
+    assert sorted((a.split, a.column, a.kind) for a in found) == [
+        (ALL, "x", "FEATURE_TYPE_LOW_FRACTION_PRESENT"),
+        (ALL, "x", "FEATURE_TYPE_LOW_NUMBER_PRESENT")]  # once each, not once per split
     gone = stats_list(*tonight.datasets)
     for dataset in gone.datasets:  # the column absent from the statistics altogether
         kept = [f for f in dataset.features if f.path.step != ["x"]]
         del dataset.features[:]
         dataset.features.extend(kept)
-    assert ("train", "x", "SCHEMA_MISSING_COLUMN") in _kinds(validate(gone, schema))
-    assert ("train", "x", "COMPARATOR_TREATMENT_DATA_MISSING") in _kinds(drift(gone, stats))
+    assert _kinds(validate(gone, schema)) == {(ALL, "x", "SCHEMA_MISSING_COLUMN")}
+    assert [(a.split, a.kind) for a in drift(gone, stats) if a.column == "x"] == [
+        (ALL, "COMPARATOR_TREATMENT_DATA_MISSING")]
 
 
 def test_category_flood_is_caught(baseline):
     stats, schema = baseline
     tonight = _night_stats(8, flood=0.5)
     found = validate(tonight, schema)
-    flood = next(a for a in found if a.kind == "ENUM_TYPE_UNEXPECTED_STRING_VALUES")
+    (flood,) = [a for a in found if a.kind == "ENUM_TYPE_UNEXPECTED_STRING_VALUES"]
     assert flood.column == "color" and 0.4 < flood.observed < 0.6 and flood.allowed == 0.0
-    assert "magenta" in flood.description
-    assert ("train", "color", "COMPARATOR_L_INFTY_HIGH") in _kinds(drift(tonight, stats))
+    assert flood.split == ALL and "magenta" in flood.description
+    assert [(a.split, a.column, a.kind) for a in drift(tonight, stats)] == [
+        (ALL, "color", "COMPARATOR_L_INFTY_HIGH")]
     loose = Thresholds(out_of_domain_fraction={"color": 0.6})
     assert not [a for a in validate(tonight, schema, thresholds=loose)
                 if a.kind == "ENUM_TYPE_UNEXPECTED_STRING_VALUES"]
@@ -92,14 +103,39 @@ def test_shifted_distribution_is_caught_as_drift_and_skew(baseline, shift):
     stats, schema = baseline
     tonight = _night_stats(9, shift=shift)
     assert validate(tonight, schema) == []  # valid row by row and for the schema
-    drifted = [a for a in drift(tonight, stats) if a.column == "x"]
-    assert {(a.split, a.kind) for a in drifted} == {
-        ("train", "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH"),
-        ("eval", "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH")}
-    assert all(a.observed > a.allowed == 0.1 for a in drifted)
+    (drifted,) = [a for a in drift(tonight, stats) if a.column == "x"]
+    assert (drifted.split, drifted.kind) == (ALL, "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH")
+    assert drifted.observed > drifted.allowed == 0.1
+    # the divergence of the two spans' histograms, not of a split's
+    assert drifted.observed == jensen_shannon(_standard(tonight, "x"), _standard(stats, "x"))
     serving = stats_list(statistics(night(60, rows=500, shift=shift), "serving"))
     assert _kinds(skew(serving, stats)) == {
         ("serving", "x", "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH")}
+
+
+def _standard(stats, column: str):
+    (dataset,) = [d for d in stats.datasets if d.name == ALL]
+    feature = next(f for f in dataset.features if f.path.step == [column])
+    return next(h for h in feature.num_stats.histograms if h.type == h.STANDARD)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_small_eval_splits_noise_is_no_drift_of_the_span(baseline, seed):
+    # A clean night whose eval split has 150 rows: alone, its color and code frequencies are
+    # 0.077-0.083 away from night 0's eval split (seeds 1 and 2); over the span, at most 0.008.
+    stats, _ = baseline
+    tonight = _night_stats(seed, eval_rows=150)
+    assert drift(tonight, stats, thresholds=Thresholds(linf=0.05, js_divergence=0.1)) == []
+
+
+def test_an_anomaly_of_every_split_is_reported_once(baseline):
+    stats, schema = baseline
+    tonight = _night_stats(15, flood=0.5, drop="x")
+    found = [(a.column, a.kind) for a in validate(tonight, schema)]
+    assert sorted(found) == sorted(set(found))
+    assert sorted(found) == [("color", "ENUM_TYPE_UNEXPECTED_STRING_VALUES"),
+                             ("x", "FEATURE_TYPE_LOW_FRACTION_PRESENT"),
+                             ("x", "FEATURE_TYPE_LOW_NUMBER_PRESENT")]
 
 
 def test_schema_comparator_thresholds_win(baseline):
@@ -114,12 +150,13 @@ def test_schema_comparator_thresholds_win(baseline):
 
 def test_empty_split_and_out_of_range(baseline):
     stats, schema = baseline
-    empty = stats_list(statistics(night(11), "train"),
-                       statistics({k: [] for k in night(11, rows=0)}, "eval"))
+    empty = span({"train": night(11), "eval": {k: [] for k in night(11, rows=0)}})
     assert _kinds(validate(empty, schema)) == {("eval", "", "DATASET_LOW_NUM_EXAMPLES")}
+    nothing = span({"train": {k: [] for k in night(11, rows=0)}})
+    assert _kinds(validate(nothing, schema)) == {(ALL, "", "DATASET_LOW_NUM_EXAMPLES")}
     ranged = infer_schema(stats, value_ranges=True)
     wide = _night_stats(12, shift=40.0)
-    assert ("train", "x", "FLOAT_TYPE_BIG_FLOAT") in _kinds(validate(wide, ranged))
+    assert (ALL, "x", "FLOAT_TYPE_BIG_FLOAT") in _kinds(validate(wide, ranged))
     low = stats_list(statistics({**night(13), "n": [-5] * 4000}, "train"))
     assert ("train", "n", "INT_TYPE_SMALL_INT") in _kinds(validate(low, ranged))
 
@@ -133,5 +170,4 @@ def test_new_column_and_type_change(baseline):
     fewer.feature.extend(kept)
     next(f for f in fewer.feature if f.name == "x").type = schema_pb2.INT
     found = _kinds(validate(_night_stats(14), fewer))
-    assert ("train", "n", "SCHEMA_NEW_COLUMN") in found
-    assert ("train", "x", "UNEXPECTED_DATA_TYPE") in found
+    assert found == {(ALL, "n", "SCHEMA_NEW_COLUMN"), (ALL, "x", "UNEXPECTED_DATA_TYPE")}

@@ -1,7 +1,8 @@
 """Data statistics: the CombineFn's figures against pandas/numpy on generated frames (nulls,
 empty splits, one row, huge and negative values, unicode categories), in any bundling; the
 sketch's error bound past its exact size; and statistics.pb written by the real ingest step
-(and the fused preprocess job) for a small CSV."""
+(and the fused preprocess job) for a small CSV: each split, then the whole span (``All
+Examples``), whose figures are those of every kept row."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from hypothesis import strategies as st
 
 import estflow.dsl as ef
 from estflow.components.validate._sketch import QuantileSketch
+from estflow.components.validate.statistics import ALL_EXAMPLES
 from estflow.components.validate.statistics import read_statistics
+from estflow.components.validate.statistics import span_dataset
+from estflow.components.validate.statistics import split_datasets
 from estflow.components.validate.statistics import statistics_pb2
 from tests.components._validate_data import statistics
 
@@ -164,11 +168,11 @@ CSV = ("x,n,color,code,label\n1.5,3,red,1,1\n,4,,2,0\n2.0,5,blue,1,1\n-1e30,3,bl
 
 
 def _check_against_csv(stats, examples: Path) -> None:
-    assert [d.name for d in stats.datasets] == ["train", "eval"]
+    assert [d.name for d in stats.datasets] == ["train", "eval", ALL_EXAMPLES]
     df = pd.read_csv(Path("data.csv"), keep_default_na=False, dtype=str)
     df = df[df["x"] != "bad"]  # the rejected row
-    assert sum(d.num_examples for d in stats.datasets) == len(df)
-    both = [d for d in stats.datasets if d.num_examples]
+    assert sum(d.num_examples for d in split_datasets(stats)) == len(df)
+    both = [d for d in split_datasets(stats) if d.num_examples]
     assert sum(_feature(d, "x").num_stats.common_stats.num_missing for d in both) == 1
     colors = {}
     for d in both:
@@ -177,6 +181,16 @@ def _check_against_csv(stats, examples: Path) -> None:
     assert colors == df.loc[df["color"] != "", "color"].value_counts().to_dict()
     assert min(_feature(d, "x").num_stats.min for d in both) == np.float32(-1e30)  # as stored
     assert all(_feature(d, "code").HasField("string_stats") for d in both)
+    # the span: every kept row, figured as for one split (what TFDV computes on them all)
+    whole = stats.datasets[-1]
+    assert span_dataset(stats) is whole and whole.num_examples == len(df)
+    x = df["x"].replace("", np.nan).astype(np.float32).astype(np.float64)
+    _check_numeric(_feature(whole, "x"), x)
+    _check_numeric(_feature(whole, "n"), df["n"].astype(np.int64))
+    counted = {b.label: b.sample_count
+               for b in _feature(whole, "color").string_stats.rank_histogram.buckets}
+    assert counted == colors and _feature(whole, "color").string_stats.unique == len(colors)
+    assert not any(f.custom_stats for f in whole.features)  # no cell of a bad type was kept
     assert (examples / "statistics.pbtxt").is_file()
 
 
