@@ -27,8 +27,11 @@ bundle or ``insecure``), which a multi-user Kubeflow needs (see
 :mod:`estflow.pipelines._kfp.connection`).
 
 Failures are one-line errors: :class:`ApiUnreachableError` (connection refused, unknown host,
-TLS...) and :class:`ApiHttpError` (the API answered with an HTTP error: status and message; a
-401/403 also says what was sent and what to do), both :class:`SubmitError`; bad input (cron, ``k=v`` parameters, a missing package) is a
+TLS...), :class:`ApiHttpError` (the API answered with an HTTP error: status and message; a
+401/403 also says what was sent and what to do) and :class:`ApiAnswerError` (something else
+answered in the API's place: a redirect to a login page, an HTML page, an answer that is not
+JSON or lacks the run's or schedule's id; it says what was asked, what answered and what to
+do, so a login proxy never passes for a created run), all :class:`SubmitError`; bad input (cron, ``k=v`` parameters, a missing package) is a
 ``ValueError``/``FileNotFoundError``. This module is the client only: the ``estflow submit``,
 ``schedule`` and ``schedules`` commands are defined with the rest of the CLI
 (:mod:`estflow.pipelines.cli`).
@@ -65,6 +68,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from estflow.pipelines import beam_options
 from estflow.pipelines._kfp import backend as kfp_backends
 from estflow.pipelines._kfp import cron_zone
+from estflow.pipelines._kfp.connection import ApiAnswerError
 from estflow.pipelines._kfp.connection import ApiHttpError
 from estflow.pipelines._kfp.connection import ApiUnreachableError
 from estflow.pipelines._kfp.connection import Client
@@ -73,6 +77,7 @@ from estflow.pipelines._kfp.connection import SubmitError
 from estflow.pipelines._kfp.connection import api_errors
 from estflow.pipelines._kfp.connection import check_host as _check_host
 from estflow.pipelines._kfp.connection import connect
+from estflow.pipelines._kfp.connection import require
 from estflow.pipelines._kfp.follow import TERMINAL_STATES
 from estflow.pipelines._kfp.follow import RunResult
 from estflow.pipelines._kfp.follow import TaskFailure
@@ -80,7 +85,7 @@ from estflow.pipelines._kfp.follow import wait
 from estflow.pipelines.cron import to_kfp_cron
 
 __all__ = ["DEFAULT_EXPERIMENT", "TERMINAL_STATES", "SubmitError", "ApiUnreachableError",
-           "ApiHttpError", "BackendTooOldError", "Login", "RunInfo", "ScheduleInfo", "TaskFailure",
+           "ApiHttpError", "ApiAnswerError", "BackendTooOldError", "Login", "RunInfo", "ScheduleInfo", "TaskFailure",
            "RunResult", "submit", "schedule", "wait", "list_schedules", "pause", "resume",
            "delete", "parse_params", "server_version"]
 
@@ -171,6 +176,7 @@ def submit(source: PipelineSource, *, host: str, experiment: str | None = None,
                 str(package), arguments=dict(params or {}), run_name=run_name,
                 experiment_name=experiment or DEFAULT_EXPERIMENT, namespace=namespace,
                 service_account=service_account)
+            require(result.run_id, "the new run", "run_id", result.run_info, host)
     return RunInfo(run_id=result.run_id, url=f"{host.rstrip('/')}/#/runs/details/{result.run_id}",
                    run_name=run_name, experiment_id=result.run_info.experiment_id)
 
@@ -223,13 +229,16 @@ def schedule(source: PipelineSource, *, host: str, cron: str, name: str | None =
             client = connect(client_factory, host, namespace, login)
             if check_backend:
                 _check_backend(client, host, package)
-            experiment_id = client.create_experiment(
-                name=experiment or DEFAULT_EXPERIMENT, namespace=namespace).experiment_id
+            found = client.create_experiment(name=experiment or DEFAULT_EXPERIMENT,
+                                             namespace=namespace)
+            require(found.experiment_id, "the experiment", "experiment_id", found, host)
             created = client.create_recurring_run(
-                experiment_id=experiment_id, job_name=name, cron_expression=kfp_cron,
+                experiment_id=found.experiment_id, job_name=name, cron_expression=kfp_cron,
                 max_concurrency=max_concurrency, no_catchup=no_catchup,
                 params=dict(params or {}), pipeline_package_path=str(package), enabled=enabled,
                 service_account=service_account)
+            require(created.recurring_run_id, "the new recurring run", "recurring_run_id",
+                    created, host)
     return _schedule_info(created)
 
 
@@ -277,15 +286,20 @@ def list_schedules(host: str, experiment: str | None = None, *, namespace: str |
         experiment_id = None
         if experiment:
             try:
-                experiment_id = client.get_experiment(
-                    experiment_name=experiment, namespace=namespace).experiment_id
+                named = client.get_experiment(experiment_name=experiment, namespace=namespace)
             except ValueError as err:  # kfp: "No experiment is found with name ..."
                 raise SubmitError(f"{err} (KFP API at {host})") from None
+            require(named.experiment_id, f"the experiment {experiment!r}", "experiment_id",
+                    named, host)
+            experiment_id = named.experiment_id
         token = ""
         while True:
             page = client.list_recurring_runs(page_token=token, page_size=100,
                                               experiment_id=experiment_id, namespace=namespace)
-            found += [_schedule_info(r) for r in page.recurring_runs or ()]
+            for recurring in page.recurring_runs or ():
+                require(recurring.recurring_run_id, "a recurring run in the list",
+                        "recurring_run_id", recurring, host)
+                found.append(_schedule_info(recurring))
             token = page.next_page_token
             if not token:
                 return found
@@ -346,7 +360,10 @@ def _set_enabled(host: str, schedule_id: str, enabled: bool, namespace: str | No
             client.enable_recurring_run(schedule_id)
         else:
             client.disable_recurring_run(schedule_id)
-        return _schedule_info(client.get_recurring_run(schedule_id))
+        recurring = client.get_recurring_run(schedule_id)
+        require(recurring.recurring_run_id, f"recurring run {schedule_id}", "recurring_run_id",
+                recurring, host)
+        return _schedule_info(recurring)
 
 
 def _schedule_info(recurring: kfp_server_api.V2beta1RecurringRun) -> ScheduleInfo:

@@ -4,8 +4,10 @@ on a Kubeflow Pipelines API, through the KFP client in :mod:`estflow.pipelines.s
 Each handler prints one line per result and returns the exit status: 0, 2 for the user's
 mistakes (bad cron or time zone, ``--param``, host, package, an unreadable token file or CA
 bundle), 1 when the KFP API is unreachable, refuses the login, answers an error or is older
-than the package needs, or when ``submit --wait`` followed a run that did not succeed; messages
-go to stderr.
+than the package needs, when something else answers in its place (a login proxy's redirect or
+page, an answer without the run's or schedule's id: nothing is reported as created that the
+API did not say it created), or when ``submit --wait`` followed a run that did not succeed;
+messages go to stderr.
 
 Every command takes the login options of a multi-user Kubeflow (``--token``, ``--token-file``,
 ``--cookies``, ``--ca-cert``, ``--insecure``, each with its environment variable: see

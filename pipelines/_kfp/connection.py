@@ -15,23 +15,36 @@ token file     ``--token-file`` /                     ``Authorization: Bearer``,
                (kfp's), else kfp's in-cluster path    kfp's ServiceAccountTokenVolumeCredentials,
                when it exists                         as the projected token rotates)
 cookies        ``--cookies`` / ``ESTFLOW_KFP_COOKIES``  ``Cookie`` header (``cookies``), e.g.
-                                                      oauth2-proxy's ``_oauth2_proxy=...``
+                                                      Kubeflow's ``oauth2_proxy_kubeflow=...``
 CA bundle      ``--ca-cert`` / ``ESTFLOW_KFP_CA_CERT``  ``ssl_ca_cert``
 no TLS check   ``--insecure``                         ``verify_ssl=False``
 =============  ====================================  =========================================
 
 No secret is ever printed: :meth:`Login.describe` names what is sent (a token and where it comes
 from, the cookie names), never a value.
+
+Only the API's own answers are taken: a login proxy in front of the API (Kubeflow v1.9.0's
+oauth2-proxy, a company SSO gateway) answers a request it does not let through with a redirect
+to its login page, or with the page itself, which ``kfp.Client`` would follow and read as an
+empty answer (a run id ``None``, no schedules). :func:`guard` makes the client's urllib3 pool
+follow no redirect and refuse a redirect, or a successful answer that is not JSON, as an
+:class:`ApiAnswerError` that says what was asked, what answered (the status, where the redirect
+leads, the HTML page's title or the content type) and what to do; :func:`require` refuses an
+answer without the id estflow goes on with.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html
+import http
 import io
 import json
 import logging
 import os
+import re
+import urllib.parse
 import warnings
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -42,8 +55,9 @@ import kfp_server_api
 import urllib3
 from kfp.client import set_volume_credentials
 
-__all__ = ["SubmitError", "ApiUnreachableError", "ApiHttpError", "Login", "Client",
-           "SA_TOKEN_PATH", "SA_TOKEN_ENV", "check_host", "connect", "api_errors"]
+__all__ = ["SubmitError", "ApiUnreachableError", "ApiHttpError", "ApiAnswerError", "Login",
+           "Client", "SA_TOKEN_PATH", "SA_TOKEN_ENV", "check_host", "connect", "api_errors",
+           "guard", "check_answer", "require"]
 
 # kfp's in-cluster service-account token: the path a Kubeflow notebook's PodDefault
 # ("access-ml-pipeline") projects, and the variable that moves it (kfp.client's constants).
@@ -69,6 +83,32 @@ class ApiHttpError(SubmitError):
         super().__init__(message)
         self.status = status
         self.reason = reason
+
+
+class ApiAnswerError(SubmitError):
+    """Something answered at the KFP API's address, but not the API: a redirect (a login
+    proxy sending to its login page), an HTML page, an answer that is not JSON, or JSON without
+    the id the command goes on with.
+
+    Attributes:
+        method, url: the request (None for an answer refused for a missing id).
+        status: the HTTP status of the answer (None for a missing id).
+        location: where a redirect leads (absolute), else None.
+    """
+
+    def __init__(self, message: str, *, method: str | None = None, url: str | None = None,
+                 status: int | None = None, location: str | None = None,
+                 page: bool = False) -> None:
+        super().__init__(message)
+        self.method = method
+        self.url = url
+        self.status = status
+        self.location = location
+        self.page = page  # the answer was a web page (HTML), not the API's JSON
+
+
+class _NotTheApi(ApiAnswerError):
+    """:func:`check_answer`'s error, made whole (host, login, what to do) by :func:`api_errors`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,9 +208,11 @@ def _bare(token: str | None) -> str | None:
 
 class Client(kfp.Client):
     """``kfp.Client`` whose start-up health check fails at once on a refused login or a TLS
-    failure, instead of kfp's five tries five seconds apart (a refusal does not heal)."""
+    failure, instead of kfp's five tries five seconds apart (a refusal does not heal), and
+    whose answers are checked (:func:`guard`) from that first request on."""
 
     def get_kfp_healthz(self, sleep_duration: int = 5):  # noqa: D102 (kfp's)
+        guard(self)  # kfp.Client.__init__ asks healthz before connect() sees the client
         try:
             return self._healthz_api.healthz_service_get_healthz()
         except kfp_server_api.ApiException as err:
@@ -189,14 +231,208 @@ def check_host(host: str) -> None:
 
 def connect(client_factory, host: str, namespace: str | None,
             login: Login | None = None) -> kfp.Client:
-    """Build the client: ``client_factory(host=, [namespace=], **login.client_kwargs())``."""
+    """Build the client: ``client_factory(host=, [namespace=], **login.client_kwargs())``,
+    its answers checked (:func:`guard`)."""
     kwargs = {"host": host, **({"namespace": namespace} if namespace else {}),
               **(login.client_kwargs() if login else {})}
     with warnings.catch_warnings():
         # kfp.Client warns on every construction that it needs KFP >= 2.0.0-beta.2.
         warnings.filterwarnings("ignore", message="This client only works with",
                                 category=FutureWarning)
-        return client_factory(**kwargs)
+        return guard(client_factory(**kwargs))
+
+
+# --- only the API's own answers ------------------------------------------------------------------
+
+_REDIRECTS = (301, 302, 303, 307, 308)
+_SHOWN = 160  # the longest URL or excerpt an error shows
+
+
+class _CheckedPool:
+    """The urllib3 pool of a ``kfp.Client`` (kfp_server_api's ``rest_client.pool_manager``),
+    which follows no redirect and passes on only an answer :func:`check_answer` accepts.
+
+    kfp_server_api sends every request through the pool's ``request``; the rest (``clear``,
+    the pools, ...) is the wrapped pool's."""
+
+    def __init__(self, pool) -> None:
+        self._pool = pool
+
+    def request(self, method, url, *args, **kwargs):
+        kwargs["redirect"] = False
+        response = self._pool.request(method, url, *args, **kwargs)
+        check_answer(method, url, response)
+        return response
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+
+def guard(client: kfp.Client) -> kfp.Client:
+    """Check every answer ``client`` gets from now on (:func:`check_answer`), by wrapping the
+    urllib3 pool its generated API client sends through; the client is otherwise unchanged.
+    Returns ``client``; a second call changes nothing."""
+    rest = getattr(getattr(getattr(client, "_healthz_api", None), "api_client", None),
+                   "rest_client", None)
+    pool = getattr(rest, "pool_manager", None)
+    if pool is not None and not isinstance(pool, _CheckedPool):
+        rest.pool_manager = _CheckedPool(pool)
+    return client
+
+
+def check_answer(method: str, url: str, response: urllib3.BaseHTTPResponse) -> None:
+    """Refuse what the KFP API never answers: a redirect (the API itself never redirects; a
+    login proxy sends to its login page), or a success (2xx) that is not JSON (a login page or
+    another web page answered with 200). An error status is left to the client (an
+    ``ApiException``, see :func:`api_errors`).
+
+    Raises:
+        ApiAnswerError: what was asked and what answered, e.g. ``GET URL was answered HTTP 302
+            Found, a redirect to LOCATION``.
+    """
+    status = response.status
+    reason = getattr(response, "reason", None) or _phrase(status)
+    asked = f"{method} {_short(url.split('?', 1)[0])} was answered HTTP {status}" + (
+        f" {reason}" if reason else "")
+    if status in _REDIRECTS:
+        location = response.headers.get("Location")
+        location = urllib.parse.urljoin(url, location) if location else None
+        _release(response)
+        raise _NotTheApi(f"{asked}, a redirect to {_short(location) if location else '(nowhere)'}",
+                         method=method, url=url, status=status, location=location)
+    if not 200 <= status < 300:
+        return
+    content_type = response.headers.get("Content-Type") or ""
+    body = response.data or b""
+    if _is_json(body, content_type):
+        return
+    page = _html_title(body, content_type)
+    if page is None:
+        excerpt = " ".join(body.decode("utf-8", "replace").split())
+        page_text = (f"{content_type or 'no content type'}, not JSON: "
+                     f"{_short(excerpt) if excerpt else '(an empty body)'!r}")
+    else:
+        page_text = (f"an HTML page {f'titled {page!r}' if page else 'without a title'}"
+                     f"{f' ({content_type})' if content_type else ''}, not the API's JSON")
+    raise _NotTheApi(f"{asked} with {page_text}", method=method, url=url, status=status,
+                     page=True)
+
+
+def require(value, what: str, field: str, answer, host: str) -> None:
+    """Refuse an ``answer`` (a kfp_server_api model) that lacks the id estflow goes on with
+    (``field``, e.g. the new run's ``run_id``): it is JSON, but not the KFP API's answer.
+
+    Raises:
+        ApiAnswerError: e.g. ``the KFP API at HOST answered the new run without a run_id
+            ({})``, and what to check.
+    """
+    if value:
+        return
+    shown = answer.to_dict() if hasattr(answer, "to_dict") else answer
+    if isinstance(shown, dict):
+        shown = {key: item for key, item in shown.items() if item is not None}
+    try:
+        shown = json.dumps(shown, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        shown = repr(shown)
+    raise ApiAnswerError(
+        f"the KFP API at {host} answered {what} without {'an' if field[0] in 'aeiou' else 'a'} "
+        f"{field} ({_short(shown)}), which the KFP API always sends: check that --host is the "
+        "KFP API's address (on Kubeflow https://HOST/pipeline) and that no proxy or gateway in "
+        "front of it answers in its place")
+
+
+def not_the_api_message(err: ApiAnswerError, host: str, login: Login | None) -> str:
+    """The whole message for :func:`check_answer`'s error: what answered, what was sent, what
+    to do (never a secret)."""
+    login = login or Login()
+    text = f"the KFP API at {host} did not answer: {err}"
+    moved = _moved_host(err.url, err.location)
+    if moved:
+        return f"{text}; the API answers at {moved}: give --host {moved}"
+    if err.page:
+        what = ("a login page or another web site answered in the API's place, or --host is "
+                "not the KFP API's address (on Kubeflow: https://HOST/pipeline)")
+    else:
+        what = "a login proxy in front of the API sent the request to its login page"
+    if login.cookies:
+        todo = ("the cookie was not accepted: it may have expired; copy a fresh session cookie "
+                f"from your browser into --cookies or ${COOKIES_ENV}")
+    elif login.token or login.token_file:
+        todo = ("the proxy does not take the bearer token: log in with your browser's session "
+                "cookie instead (--cookies 'NAME=VALUE', e.g. oauth2_proxy_kubeflow on Kubeflow)")
+    else:
+        todo = ("log in: give --cookies 'NAME=VALUE' with your browser's session cookie for "
+                "that site (from its developer tools; oauth2_proxy_kubeflow on Kubeflow), or "
+                "--token/--token-file where the proxy takes a bearer token")
+    return (f"{text} ({what}; sent {login.describe()}; {todo}; or reach the API without the "
+            "proxy: inside the cluster --host http://ml-pipeline.kubeflow:8888, from your "
+            "machine kubectl port-forward -n kubeflow svc/ml-pipeline 8888:8888 and --host "
+            "http://localhost:8888)")
+
+
+def _moved_host(url: str | None, location: str | None) -> str | None:
+    """The host to give when a redirect leads to the same API path at another address (e.g.
+    http to https), else None."""
+    if not url or not location:
+        return None
+    asked, there = urllib.parse.urlsplit(url), urllib.parse.urlsplit(location)
+    marker = asked.path.find("/apis/")
+    same = (asked.scheme, asked.netloc, asked.path) == (there.scheme, there.netloc, there.path)
+    if marker < 0 or same:
+        return None
+    suffix = asked.path[marker:]
+    if not there.path.endswith(suffix):
+        return None
+    return urllib.parse.urlunsplit((there.scheme, there.netloc,
+                                    there.path[:-len(suffix)], "", "")).rstrip("/")
+
+
+def _is_json(body: bytes, content_type: str) -> bool:
+    """Whether a successful answer is JSON: said so and parses, or says nothing and parses (or
+    is empty)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        return False
+    if not body.strip():  # not what the API sends ({} at least): the ids are checked later
+        return True
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
+
+
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def _html_title(body: bytes, content_type: str = "") -> str | None:
+    """The title of an HTML page ("" when it has none), or None when ``body`` is not HTML."""
+    head = body[:2048].lstrip().lower()
+    if "html" not in content_type.lower() and not head.startswith((b"<!doctype html", b"<html")) \
+            and b"<html" not in head and not _TITLE.search(body[:8192]):
+        return None
+    match = _TITLE.search(body)
+    if not match:
+        return ""
+    return _short(" ".join(html.unescape(match.group(1).decode("utf-8", "replace")).split()))
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+
+
+def _release(response) -> None:
+    with contextlib.suppress(Exception):  # an unread body: give the connection back
+        response.drain_conn()
+        response.release_conn()
 
 
 @contextlib.contextmanager
@@ -214,6 +450,10 @@ def api_errors(host: str, login: Login | None = None,
             # --insecure is the user's explicit choice: not one warning per request.
             warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
             yield
+    except _NotTheApi as err:  # a redirect or a web page answered (see check_answer)
+        raise ApiAnswerError(not_the_api_message(err, host, login), method=err.method,
+                             url=err.url, status=err.status, location=err.location,
+                             page=err.page) from None
     except urllib3.exceptions.HTTPError as err:  # MaxRetryError, NewConnectionError, ...
         raise ApiUnreachableError(f"cannot reach the KFP API at {host}: "
                                   f"{_network_reason(err, login)}") from err
@@ -245,7 +485,7 @@ def _refusal_hint(status: int, login: Login | None, namespace: str | None, messa
                 if login.token or login.token_file or login.cookies else
                 "log in: give --token/--token-file (a Kubernetes service-account token with "
                 "audience pipelines.kubeflow.org) or --cookies (your browser's session cookie, "
-                "e.g. _oauth2_proxy or authservice_session)")
+                "e.g. oauth2_proxy_kubeflow or authservice_session)")
         return f" (sent {login.describe()}, {where}; {todo})"
     if status == 400 and not namespace and "namespace" in message:
         return " (a multi-user KFP needs the namespace to act in: give --namespace, your " \
@@ -281,12 +521,16 @@ def _network_reason(err: urllib3.exceptions.HTTPError, login: Login | None = Non
 
 
 def _error_message(body: bytes | str | None) -> str:
-    """The message of KFP's error body (a google.rpc.Status), else the body itself."""
+    """The message of KFP's error body (a google.rpc.Status), an HTML page by its title (a
+    proxy's or gateway's error page), else the body itself."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
     try:
         payload = json.loads(text)
     except ValueError:
         payload = None
+        title = _html_title(text.encode("utf-8", "replace"))
+        if title is not None:
+            return f"an HTML page titled {title!r}" if title else "an HTML page without a title"
     if isinstance(payload, dict) and (payload.get("message") or payload.get("error")):
         text = payload.get("message") or payload.get("error")
     text = " ".join(str(text).split()) or "(no message)"

@@ -17,6 +17,7 @@ from estflow.pipelines._kfp.connection import SubmitError
 from estflow.pipelines._kfp.connection import api_errors
 from estflow.pipelines._kfp.connection import check_host
 from estflow.pipelines._kfp.connection import connect
+from estflow.pipelines._kfp.connection import require
 
 __all__ = ["TERMINAL_STATES", "TaskFailure", "RunResult", "wait"]
 
@@ -57,8 +58,9 @@ def wait(host: str, run_id: str, *, namespace: str | None = None, poll_seconds: 
     the tasks running), then return how it ended.
 
     Raises:
-        SubmitError: unreachable API, an HTTP error, or not finished within ``timeout``
-            seconds (the run goes on).
+        SubmitError: unreachable API, an HTTP error, an answer that is not the API's (a login
+            page, a run without its id: :class:`ApiAnswerError`), or not finished within
+            ``timeout`` seconds (the run goes on).
     """
     check_host(host)
     deadline = None if timeout is None else clock() + timeout
@@ -69,6 +71,7 @@ def wait(host: str, run_id: str, *, namespace: str | None = None, poll_seconds: 
         with api_errors(host, login, namespace):  # each call alone: it keeps the client's
             # prints, not echo's
             run = client.get_run(run_id)
+            require(run.run_id, f"run {run_id}", "run_id", run, host)
         state = str(run.state or "PENDING")
         running = sorted(t.display_name for t in _task_details(run)
                          if t.state == "RUNNING" and not t.child_tasks and t.display_name)

@@ -44,6 +44,22 @@ list without a namespace is refused (400), as multi-user KFP does. Each request'
 kept in ``headers``. ``tls=(certfile, keyfile)`` serves HTTPS; :func:`make_certificates` makes
 a CA and a certificate for 127.0.0.1 signed by it.
 
+``gateway=`` puts something in front of the API that answers in its place, as a login proxy
+does for a request without its session cookie (a request with one of ``cookies`` goes through,
+to the API as usual):
+
+``"login-redirect"``  a login proxy redirecting as Kubeflow v1.9.0's oauth2-proxy does (no
+                      ``api_routes``): every path answers 302 to
+                      ``/oauth2/start?rd=PATH``, which answers 302 to Dex's ``/dex/auth?...``,
+                      which answers its login page (200, ``text/html``, titled ``dex``)
+``"login-page"``      a company SSO gateway that answers its sign-in page (200,
+                      ``text/html``, titled :data:`SSO_TITLE`) at every path
+``"empty-json"``      a gateway answering ``{}`` (200, ``application/json``) to every API call
+
+``before_request(method, path)``, when set, is called before each request is answered (under
+the fake's lock): a test can change the fake between two requests of one command, e.g. end
+the session (``gateway=``) before a run is followed.
+
 Example:
     >>> with FakeKfpApi() as api:  # doctest: +SKIP
     ...     kfp.Client(host=api.url).create_experiment("demo")
@@ -62,9 +78,20 @@ import threading
 import urllib.parse
 from collections.abc import Mapping
 
-__all__ = ["FakeKfpApi", "make_certificates", "pipeline_name", "task"]
+__all__ = ["FakeKfpApi", "GATEWAYS", "SSO_TITLE", "make_certificates", "pipeline_name",
+           "task"]
 
 _PREFIX = "/apis/v2beta1"
+GATEWAYS = ("login-redirect", "login-page", "empty-json")
+SSO_TITLE = "Sign in \u00b7 Example Corp SSO"
+# Dex's login page, as Kubeflow's Dex answers it (abridged).
+_DEX_PAGE = ("<!DOCTYPE html>\n<html>\n  <head>\n    <meta charset=\"utf-8\">\n"
+             "    <title>dex</title>\n  </head>\n  <body class=\"theme-body\">\n"
+             "    <h2 class=\"theme-heading\">Log in to Your Account</h2>\n"
+             "    <form method=\"post\" action=\"/dex/auth/local/login\">...</form>\n"
+             "  </body>\n</html>\n")
+_SSO_PAGE = (f"<!doctype html><html lang=\"en\"><head><title>{SSO_TITLE}</title></head>"
+             "<body><h1>Sign in to continue</h1><form method=\"post\">...</form></body></html>")
 # google.rpc.Code values the real server puts in its error bodies.
 _GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 500: 13}
 
@@ -102,13 +129,18 @@ class FakeKfpApi:
     def __init__(self, *, users: Mapping[str, set[str]] | None = None,
                  tokens: Mapping[str, str] | None = None,
                  cookies: Mapping[str, str] | None = None,
-                 tls: tuple[str, str] | None = None) -> None:
+                 tls: tuple[str, str] | None = None, gateway: str | None = None) -> None:
         # Multi-user mode when `users` is given: user -> the namespaces it may act in; a
         # bearer token -> its user; a "name=value" session cookie -> its user.
         self.users = dict(users) if users is not None else None
         self.tokens = dict(tokens or {})
         self.cookies = dict(cookies or {})
         self.tls = tls
+        if gateway not in (None, *GATEWAYS):
+            raise ValueError(f"gateway must be one of {GATEWAYS} or None, not {gateway!r}")
+        # What answers in front of the API (see the module doc); None: the API itself.
+        self.gateway = gateway
+        self.before_request = None  # called with (method, path) before each answer
         self.headers: list[dict[str, str]] = []  # each request's headers, lower-case names
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
@@ -199,6 +231,9 @@ class FakeKfpApi:
             def do_DELETE(self):  # noqa: N802
                 fake._dispatch(self, "DELETE")
 
+            def do_PUT(self):  # noqa: N802 (a gateway answers any method)
+                fake._dispatch(self, "PUT")
+
             def log_message(self, format, *args):  # noqa: A002 (keep test output quiet)
                 pass
 
@@ -209,6 +244,13 @@ class FakeKfpApi:
         query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         length = int(request.headers.get("Content-Length") or 0)
         raw = request.rfile.read(length) if length else b""
+        with self._lock:
+            if self.before_request is not None:
+                self.before_request(method, request.path)
+            answer = self._gateway_answer(request.headers, request.path)
+        if answer is not None:
+            _send(request, *answer)
+            return
         try:
             body = json.loads(raw) if raw else {}
             handler, params = self._route(method, url.path)
@@ -221,12 +263,46 @@ class FakeKfpApi:
             status, payload = 400, self._status_body(400, f"invalid JSON body: {err}")
         except _HttpError as err:
             status, payload = err.status, self._status_body(err.status, err.message)
-        data = json.dumps(payload).encode()
-        request.send_response(status)
-        request.send_header("Content-Type", "application/json")
-        request.send_header("Content-Length", str(len(data)))
-        request.end_headers()
-        request.wfile.write(data)
+        _send(request, status, {"Content-Type": "application/json"}, json.dumps(payload).encode())
+
+    def _gateway_answer(self, headers, path: str) -> tuple[int, dict, bytes] | None:
+        """What :attr:`gateway` answers in the API's place (None: let the request through)."""
+        if self.gateway is None or self._session_user(headers):
+            return None
+        route = urllib.parse.urlsplit(path).path
+        if self.gateway == "empty-json":
+            if not route.startswith("/apis/"):
+                return None
+            self.requests.append(("GATEWAY", path))
+            return 200, {"Content-Type": "application/json"}, b"{}"
+        self.requests.append(("GATEWAY", path))
+        html = {"Content-Type": "text/html; charset=utf-8"}
+        if self.gateway == "login-page":
+            return 200, html, _SSO_PAGE.encode()
+        if route == "/oauth2/start":
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
+            state = urllib.parse.quote(f"f3a1c0de:{query.get('rd', '/')}", safe="")
+            return 302, {**html, "Location": "/dex/auth?client_id=kubeflow-oidc-authservice"
+                         "&redirect_uri=%2Foauth2%2Fcallback&response_type=code"
+                         f"&scope=openid+profile+email+groups&state={state}"}, \
+                b'<a href="/dex/auth">Found</a>.\n'
+        if route.startswith("/dex/"):
+            return 200, html, _DEX_PAGE.encode()
+        location = "/oauth2/start?rd=" + urllib.parse.quote(path, safe="")
+        return 302, {**html, "Location": location}, \
+            f'<a href="{location}">Found</a>.\n'.encode()
+
+    def _session_user(self, headers) -> str | None:
+        """The user of a session cookie the request carries (one of ``cookies``), else None."""
+        jar = http.cookies.SimpleCookie()
+        try:
+            jar.load(headers.get("Cookie") or "")
+        except http.cookies.CookieError:
+            return None
+        for name, morsel in jar.items():
+            if f"{name}={morsel.value}" in self.cookies:
+                return self.cookies[f"{name}={morsel.value}"]
+        return None
 
     def _route(self, method: str, path: str):
         if path.startswith(_PREFIX):
@@ -268,11 +344,9 @@ class FakeKfpApi:
         authorization = headers.get("Authorization") or ""
         if authorization.startswith("Bearer ") and authorization[7:] in self.tokens:
             return self.tokens[authorization[7:]]
-        jar = http.cookies.SimpleCookie()
-        jar.load(headers.get("Cookie") or "")
-        for name, morsel in jar.items():
-            if f"{name}={morsel.value}" in self.cookies:
-                return self.cookies[f"{name}={morsel.value}"]
+        user = self._session_user(headers)
+        if user is not None:
+            return user
         raise _HttpError(401, "Failed to authorize with API: Unauthenticated: Request header "
                          "error: there is no user identity header.")
 
@@ -418,6 +492,16 @@ class FakeKfpApi:
         self._lookup(self.recurring_runs, "recurring run", id)
         del self.recurring_runs[id]
         return {}
+
+
+def _send(request: http.server.BaseHTTPRequestHandler, status: int, headers: dict,
+          data: bytes) -> None:
+    request.send_response(status)
+    for name, value in headers.items():
+        request.send_header(name, value)
+    request.send_header("Content-Length", str(len(data)))
+    request.end_headers()
+    request.wfile.write(data)
 
 
 def _set_enabled(recurring: dict, enabled: bool) -> None:
