@@ -93,20 +93,24 @@ EVALUATED_OUTPUT: dict[str, str] = {"binary": "logistic", "multi_class": "probab
 fails the evaluate step."""
 
 METRIC_NAMES: dict[str, tuple[str, ...]] = {
-    "binary": ("loss", "accuracy", "auc", "auc_pr", "precision", "recall", "label/mean",
+    "binary": ("average_loss", "accuracy", "auc", "auc_pr", "precision", "recall", "label/mean",
                "prediction/mean", "examples"),
-    "multi_class": ("loss", "accuracy", "examples"),
-    "regression": ("loss", "rmse", "mae", "label/mean", "prediction/mean", "examples"),
+    "multi_class": ("average_loss", "accuracy", "examples"),
+    "regression": ("average_loss", "rmse", "mae", "label/mean", "prediction/mean", "examples"),
 }
 """The metrics the evaluate step computes for each head, the names an eval ``Threshold`` may
-use (``loss`` is the mean log loss, cross-entropy or squared error; ``precision``, ``recall``
-and ``accuracy`` of a binary head are at probability 0.5). A test keeps this table equal to
-what the evaluate step produces."""
+use. ``average_loss`` is tf.estimator's metric of that name: the mean over the eval examples of
+each one's loss (log loss, cross-entropy or squared error), the number the train step's
+evaluation line and TensorBoard's eval ``average_loss`` show for the same checkpoint and rows.
+tf.estimator's eval ``loss`` (the mean of the eval batches' losses, which weighs a short last
+batch as much as a full one) is not among them: a threshold on ``loss`` is refused, naming
+``average_loss``. ``precision``, ``recall`` and ``accuracy`` of a binary head are at probability
+0.5. A test keeps this table equal to what the evaluate step produces."""
 
 METRIC_ALIASES: dict[str, dict[str, str]] = {
-    "binary": {"auc_precision_recall": "auc_pr", "average_loss": "loss"},
-    "multi_class": {"average_loss": "loss"},
-    "regression": {"average_loss": "loss"},
+    "binary": {"auc_precision_recall": "auc_pr"},
+    "multi_class": {},
+    "regression": {},
 }
 """tf.estimator's names for the same metrics, per head: a ``Threshold`` may use them, and a
 :class:`Pipeline` stores the threshold under estflow's name (:data:`METRIC_NAMES`)."""

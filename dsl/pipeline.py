@@ -77,7 +77,8 @@ class Pipeline:
     :class:`CustomModel`'s ``head`` must match it; a model ``label_vocabulary`` must be the
     string label's own vocabulary), and the eval thresholds against the metrics the head
     produces (:data:`~estflow.dsl.models.METRIC_NAMES`; tf.estimator's names such as
-    ``auc_precision_recall`` are accepted and stored as estflow's, ``auc_pr``). Whether the
+    ``auc_precision_recall`` are accepted and stored as estflow's, ``auc_pr``; ``loss`` is
+    refused: the losses are ``average_loss``, the mean over the examples). Whether the
     raw columns are in the data is checked against the data itself (:meth:`header_errors`;
     ``estflow run``, ``preprocess`` and ``compile`` read a local CSV source's header before
     anything runs).
@@ -308,7 +309,16 @@ def _check_thresholds(p: Pipeline) -> list[DslError]:
     names, aliases = m.METRIC_NAMES[head], m.METRIC_ALIASES[head]
     errors = []
     for i, threshold in enumerate(p.eval.thresholds):
-        if threshold.metric not in names:
+        if threshold.metric == "loss":
+            errors.append(DslError(
+                f"eval.thresholds[{i}].metric", "'average_loss', the mean over the eval "
+                "examples of each one's loss (what a threshold on 'loss' checked before: its "
+                "bounds keep their meaning)", threshold.metric,
+                note="tf.estimator's eval 'loss', which the train step's evaluations and "
+                "TensorBoard show, is the mean of the eval batches' losses: it weighs a short "
+                "last batch as much as a full one, depends on the eval batch size and is not "
+                "what the evaluate step computes"))
+        elif threshold.metric not in names:
             errors.append(DslError(
                 f"eval.thresholds[{i}].metric", f"one of the {head} head's metrics "
                 f"{list(names)} (or tf.estimator's names for them: {list(aliases)})",

@@ -268,10 +268,12 @@ class Threshold:
     """A condition a model must meet to be blessed (and pushed).
 
     Args:
-        metric: an eval metric name of the model's head: binary ``loss``, ``accuracy``,
-            ``auc``, ``auc_pr``, ``precision``, ``recall``, ``label/mean``,
-            ``prediction/mean``; multi-class ``loss``, ``accuracy``; regression ``loss``,
-            ``rmse``, ``mae``, ``label/mean``, ``prediction/mean``.
+        metric: an eval metric name of the model's head: binary ``average_loss``,
+            ``accuracy``, ``auc``, ``auc_pr``, ``precision``, ``recall``, ``label/mean``,
+            ``prediction/mean``; multi-class ``average_loss``, ``accuracy``; regression
+            ``average_loss``, ``rmse``, ``mae``, ``label/mean``, ``prediction/mean``.
+            ``average_loss`` is the mean over the eval examples of each one's loss (not
+            tf.estimator's eval ``loss``, the mean of batch losses: ``loss`` is refused).
         lower_bound: the metric must be >= this.
         upper_bound: the metric must be <= this.
         max_regression: compared with the baseline (the model currently served at the push

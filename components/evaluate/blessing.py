@@ -103,8 +103,12 @@ def check_metric_names(thresholds: Sequence[Threshold], available: Sequence[str]
     known = sorted(available)
     for i, threshold in enumerate(thresholds):
         if threshold.metric not in known:
+            hint = (" (the evaluate step's loss is 'average_loss', the mean over the eval "
+                    "examples; tf.estimator's eval 'loss' is the mean of batch losses, which "
+                    "it does not compute)"
+                    if threshold.metric == "loss" and "average_loss" in known else "")
             raise ValueError(f"eval.thresholds[{i}].metric: expected one of the evaluated "
-                             f"metrics {known}. Received: {threshold.metric!r}")
+                             f"metrics {known}. Received: {threshold.metric!r}{hint}")
 
 
 def bless(thresholds: Sequence[Threshold], metrics: Mapping[str, Any],

@@ -1,6 +1,19 @@
 """Metrics computed in NumPy from labels and model outputs (exact, not streaming estimates).
 
 Kept free of TensorFlow so the same code scores any model output, e.g. from a served model.
+
+``average_loss`` is tf.estimator's (2.15) metric of that name for the head: the mean over the
+examples of each example's loss (log loss, cross-entropy, squared error). It is *not*
+tf.estimator's eval ``loss``, the mean of the eval batches' losses, which the train step's
+evaluations also report (``train.json``, TensorBoard): that one weighs a short last batch as
+much as a full one and so depends on the eval batch size; the evaluate step does not compute
+it. The loss is computed from the model's float32 outputs, so it is tf.estimator's (which
+starts from the logits) to the float32 rounding of the true class's probability: to ~1e-7
+while that probability is a normal float32 (an example's loss up to ~87), except for a binary
+example of class 0, whose 1 - P(class 1) is known only to float32's spacing below 1 (6e-8): a
+loss of 10 is then within ~1e-3 of tf.estimator's, and a P(class 1) that rounds to 1 (a logit
+above ~17) counts -log(2**-25), about 17.3.
+
 Besides the scalar metrics of each head, it computes the curves the evaluation report and
 Kubeflow's ``ClassificationMetrics`` show: ROC and precision-recall points, the confusion
 matrix and calibration (reliability) bins.
@@ -14,7 +27,12 @@ __all__ = ["HEADS", "MAIN_METRIC", "head_metrics", "metric_names", "binary_metri
            "regression_metrics", "roc_auc", "average_precision", "roc_curve", "pr_curve",
            "downsample", "confusion_matrix", "calibration_bins"]
 
-_EPS = 1e-7
+# The smallest probability of the true class a loss is computed for: float32 outputs round
+# smaller ones (and underflow to 0), so the loss of one example is at most -log(this), ~87.3.
+_TINY = float(np.finfo(np.float32).tiny)
+# 1 - P(class 1) below this is a float32 P(class 1) of 1.0: the loss of such an example of
+# class 0 counts as if 1 - P(class 1) were this (half the float32 spacing below 1), ~17.3.
+_BELOW_ONE = 2.0 ** -25
 HEADS = ("binary", "multi_class", "regression")
 MAIN_METRIC = {"binary": "auc", "multi_class": "accuracy", "regression": "rmse"}
 """The metric the report charts per slice, by head."""
@@ -151,14 +169,17 @@ def calibration_bins(labels: np.ndarray, predictions: np.ndarray, bins: int = 10
 
 
 def binary_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
-    """Loss (log loss), accuracy, ROC AUC, PR AUC (average precision), precision, recall and
-    means, for P(class 1) = ``probs``."""
+    """``average_loss`` (the mean log loss), accuracy, ROC AUC, PR AUC (average precision),
+    precision, recall and means, for P(class 1) = ``probs``."""
     y = np.asarray(labels, dtype=np.float64).ravel()
-    p = np.clip(np.asarray(probs, dtype=np.float64).ravel(), _EPS, 1 - _EPS)
+    p = np.clip(np.asarray(probs, dtype=np.float64).ravel(), 0.0, 1.0)
     pred = p > threshold
     tp = float(np.sum(pred & (y == 1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_example = -(y * np.log(np.maximum(p, _TINY))
+                        + (1 - y) * np.log(np.maximum(1 - p, _BELOW_ONE)))
     return {
-        "loss": float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))),
+        "average_loss": float(np.mean(per_example)),
         "accuracy": float(np.mean(pred == (y == 1))),
         "auc": roc_auc(y, p),
         "auc_pr": average_precision(y, p),
@@ -171,23 +192,24 @@ def binary_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5
 
 
 def multi_class_metrics(labels: np.ndarray, probs: np.ndarray) -> dict:
-    """Cross-entropy loss and accuracy for class-id ``labels`` and [N, n_classes] ``probs``."""
+    """``average_loss`` (the mean cross-entropy) and accuracy for class-id ``labels`` and
+    [N, n_classes] ``probs``."""
     y = np.asarray(labels, dtype=np.int64).ravel()
-    p = np.clip(np.asarray(probs, dtype=np.float64), _EPS, 1.0)
+    p = np.clip(np.asarray(probs, dtype=np.float64), _TINY, 1.0)
     return {
-        "loss": float(-np.mean(np.log(p[np.arange(len(y)), y]))),
+        "average_loss": float(-np.mean(np.log(p[np.arange(len(y)), y]))),
         "accuracy": float(np.mean(np.argmax(p, axis=1) == y)),
         "examples": int(len(y)),
     }
 
 
 def regression_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict:
-    """Mean squared error (the loss), RMSE, MAE and means."""
+    """``average_loss`` (the mean squared error), RMSE, MAE and means."""
     y = np.asarray(labels, dtype=np.float64).ravel()
     p = np.asarray(predictions, dtype=np.float64).ravel()
     mse = float(np.mean((y - p) ** 2))
     return {
-        "loss": mse,
+        "average_loss": mse,
         "rmse": float(np.sqrt(mse)),
         "mae": float(np.mean(np.abs(y - p))),
         "label/mean": float(y.mean()),

@@ -33,6 +33,12 @@ ul.reasons{font-family:ui-monospace,monospace;font-size:12px}
 """
 
 
+_AVERAGE_LOSS = ("average_loss: the mean over these examples of each one's loss, as the "
+                 "train step's evaluation line and TensorBoard's eval average_loss show it. "
+                 "TensorBoard's eval loss is tf.estimator's mean of the eval batches' losses "
+                 "(a short last batch weighs as much as a full one): another number.")
+
+
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -235,6 +241,8 @@ def render(*, title: str, evaluation: dict, blessing: dict, plots: dict,
                 f"scored through {_esc(evaluation.get('model', ''))}</p>",
                 "<h2>Blessing</h2>", _verdict(blessing),
                 "<h2>Metrics</h2>", _metrics_table(evaluation["metrics"], blessing["baseline"])]
+    if "average_loss" in evaluation["metrics"]:
+        sections.append(f"<p>{_AVERAGE_LOSS}</p>")
     charts = _curve_plots(plots, head)
     if charts:
         sections += ["<h2>Curves</h2>", '<div class="plots">' + "".join(charts) + "</div>"]

@@ -34,9 +34,13 @@ Output::
 Evaluation while training (tf.estimator's ``train_and_evaluate`` with the declared
 ``EvalSpec``): after a checkpoint is saved, the model is evaluated on the eval split once
 ``start_delay_secs`` of training have passed, then at most every ``throttle_secs``; the final
-checkpoint is always evaluated. Each evaluation is a progress line (step, loss, the key
-metric), so an overfitting run shows while it runs. With an evaluator task in the cluster, that
-task evaluates instead (:func:`evaluate_checkpoints`).
+checkpoint is always evaluated. Each evaluation is a progress line (step, ``average_loss``,
+the key metric), so an overfitting run shows while it runs. ``average_loss`` is the mean over
+the eval examples, the evaluate step's ``average_loss`` for the same checkpoint and rows;
+``train.json`` and TensorBoard also hold tf.estimator's eval ``loss``, the mean of the eval
+batches' losses (a short last batch weighs as much as a full one), which the evaluate step does
+not compute. With an evaluator task in the cluster, that task evaluates instead
+(:func:`evaluate_checkpoints`).
 
 Warm start (``TrainSpec.warm_start``): a model_dir without a checkpoint starts from the
 training checkpoint of the version served at the push target, which the export carries for

@@ -16,9 +16,9 @@ from estflow.dsl.pipeline import Pipeline
 from estflow.estimator import training
 from estflow.estimator.exporters import Exporter
 
-__all__ = ["KEY_METRICS", "EvalRecorder", "eval_name", "eval_spec"]
+__all__ = ["KEY_METRICS", "EvalRecorder", "eval_name", "eval_spec", "shown"]
 
-KEY_METRICS = ("auc", "accuracy", "rmse", "average_loss")  # the first one present is shown
+KEY_METRICS = ("auc", "accuracy", "rmse")  # the first one present is shown, after the loss
 
 
 def eval_name(pipeline: Pipeline) -> str | None:
@@ -29,7 +29,7 @@ def eval_name(pipeline: Pipeline) -> str | None:
 
 class EvalRecorder(Exporter):
     """Runs after each evaluation during training (an exporter that exports nothing): a
-    progress line (step, loss, the key metric), a ``train.json`` row (step, metrics) and the
+    progress line (step, :func:`shown`), a ``train.json`` row (step, metrics) and the
     evaluation's time (so examples/s counts training only)."""
 
     name = "estflow_evaluations"
@@ -58,12 +58,21 @@ class EvalRecorder(Exporter):
             self._began = None
         step = int(eval_result["global_step"])
         self.rows.append({"step": step, "metrics": metrics})
-        key = next((k for k in KEY_METRICS if k in metrics), None)
-        shown = [f"loss={metrics['loss']:.4g}"] if "loss" in metrics else []
-        shown += [f"{key}={metrics[key]:.4g}"] if key else []
-        self._progress(f"evaluation at step {step}: {', '.join(shown)}"
+        self._progress(f"evaluation at step {step}: {shown(metrics)}"
                        + (" (final)" if is_the_final_export else ""))
         return None
+
+
+def shown(metrics: dict[str, float]) -> str:
+    """What an evaluation's progress line shows: ``average_loss`` (the mean over the eval
+    examples, what the evaluate step and a threshold call ``average_loss``) and the first
+    :data:`KEY_METRICS` present. tf.estimator's ``loss`` (the mean of the eval batches'
+    losses, in ``train.json`` and TensorBoard) is shown only for a model_fn that reports no
+    ``average_loss``."""
+    loss = "average_loss" if "average_loss" in metrics else "loss"
+    key = next((k for k in KEY_METRICS if k in metrics), None)
+    return ", ".join(f"{name}={metrics[name]:.4g}" for name in (loss, key)
+                     if name is not None and name in metrics)
 
 
 def eval_spec(pipeline: Pipeline, transformed: Path, tft_output, recorder: EvalRecorder,

@@ -48,8 +48,7 @@ def evaluate_checkpoints(pipeline: Pipeline, transformed_dir: str | os.PathLike,
                                               min_interval_secs=pipeline.eval.throttle_secs):
         metrics = estimator.evaluate(input_fn, steps=pipeline.eval.steps, checkpoint_path=path,
                                      name=evaluation.eval_name(pipeline))
-        progress(f"evaluated {path}: " + ", ".join(
-            f"{k}={v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
+        progress(f"evaluated {path}: {evaluation.shown(metrics)}")
         if metrics["global_step"] >= pipeline.train.max_steps:
             return metrics
     raise TrainStepError(f"evaluator: no new checkpoint in {checkpoints} for {timeout_secs}s")

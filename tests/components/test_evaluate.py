@@ -60,7 +60,7 @@ def test_head_metrics_through_the_serving_signature(data, tmp_path):
     expected = metrics.binary_metrics(y, _expected_probs(ROWS))
     assert result["head"] == "binary"
     assert result["metrics"]["examples"] == len(ROWS)
-    for name in ("auc", "accuracy", "loss", "auc_pr"):
+    for name in ("auc", "accuracy", "average_loss", "auc_pr"):
         assert result["metrics"][name] == pytest.approx(expected[name], abs=1e-5)
     assert _read(tmp_path, "metrics.json") == result
 
@@ -74,7 +74,7 @@ def test_slices_match_metrics_on_the_slice_subset(data, tmp_path):
         members = np.array([(r.payment_type or scoring.MISSING) == value for r in ROWS])
         expected = metrics.binary_metrics(y[members], probs[members])
         assert got["examples"] == members.sum()
-        for name in ("auc", "accuracy", "loss", "label/mean"):
+        for name in ("auc", "accuracy", "average_loss", "label/mean"):
             assert got[name] == pytest.approx(expected[name], abs=1e-5), (value, name)
     assert slices[scoring.MISSING]["examples"] < 30  # a small slice, reported with its count
 

@@ -22,15 +22,50 @@ def test_binary_metrics_on_known_values():
     assert m["accuracy"] == 0.5
     assert m["precision"] == 0.5 and m["recall"] == 0.5
     assert m["auc"] == 0.75
-    assert m["loss"] == pytest.approx(-np.mean(np.log([0.9, 0.8, 0.4, 0.4])))
+    assert m["average_loss"] == pytest.approx(-np.mean(np.log([0.9, 0.8, 0.4, 0.4])))
 
 
 def test_regression_and_multiclass():
     r = metrics.regression_metrics(np.array([1.0, 3.0]), np.array([2.0, 3.0]))
-    assert r["loss"] == 0.5 and r["mae"] == 0.5
+    assert r["average_loss"] == 0.5 and r["mae"] == 0.5
     mc = metrics.multi_class_metrics(np.array([0, 2]), np.array([[0.8, 0.1, 0.1],
                                                                 [0.5, 0.1, 0.4]]))
     assert mc["accuracy"] == 0.5
+    assert mc["average_loss"] == pytest.approx(-np.mean(np.log([0.8, 0.4])))
+
+
+def _softmax32(logits):
+    z = np.asarray(logits, dtype=np.float32)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_average_loss_is_tf_estimators_for_confident_mistakes():
+    """The loss of an example is -log P(its class) from the model's float32 outputs, which is
+    tf.estimator's loss from the logits (cross-entropy, sigmoid cross-entropy) to float32
+    rounding, also for a confident mistake (no cap at -log(1e-7) ~ 16.1 that would hide the
+    row that dominates the mean)."""
+    logits = np.array([[0.0, 30.0, 0.0], [2.0, 0.0, 1.0], [0.0, 0.0, 45.0]])
+    labels = np.array([0, 0, 1])
+    expected = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) \
+        + logits.max(1) - logits[np.arange(3), labels]
+    got = metrics.multi_class_metrics(labels, _softmax32(logits))
+    assert expected[0] > 30 and expected[2] > 44
+    assert got["average_loss"] == pytest.approx(expected.mean(), rel=1e-6)
+
+    logit = np.array([-30.0, 3.0, -2.0, 9.0])
+    y = np.array([1, 1, 0, 0])
+    softplus = np.log1p(np.exp(-np.abs(logit))) + np.maximum(logit, 0)  # log(1 + e^logit)
+    expected = np.where(y == 1, softplus - logit, softplus)  # sigmoid cross-entropy
+    p = (1 / (1 + np.exp(-logit.astype(np.float32)))).astype(np.float32)
+    got = metrics.binary_metrics(y, p)
+    assert got["average_loss"] == pytest.approx(expected.mean(), rel=1e-5)
+
+
+def test_a_binary_class_0_probability_that_rounds_to_1_counts_a_bounded_loss():
+    p = np.array([np.float32(1.0), np.float32(0.5)])
+    got = metrics.binary_metrics(np.array([0, 0]), p)
+    assert got["average_loss"] == pytest.approx((25 * np.log(2) + np.log(2)) / 2)
 
 
 def _brute_roc(y, s):
@@ -100,7 +135,7 @@ def test_calibration_bins():
 @pytest.mark.parametrize("head", metrics.HEADS)
 def test_metric_names_are_what_head_metrics_returns(head):
     names = metrics.metric_names(head)
-    assert "loss" in names and "examples" in names
+    assert "average_loss" in names and "examples" in names and "loss" not in names
     assert metrics.MAIN_METRIC[head] in names
 
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import estflow.dsl as ef
 from estflow.components.train import __main__ as train
+from estflow.components.train import evaluation
 from estflow.dsl.contracts import Files
 from tests.components import _train_fixtures as fx
 
@@ -55,7 +56,8 @@ def test_every_checkpoint_is_evaluated_without_throttle_and_events_sit_beside_tr
     shown = [line for line in lines if line.startswith("evaluation at step")]
     assert [line.split(":")[0] for line in shown] == [
         "evaluation at step 20", "evaluation at step 40", "evaluation at step 60"]
-    assert "loss=" in shown[0] and "auc=" in shown[0] and shown[-1].endswith("(final)")
+    assert "average_loss=" in shown[0] and "auc=" in shown[0] and shown[-1].endswith("(final)")
+    assert " loss=" not in shown[0]  # tf.estimator's mean of batch losses: train.json, TensorBoard
     written = json.loads((tmp_path / Files.TRAIN_RESULT).read_text())
     assert [row["step"] for row in written["evaluations"]] == [20, 40, 60]
     assert written["evaluations"][-1]["metrics"]["loss"] == pytest.approx(
@@ -95,3 +97,13 @@ def test_without_an_eval_split_training_still_runs(transformed_dir, tmp_path):
     result = train.run(fx.pipeline(), copy, tmp_path / "model", progress=lines.append)
     assert result["global_step"] == 60 and result["evaluations"] == []
     assert any("no eval split" in line for line in lines)
+
+
+def test_the_evaluation_line_shows_average_loss_else_the_model_fns_loss():
+    """The line shows what the evaluate step and thresholds call ``average_loss`` (the mean over
+    the examples), not tf.estimator's ``loss`` (the mean of batch losses), unless the model_fn
+    reports no ``average_loss``."""
+    metrics = {"loss": 0.4801, "average_loss": 0.2225, "accuracy": 0.9589, "global_step": 1000}
+    assert evaluation.shown(metrics) == "average_loss=0.2225, accuracy=0.9589"
+    assert evaluation.shown({"loss": 0.4801, "rmse": 1.5}) == "loss=0.4801, rmse=1.5"
+    assert evaluation.shown({"loss": 0.4801}) == "loss=0.4801"

@@ -89,7 +89,8 @@ def test_a_label_that_misspells_an_unread_derive_output_is_refused():
     (ef.CustomModel("my_models:model_fn", head="regression"), "auc", "regression"),
 ])
 def test_a_threshold_on_a_metric_the_head_does_not_produce_is_refused(model, metric, head):
-    thresholds = (ef.Threshold("loss", upper_bound=1.0), ef.Threshold(metric, lower_bound=0.5))
+    thresholds = (ef.Threshold("average_loss", upper_bound=1.0),
+                  ef.Threshold(metric, lower_bound=0.5))
     errors = _errors(model=model, eval=ef.EvalSpec(thresholds=thresholds))
     assert list(errors) == ["eval.thresholds[1].metric"]
     err = errors["eval.thresholds[1].metric"]
@@ -99,9 +100,6 @@ def test_a_threshold_on_a_metric_the_head_does_not_produce_is_refused(model, met
 
 @pytest.mark.parametrize("model, alias, name", [
     (ef.LinearClassifier(feature_columns=("x",)), "auc_precision_recall", "auc_pr"),
-    (ef.LinearClassifier(feature_columns=("x",)), "average_loss", "loss"),
-    (ef.LinearClassifier(feature_columns=("x",), n_classes=4), "average_loss", "loss"),
-    (ef.LinearRegressor(feature_columns=("x",)), "average_loss", "loss"),
 ])
 def test_tf_estimator_metric_names_are_accepted_as_estflows(model, alias, name):
     pipeline = _pipeline(model=model, eval=ef.EvalSpec(
@@ -109,6 +107,26 @@ def test_tf_estimator_metric_names_are_accepted_as_estflows(model, alias, name):
     threshold = pipeline.eval.thresholds[0]
     assert threshold == ef.Threshold(name, lower_bound=0.1, max_regression=0.01)
     assert ef.Pipeline.from_json(pipeline.to_json()) == pipeline
+
+
+@pytest.mark.parametrize("model", [
+    ef.LinearClassifier(feature_columns=("x",)),
+    ef.LinearClassifier(feature_columns=("x",), n_classes=4),
+    ef.LinearRegressor(feature_columns=("x",)),
+])
+def test_the_loss_is_average_loss_and_a_threshold_on_loss_is_refused(model):
+    """tf.estimator's eval `loss` (the mean of batch losses, in train.json and TensorBoard) is
+    not what the evaluate step computes; its `average_loss` (the mean over the examples) is,
+    under that name, stored as declared."""
+    pipeline = _pipeline(model=model, eval=ef.EvalSpec(thresholds=(
+        ef.Threshold("average_loss", upper_bound=0.5, higher_is_better=False),)))
+    assert pipeline.eval.thresholds[0].metric == "average_loss"
+    assert ef.Pipeline.from_json(pipeline.to_json()) == pipeline
+    errors = _errors(model=model, eval=ef.EvalSpec(thresholds=(
+        ef.Threshold("loss", upper_bound=0.5, higher_is_better=False),)))
+    err = errors["eval.thresholds[0].metric"]
+    assert err.received == "loss" and "'average_loss'" in err.expected
+    assert "mean of the eval batches' losses" in str(err)
 
 
 def test_every_mistake_is_reported_at_once():
