@@ -4,13 +4,21 @@ the rejected-lines threshold and the optional schema check.
 
 ``max_rejected_fraction`` bounds rejected *lines* among data lines (a rejected row spanning
 five lines costs five; header and blank lines are not data), so the threshold measures what
-was lost, whatever the parser made of it. A row of a typed source is one line."""
+was lost, whatever the parser made of it. A row of a typed source is one line.
+
+Data that breaks ``max_rejected_fraction`` or the schema check raises :class:`DataRejected`:
+the data is at fault, so the step exits with the data checks' status (4), and running again
+on the same data gives the same answer. The message names, per column, the cells that were
+not a value of its type (``UNEXPECTED_DATA_TYPE``, TFDV's kind: text in a numeric column),
+with their count, fraction and an example."""
 
 from __future__ import annotations
 
+from estflow.components._sources.cells import WHAT
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["IngestError", "summarize", "summary_lines", "check_summary"]
+__all__ = ["IngestError", "DataRejected", "summarize", "summary_lines", "check_summary",
+           "type_error_lines"]
 
 _LINES = ("read", "header", "kept", "rejected", "blank")
 """The line accounting of each file: read = header + kept + rejected + blank."""
@@ -18,6 +26,11 @@ _LINES = ("read", "header", "kept", "rejected", "blank")
 
 class IngestError(RuntimeError):
     """The data cannot be ingested as declared (no file, missing column, too many bad rows)."""
+
+
+class DataRejected(IngestError):
+    """The data broke a check the source declares (``max_rejected_fraction``, its schema
+    check): a data anomaly, not a failure a rerun or a resume could get past."""
 
 
 def summarize(pipeline: Pipeline, files: list[str], stats: dict, elapsed: float) -> dict:
@@ -68,7 +81,9 @@ def _schema_report(pipeline: Pipeline, stats: dict) -> dict:
         missing, errors = entry["missing"] / checked, entry["type_errors"] / checked
         columns[column.name] = {"dtype": column.dtype, "checked": entry["checked"],
                                 "missing_fraction": round(missing, 6),
-                                "type_error_fraction": round(errors, 6)}
+                                "type_errors": entry["type_errors"],
+                                "type_error_fraction": round(errors, 6),
+                                "type_error_example": entry.get("type_error_example")}
         if check is not None and missing > check.max_missing_fraction:
             violations.append(f"column {column.name!r} is missing in {missing:.2%} of rows, "
                               f"more than max_missing_fraction={check.max_missing_fraction}")
@@ -106,12 +121,31 @@ def summary_lines(summary: dict) -> list[str]:
     return lines
 
 
+def type_error_lines(summary: dict) -> list[str]:
+    """Per column with cells that were not a value of its type: an ``UNEXPECTED_DATA_TYPE``
+    line with their count, fraction of the rows read and the smallest of them."""
+    lines = []
+    for name, entry in summary["schema"]["columns"].items():
+        count = entry.get("type_errors") or 0
+        if count:
+            example = entry.get("type_error_example")
+            lines.append(f"{name}: UNEXPECTED_DATA_TYPE: {count} of {entry['checked']} rows "
+                         f"({entry['type_error_fraction']:.2%}) are not {WHAT[entry['dtype']]}"
+                         + (f", e.g. {example!r}" if example is not None else ""))
+    return lines
+
+
+_NOT_RESUMABLE = ("the data is at fault: fix it at the source (or change the declaration) and "
+                  "start a new run; running again, or resuming, reads the same data")
+
+
 def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str) -> None:
     """Enforce ``max_rejected_fraction`` and the schema check.
 
     Raises:
-        IngestError: a file's lines do not add up, no rows, too many rejected lines
-            (pointing to ``rejected_path``), or a schema check violation (listing all of
+        IngestError: a file's lines do not add up, or no rows.
+        DataRejected: too many rejected lines (pointing to ``rejected_path``, naming the
+            columns with cells of another type), or a schema check violation (listing all of
             them).
     """
     for path, entry in summary["files"].items():
@@ -129,13 +163,15 @@ def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str) -> None
     if fraction > limit:
         top = sorted(summary["rejected_by_reason"].items(), key=lambda kv: -kv[1])[:5]
         rows = summary["rejected"]  # a row may span several lines
-        raise IngestError(
+        typed = type_error_lines(summary)
+        raise DataRejected(
             f"{lines['rejected']} of {data_lines} data lines rejected ({fraction:.2%}; "
             f"{rows} of {summary['read']} rows rejected), more than "
             f"source.max_rejected_fraction={limit} allows; most common reasons: "
             f"{', '.join(f'{k}: {n}' for k, n in top)}; every rejected row with its file, "
-            f"line and reason is in {rejected_path}")
+            f"line and reason is in {rejected_path}"
+            + "".join(f"\n  {line}" for line in typed) + f"\n{_NOT_RESUMABLE}")
     violations = summary["schema"]["violations"]
     if violations:
-        raise IngestError("the data does not pass source.schema_check:\n" + "\n".join(
-            f"  - {v}" for v in violations))
+        raise DataRejected("the data does not pass source.schema_check:\n" + "\n".join(
+            f"  - {v}" for v in violations) + f"\n{_NOT_RESUMABLE}")

@@ -120,11 +120,31 @@ def _batch(raw: tuple[Column, ...], converted: dict[str, Cells], good: np.ndarra
 
 # --- statistics of one batch, merged across batches ---------------------------------------------
 
+_EXAMPLE_CHARS = 64
+"""The most characters of a bad cell kept as a column's ``type_error_example``."""
+
+
 def empty_stats(raw: tuple[Column, ...]) -> dict:
     """Per column: ``checked`` rows, ``missing`` and ``type_errors`` among them (for the schema
-    check), and over written rows ``written_missing``, ``count``, ``sum``, ``min``, ``max``."""
-    return {c.name: {"checked": 0, "missing": 0, "type_errors": 0, "written_missing": 0,
-                     "count": 0, "sum": 0.0, "min": None, "max": None} for c in raw}
+    check and the data checks), ``type_error_example`` (the smallest bad cell as text, at most
+    64 characters, so every bundling picks the same one; None: none), and over written rows
+    ``written_missing``, ``count``, ``sum``, ``min``, ``max``."""
+    return {c.name: {"checked": 0, "missing": 0, "type_errors": 0, "type_error_example": None,
+                     "written_missing": 0, "count": 0, "sum": 0.0, "min": None, "max": None}
+            for c in raw}
+
+
+def _example(result: Cells) -> str | None:
+    """The smallest of a column's bad cells, as text (None: none)."""
+    rows = np.flatnonzero(result.bad)
+    if not len(rows):
+        return None
+    texts = []
+    for value in result.source.take(pa.array(rows)).to_pylist():
+        text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) \
+            else str(value)
+        texts.append(text[:_EXAMPLE_CHARS])
+    return min(texts)
 
 
 def _stats(raw: tuple[Column, ...], converted: dict[str, Cells], good: np.ndarray) -> dict:
@@ -135,6 +155,7 @@ def _stats(raw: tuple[Column, ...], converted: dict[str, Cells], good: np.ndarra
         entry["checked"] = len(good)
         entry["missing"] = int(result.missing.sum())
         entry["type_errors"] = int(result.bad.sum())
+        entry["type_error_example"] = _example(result)
         entry["written_missing"] = int((result.missing & good).sum())
         entry["count"] = int(good.sum()) - entry["written_missing"]
         if column.dtype != "string" and entry["count"]:
@@ -153,7 +174,7 @@ def merge_stats(left: dict, right: dict) -> dict:
             continue
         for key in ("checked", "missing", "type_errors", "written_missing", "count", "sum"):
             entry[key] += other[key]
-        for key, pick in (("min", min), ("max", max)):
-            values = [v for v in (entry[key], other[key]) if v is not None]
+        for key, pick in (("min", min), ("max", max), ("type_error_example", min)):
+            values = [v for v in (entry.get(key), other.get(key)) if v is not None]
             entry[key] = pick(values) if values else None
     return left

@@ -25,6 +25,14 @@ either written to a split or listed in ``rejected.jsonl`` with its reason, and f
 source ``ingest.json`` proves it per file: lines read = header + lines of kept rows + lines of
 rejected rows + blank lines (``max_rejected_fraction`` counts rejected lines). A failed run
 leaves no temporary directory behind.
+
+Exit status: 0 written; 4 the data broke a check the source declares (more rejected lines
+than ``max_rejected_fraction``, or its schema check), as the validate step's data anomalies:
+the message names each column with cells of another type (``UNEXPECTED_DATA_TYPE``: count,
+fraction, an example), and running again on the same data cannot help; 1 any other failure.
+``statistics.pb`` records, on the span's features, the cells rejected for their type: the
+validate step reports a column rejecting more of them than the served model's training data
+did as ``UNEXPECTED_DATA_TYPE``.
 """
 
 from __future__ import annotations
@@ -37,12 +45,14 @@ from estflow.components._io.tfrecords import DEFAULT_GZIP_LEVEL
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
 from estflow.components._runtime import progress as _progress
+from estflow.components._sources.report import DataRejected
 from estflow.components._sources.report import IngestError
 from estflow.components.ingest.job import Ingest
 from estflow.components.ingest.job import finish
 from estflow.components.ingest.job import prepare
 from estflow.components.ingest.job import reporter_for
 from estflow.components.ingest.job import run_job
+from estflow.components.validate.spans import EXIT_BLOCKED
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 
@@ -73,11 +83,11 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
 
     Raises:
         IngestError: no file matches the source (or the path is a directory), a file lacks a
-            needed column or cannot be read, there are no data rows, more than
-            ``source.max_rejected_fraction`` of the data lines are rejected, or the source's
-            schema check fails, or the source no longer has ``source_digest`` (it changed
-            under the run: what was written may mix old and new data, and would be cached
-            under the old data's key).
+            needed column or cannot be read, there are no data rows, or the source no longer
+            has ``source_digest`` (it changed under the run: what was written may mix old and
+            new data, and would be cached under the old data's key).
+        DataRejected: (an IngestError) more than ``source.max_rejected_fraction`` of the
+            data lines are rejected, or the source's schema check fails.
     """
     progress = progress or entry.Progress("ingest")
     out = str(examples_dir)
@@ -123,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         run(pipeline, io.locations["examples"], source_root=str(root),
             beam_options=io.options, gzip_level=args.gzip_level, num_shards=args.num_shards,
             source_digest=args.source_digest or None)
+    except DataRejected as err:  # the data broke a check: exit as the data checks do
+        print(f"[ingest] data anomaly: {err}", file=sys.stderr, flush=True)
+        return EXIT_BLOCKED
     except (IngestError, _beam.BeamLocationError) as err:
         print(f"[ingest] error: {err}", file=sys.stderr, flush=True)
         return 1

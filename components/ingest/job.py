@@ -5,7 +5,8 @@ fused ``estflow.components.preprocess`` job. Per split it writes GZIP TFRecords 
 tf.Examples; it writes every rejected row to ``rejected.jsonl`` and the merged statistics to a
 JSON file the driver reads after the run (a file rather than Beam metrics: it works the same
 on every runner and carries floats). In the same pass it combines the data's statistics per
-split (``estflow.components.validate.statistics``) into ``statistics.pb``.
+split (``estflow.components.validate.statistics``) into ``statistics.pb``, with the whole span
+(``All Examples``) after the splits and, on its features, the cells rejected for their type.
 """
 
 from __future__ import annotations
@@ -142,12 +143,14 @@ class Ingest(beam.PTransform):
                      _SplitAndEncode(self._pipeline, self._out, self._gzip))
                  .with_outputs(*names, _BLOCKS, _STATS))
         _ = parts[_BLOCKS] | "Write" >> WriteBlocks(num_shards=self._shards)
-        _ = (parts[_STATS]
-             | "MergeStats" >> beam.CombineGlobally(_MergeStats(self._pipeline))
-             | "WriteStats" >> beam.Map(_write_stats, self._stats_path))
+        merged = parts[_STATS] | "MergeStats" >> beam.CombineGlobally(_MergeStats(self._pipeline))
+        _ = merged | "WriteStats" >> beam.Map(_write_stats, self._stats_path)
         splits = {name: parts[name] for name in names}
-        # The data's statistics (statistics.pb), combined in this same pass over the rows.
-        _ = splits | "DataStatistics" >> WriteStatistics(column_specs(self._pipeline), self._out)
+        # The data's statistics (statistics.pb), combined in this same pass over the rows; the
+        # span's features record the cells rejected for their type (the data checks compare
+        # them with the served model's training data).
+        _ = splits | "DataStatistics" >> WriteStatistics(column_specs(self._pipeline), self._out,
+                                                         merged)
         return splits
 
 

@@ -18,6 +18,12 @@ once, on all the rows, whatever the split sizes; the ``split`` of such an anomal
   schema sets ``distribution_constraints``, else the thresholds'), INT_TYPE_SMALL_INT /
   INT_TYPE_BIG_INT and FLOAT_TYPE_SMALL_FLOAT / FLOAT_TYPE_BIG_FLOAT (``int_domain`` /
   ``float_domain`` bounds).
+* :func:`rejected_types` (this run's span vs the baseline's span): UNEXPECTED_DATA_TYPE when
+  ingest rejected more cells of a column for their type (text in a numeric column) than the
+  baseline's did, beyond chance. TFDV, reading such a column, finds text where the schema
+  says INT or FLOAT; estflow rejects those rows at ingest (they are in no dataset), and the
+  span's features record them (:data:`~.statistics.TYPE_ERRORS`), so the change is a data
+  anomaly rather than a silently smaller training set.
 * :func:`drift` (this run's span vs the baseline's span) and :func:`skew` (serving data vs
   the training split): COMPARATOR_L_INFTY_HIGH for categorical columns,
   COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH for numeric ones (their STANDARD histograms),
@@ -38,10 +44,13 @@ from estflow.components.validate.distance import jensen_shannon
 from estflow.components.validate.distance import l_infinity
 from estflow.components.validate.distance import value_counts
 from estflow.components.validate.schema import feature_name
+from estflow.components.validate.statistics import ALL_EXAMPLES
 from estflow.components.validate.statistics import span_dataset
 from estflow.components.validate.statistics import split_datasets
+from estflow.components.validate.statistics import type_errors
 
-__all__ = ["Anomaly", "Thresholds", "validate", "drift", "skew", "ERROR", "WARNING"]
+__all__ = ["Anomaly", "Thresholds", "validate", "drift", "skew", "rejected_types",
+           "records_rejects", "ERROR", "WARNING"]
 
 ERROR, WARNING = "ERROR", "WARNING"  # AnomalyInfo.Severity names
 _INACTIVE = (schema_pb2.DEPRECATED, schema_pb2.DISABLED, schema_pb2.PLANNED,
@@ -250,6 +259,43 @@ def drift(current: Stats, baseline: Stats, *, thresholds=None,
     a side without rows is validate's business)."""
     return _compare(span_dataset(current), span_dataset(baseline), _thresholds(thresholds),
                     schema, "drift")
+
+
+_WHAT = {statistics_pb2.FeatureNameStatistics.INT: "an integer",
+         statistics_pb2.FeatureNameStatistics.FLOAT: "a finite float"}
+
+
+def records_rejects(stats: Stats) -> bool:
+    """Whether ``stats`` record the cells ingest rejected for their type (written with the
+    span, :data:`~.statistics.ALL_EXAMPLES`; older statistics record none)."""
+    return any(d.name == ALL_EXAMPLES for d in stats.datasets)
+
+
+def rejected_types(current: Stats, baseline: Stats) -> list[Anomaly]:
+    """UNEXPECTED_DATA_TYPE for each column of ``current``'s span whose cells of another type
+    (rejected by ingest) are more than ``baseline``'s share predicts beyond chance: more than
+    ``n * p + 3 * sqrt(n * p * (1 - p))`` of the ``n`` rows read, ``p`` the baseline's
+    fraction (0: any such cell). ``baseline`` must record them (:func:`records_rejects`)."""
+    before = {feature_name(f): f for f in span_dataset(baseline).features}
+    found = []
+    for feature in span_dataset(current).features:
+        count, fraction, example = type_errors(feature)
+        if not count:
+            continue
+        name = feature_name(feature)
+        rows = round(count / fraction) if fraction else count
+        _, usual, _ = type_errors(before[name]) if name in before else (0, 0.0, None)
+        limit = (rows * usual + 3.0 * (rows * usual * (1.0 - usual)) ** 0.5) / rows
+        if fraction <= limit:
+            continue
+        what = _WHAT.get(feature.type, "a value of its type")
+        shown = f" (e.g. {example!r})" if example is not None else ""
+        found.append(Anomaly(
+            name, "UNEXPECTED_DATA_TYPE", round(fraction, 6), round(limit, 6), ALL_EXAMPLES,
+            description=f"column {name!r}: {count} of {rows} rows read ({fraction:.2%}) were "
+            f"not {what}{shown}, and ingest rejected them; the served model's training data "
+            f"had {usual:.2%}"))
+    return found
 
 
 def skew(serving_stats: Stats, training_stats: Stats, *, thresholds=None,

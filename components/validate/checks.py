@@ -7,8 +7,10 @@ version, ``assets.extra/estflow_statistics.pb``). Every check is computed over t
 as TFDV validates one dataset: the statistics' ``All Examples`` dataset (every split together,
 :func:`~.statistics.span_dataset`), the served version's likewise for drift. It finds every
 anomaly, once: the data against the schema, the number of examples (``min_examples``: the
-span's rows; an empty split is one too), missing values, and drift against the served model's
-training data. Each is printed with its column, TFDV kind and observed vs allowed value; those that
+span's rows; an empty split is one too), missing values, drift against the served model's
+training data, and a column whose cells ingest rejected for their type (text in a numeric
+column) more often than in the served model's training data (UNEXPECTED_DATA_TYPE: those rows
+are in no statistics, so no other check sees them). Each is printed with its column, TFDV kind and observed vs allowed value; those that
 ``warn_only`` does not name block: the step writes ``validation.json`` and
 ``data_report.html``, then exits with :data:`EXIT_BLOCKED` so nothing after it trains or
 pushes (``estflow run`` exits with the same status; on Kubeflow the failed task stops the run
@@ -71,10 +73,17 @@ def run(pipeline: Pipeline, examples_dir: str, validation_dir: str, *, source_ro
     served, served_at = _served_statistics(pipeline)
     if served is None:
         progress(f"drift: not checked ({served_at})")
+        progress(f"cells rejected for their type: not compared ({served_at})")
     else:
         progress(f"drift: against the training data of {served_at}")
         found += _anomalies.drift(stats, served, schema=schema,
                                   thresholds=_drift_thresholds(checks, stats))
+        if _anomalies.records_rejects(served):
+            progress(f"cells rejected for their type: against the training data of {served_at}")
+            found += _anomalies.rejected_types(stats, served)
+        else:
+            progress("cells rejected for their type: not compared (the served version's "
+                     "statistics predate their record)")
     rows = [_row(a, checks.blocks(a.column or None, a.kind, family=family_of(a.kind)))
             for a in found]
     blocking = [r for r in rows if r["blocks"]]

@@ -4,7 +4,9 @@
 A source declaring ``spans=ef.Spans()`` has a ``{span:FORMAT}`` placeholder in its path. A run
 reads one span: the one ``--span`` names, else the latest present on this machine. A span with
 no file is an anomaly (``SPAN_MISSING``) that stops the run before any step, exit status
-:data:`EXIT_DATA_CHECKS` (4), as a run whose ``validate`` step found a blocking anomaly does.
+:data:`EXIT_DATA_CHECKS` (4), as a run whose ``validate`` step found a blocking anomaly does,
+and one whose ``ingest`` step rejected more than the source allows (exit status 4 too: no
+``--resume`` hint, since a resume reads the same data).
 ``estflow backfill`` runs each span from X to Y in order (every day between them for a daily
 format, else the spans present), reusing cached steps, and stops at the first run that does
 not exit 0, printing the command that continues from there.
@@ -37,10 +39,11 @@ __all__ = ["add_commands", "add_span_option", "select", "EXIT_DATA_CHECKS", "Spa
            "checks_stopped"]
 
 EXIT_DATA_CHECKS = 4
-"""``estflow run``: the run's data broke a blocking check (the validate step's anomalies, or a
-missing span): it stopped before training and pushed nothing."""
+"""``estflow run``: the run's data broke a blocking check (the validate step's anomalies, the
+ingest step's rejected rows past the source's limits, or a missing span): it stopped before
+training and pushed nothing."""
 
-_VALIDATE = "validate"
+_VALIDATE, _INGEST = "validate", "ingest"
 
 
 class SpanMissing(Exception):
@@ -171,6 +174,14 @@ def checks_stopped(err: Exception) -> int | None:
               "(the anomalies above, each with its column, kind, observed and allowed value; "
               "the report is validate/validation/data_report.html in the run's directory); "
               "nothing was trained or pushed", file=sys.stderr)
+        return EXIT_DATA_CHECKS
+    if getattr(err, "returncode", None) == EXIT_DATA_CHECKS and \
+            f"step {_INGEST!r}" in str(err):
+        print(f"estflow run: exit status {EXIT_DATA_CHECKS}: the data broke a check its source "
+              "declares (max_rejected_fraction or schema_check: the ingest lines above name "
+              "each column with cells of another type, UNEXPECTED_DATA_TYPE, and the rejected "
+              "rows are in ingest/examples/rejected.jsonl in the run's directory); nothing was "
+              "trained or pushed, and a resume would read the same data", file=sys.stderr)
         return EXIT_DATA_CHECKS
     return None
 

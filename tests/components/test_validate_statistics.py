@@ -24,6 +24,7 @@ from estflow.components.validate.statistics import read_statistics
 from estflow.components.validate.statistics import span_dataset
 from estflow.components.validate.statistics import split_datasets
 from estflow.components.validate.statistics import statistics_pb2
+from estflow.components.validate.statistics import type_errors
 from tests.components._validate_data import statistics
 
 FLOATS = st.one_of(st.none(), st.floats(width=32, allow_nan=False, allow_infinity=False,
@@ -190,7 +191,11 @@ def _check_against_csv(stats, examples: Path) -> None:
     counted = {b.label: b.sample_count
                for b in _feature(whole, "color").string_stats.rank_histogram.buckets}
     assert counted == colors and _feature(whole, "color").string_stats.unique == len(colors)
-    assert not any(f.custom_stats for f in whole.features)  # no cell of a bad type was kept
+    # the row ingest rejected for its x ("bad") is in no dataset: the span's x records it
+    assert type_errors(_feature(whole, "x")) == (1, 1 / 8, "bad")
+    assert [_name for _name in ("n", "color", "code", "label")
+            if _feature(whole, _name).custom_stats] == []
+    assert not any(f.custom_stats for d in both for f in d.features)
     assert (examples / "statistics.pbtxt").is_file()
 
 
