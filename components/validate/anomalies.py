@@ -13,7 +13,9 @@ once, on all the rows, whatever the split sizes; the ``split`` of such an anomal
   always one),
   SCHEMA_MISSING_COLUMN (a required column absent), SCHEMA_NEW_COLUMN (a column the schema
   does not know), UNEXPECTED_DATA_TYPE, FEATURE_TYPE_LOW_FRACTION_PRESENT /
-  FEATURE_TYPE_LOW_NUMBER_PRESENT (``presence``), ENUM_TYPE_UNEXPECTED_STRING_VALUES (values
+  FEATURE_TYPE_LOW_NUMBER_PRESENT (``presence``), INVALID_FEATURE_SHAPE (a fixed ``shape``,
+  which an inferred schema gives a column always present, and the column missing in some rows
+  or with another number of values: TFDV reports it besides the presence anomaly), ENUM_TYPE_UNEXPECTED_STRING_VALUES (values
   outside the string domain above the allowed fraction: ``1 - min_domain_mass`` when the
   schema sets ``distribution_constraints``, else the thresholds'), INT_TYPE_SMALL_INT /
   INT_TYPE_BIG_INT and FLOAT_TYPE_SMALL_FLOAT / FLOAT_TYPE_BIG_FLOAT (``int_domain`` /
@@ -35,6 +37,7 @@ once, on all the rows, whatever the split sizes; the ``split`` of such an anomal
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -182,6 +185,7 @@ def _feature_anomalies(dataset, feature: schema_pb2.Feature, stats, schema, limi
     is_string = stats.HasField("string_stats")
     common = (stats.string_stats if is_string else stats.num_stats).common_stats
     found = _presence(name, split, feature, common, dataset.num_examples)
+    found += _shape(name, split, feature, common)
     if is_string:
         found += _domain(name, split, feature, stats, schema, common, limits)
     else:
@@ -203,6 +207,29 @@ def _presence(name, split, feature, common, examples: int) -> list[Anomaly]:
                              f" is present in {present} rows, below the minimum "
                              f"{feature.presence.min_count}"))
     return found
+
+
+def _shape(name, split, feature, common) -> list[Anomaly]:
+    """TFDV's INVALID_FEATURE_SHAPE: a fixed shape (what an inferred schema declares for a
+    column always present) whose column is missing in some rows, or has another number of
+    values than the shape holds (estflow's columns: one value a row)."""
+    if not feature.HasField("shape"):
+        return []
+    size = math.prod(d.size for d in feature.shape.dim)  # no dims: a scalar, one value
+    dims = "[" + ", ".join(str(d.size) for d in feature.shape.dim) + "]"
+    allowed = f"shape {dims}: {size} value(s) in every row"
+    if common.num_missing:
+        return [Anomaly(name, "INVALID_FEATURE_SHAPE", f"missing in {common.num_missing} rows",
+                        allowed, split, description=f"column {name!r} has the fixed shape "
+                        f"{dims} in the schema, but it is missing in {common.num_missing} "
+                        "rows")]
+    low, high = common.min_num_values, common.max_num_values
+    if common.num_non_missing and (low != high or low != size):
+        counts = f"{low}" if low == high else f"{low} to {high}"
+        return [Anomaly(name, "INVALID_FEATURE_SHAPE", f"{counts} value(s) a row", allowed,
+                        split, description=f"column {name!r} has the fixed shape {dims} "
+                        f"({size} value(s)) in the schema, but {counts} value(s) a row")]
+    return []
 
 
 def _string_domain(feature: schema_pb2.Feature, schema: schema_pb2.Schema):

@@ -43,12 +43,14 @@ __all__ = ["run", "family_of", "EXIT_BLOCKED"]
 
 
 def family_of(kind: str) -> str:
-    """The check family (``DataChecks.warn_only``'s words) an anomaly kind belongs to."""
+    """The check family (``DataChecks.warn_only``'s words) an anomaly kind belongs to
+    (INVALID_FEATURE_SHAPE is ``missing``: a column with one value a row breaks its fixed
+    shape by being missing in some rows, besides FEATURE_TYPE_LOW_FRACTION_PRESENT)."""
     if kind.startswith("COMPARATOR_"):
         return "drift"
     if kind.startswith("DATASET_"):
         return "examples"
-    if kind.startswith("FEATURE_TYPE_LOW_"):
+    if kind.startswith("FEATURE_TYPE_LOW_") or kind == "INVALID_FEATURE_SHAPE":
         return "missing"
     if kind.startswith("SPAN_"):
         return "span"
@@ -62,7 +64,8 @@ def run(pipeline: Pipeline, examples_dir: str, validation_dir: str, *, source_ro
     checks = pipeline.checks
     stats = _statistics.read_statistics(os.path.join(examples_dir, Files.STATISTICS))
     os.makedirs(validation_dir, exist_ok=True)
-    schema, schema_path = _schema_for(checks.schema, stats, source_root, validation_dir)
+    schema, schema_path = _schema_for(checks.schema, stats, source_root, validation_dir,
+                                      checks.min_examples)
     progress(f"schema: {schema_path}")
     span = _statistics.span_dataset(stats)
     splits = ", ".join(f"{d.name} {d.num_examples}" for d in _statistics.split_datasets(stats))
@@ -102,13 +105,14 @@ def run(pipeline: Pipeline, examples_dir: str, validation_dir: str, *, source_ro
     return summary
 
 
-def _schema_for(declared: str | None, stats, source_root: Path, out: str):
+def _schema_for(declared: str | None, stats, source_root: Path, out: str, min_examples: int):
     """The declared schema (relative to the pipeline's directory), or one inferred from these
-    statistics and written to ``out`` for the user to commit."""
+    statistics (its ``min_examples_count``: ``min_examples``) and written to ``out`` for the
+    user to commit."""
     if declared is not None:
         path = declared if "://" in declared else str(source_root / declared)
         return _schema.read_schema(path), path
-    inferred = _schema.infer_schema(stats)
+    inferred = _schema.infer_schema(stats, min_examples=min_examples)
     path = os.path.join(out, Files.INFERRED_SCHEMA)
     _schema.write_schema(inferred, path)
     return inferred, f"{path} (inferred from this run: commit it and declare " \

@@ -24,8 +24,9 @@ from estflow.components.validate.statistics import span_dataset
 __all__ = ["infer_schema", "read_schema", "write_schema", "feature_name", "DEFAULT_MIN_EXAMPLES"]
 
 DEFAULT_MIN_EXAMPLES = 1
-"""An inferred schema's ``dataset_constraints.min_examples_count``: an empty split is an
-anomaly (DATASET_LOW_NUM_EXAMPLES), never a silently smaller training set."""
+"""An inferred schema's ``dataset_constraints.min_examples_count`` unless ``min_examples``
+says more: an empty span is an anomaly (DATASET_LOW_NUM_EXAMPLES), never a silently smaller
+training set."""
 _TYPES = {statistics_pb2.FeatureNameStatistics.INT: schema_pb2.INT,
           statistics_pb2.FeatureNameStatistics.FLOAT: schema_pb2.FLOAT,
           statistics_pb2.FeatureNameStatistics.STRING: schema_pb2.BYTES,
@@ -38,8 +39,8 @@ def feature_name(feature) -> str:
 
 
 def infer_schema(stats: statistics_pb2.DatasetFeatureStatisticsList, *,
-                 max_string_domain_size: int = 100, value_ranges: bool = False
-                 ) -> schema_pb2.Schema:
+                 max_string_domain_size: int = 100, value_ranges: bool = False,
+                 min_examples: int = DEFAULT_MIN_EXAMPLES) -> schema_pb2.Schema:
     """The schema the statistics describe (see the module docstring).
 
     Args:
@@ -47,6 +48,8 @@ def infer_schema(stats: statistics_pb2.DatasetFeatureStatisticsList, *,
             :func:`~.statistics.span_dataset`).
         max_string_domain_size: TFDV's threshold for giving a string column a domain.
         value_ranges: also record each numeric column's min and max as its domain.
+        min_examples: ``dataset_constraints.min_examples_count`` (``DataChecks.min_examples``
+            in the validate step), so TFDV validating with the schema asks what estflow does.
 
     Raises:
         ValueError: the span has no row (nothing to infer from).
@@ -56,7 +59,7 @@ def infer_schema(stats: statistics_pb2.DatasetFeatureStatisticsList, *,
         raise ValueError("cannot infer a schema: the statistics hold no split with rows "
                          f"(splits: {[d.name for d in stats.datasets]})")
     schema = schema_pb2.Schema()
-    schema.dataset_constraints.min_examples_count = DEFAULT_MIN_EXAMPLES
+    schema.dataset_constraints.min_examples_count = max(int(min_examples), 1)
     names = list(dict.fromkeys(feature_name(f) for d in datasets for f in d.features))
     for name in names:
         views = [f for d in datasets for f in d.features if feature_name(f) == name]

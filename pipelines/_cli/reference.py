@@ -34,7 +34,9 @@ test_cli_reference.py checks it is current). -->
 Every `estflow` command with its arguments and options, as `estflow COMMAND --help` prints
 them. Every command also takes `-h`/`--help`. `PIPELINE` is `path/to/file.py[:attr]` or
 `package.module[:attr]`. Exit statuses: 0 done, 1 a step or request failed, 2 a usage error
-(one message, no traceback), 3 `estflow run` did not push an unblessed model, 130 interrupted,
+(one message, no traceback), 3 `estflow run` did not push an unblessed model, 4 a data
+anomaly (`estflow run`: the data broke a blocking check, `DataChecks`, a missing or empty span
+or more rejected rows than the source allows; nothing trained or pushed), 130 interrupted,
 143/129 stopped by SIGTERM/SIGHUP (see [Getting started](../getting-started.md#exit-statuses)).
 """
 

@@ -73,7 +73,8 @@ def test_dropped_column_is_caught(baseline):
     found = validate(tonight, schema, thresholds=None)
     assert sorted((a.split, a.column, a.kind) for a in found) == [
         (ALL, "x", "FEATURE_TYPE_LOW_FRACTION_PRESENT"),
-        (ALL, "x", "FEATURE_TYPE_LOW_NUMBER_PRESENT")]  # once each, not once per split
+        (ALL, "x", "FEATURE_TYPE_LOW_NUMBER_PRESENT"),
+        (ALL, "x", "INVALID_FEATURE_SHAPE")]  # once each, not once per split
     gone = stats_list(*tonight.datasets)
     for dataset in gone.datasets:  # the column absent from the statistics altogether
         kept = [f for f in dataset.features if f.path.step != ["x"]]
@@ -135,7 +136,41 @@ def test_an_anomaly_of_every_split_is_reported_once(baseline):
     assert sorted(found) == sorted(set(found))
     assert sorted(found) == [("color", "ENUM_TYPE_UNEXPECTED_STRING_VALUES"),
                              ("x", "FEATURE_TYPE_LOW_FRACTION_PRESENT"),
-                             ("x", "FEATURE_TYPE_LOW_NUMBER_PRESENT")]
+                             ("x", "FEATURE_TYPE_LOW_NUMBER_PRESENT"),
+                             ("x", "INVALID_FEATURE_SHAPE")]
+
+
+def test_a_partly_blank_column_breaks_its_fixed_shape_as_in_tfdv(baseline):
+    # The inferred schema gives x (never missing on night 0) shape [1]; a night where 30% of
+    # x is blank is FEATURE_TYPE_LOW_FRACTION_PRESENT and INVALID_FEATURE_SHAPE, as TFDV says.
+    stats, schema = baseline
+    train, test = night(16), night(1016, rows=1000)
+    for columns in (train, test):
+        columns["x"] = [None if i % 10 < 3 else v for i, v in enumerate(columns["x"])]
+    found = {a.kind: a for a in validate(span({"train": train, "eval": test}), schema)
+             if a.column == "x"}
+    assert sorted(found) == ["FEATURE_TYPE_LOW_FRACTION_PRESENT", "INVALID_FEATURE_SHAPE"]
+    shape = found["INVALID_FEATURE_SHAPE"]
+    assert (shape.split, shape.observed) == (ALL, "missing in 1500 rows")
+    assert shape.allowed == "shape [1]: 1 value(s) in every row"
+    # a declared shape of another size is broken by a column always present too
+    wider = schema_pb2.Schema()
+    wider.CopyFrom(schema)
+    next(f for f in wider.feature if f.name == "n").shape.dim[0].size = 2
+    (bad,) = [a for a in validate(_night_stats(17), wider) if a.column == "n"]
+    assert (bad.kind, bad.observed) == ("INVALID_FEATURE_SHAPE", "1 value(s) a row")
+    # no shape (a column that may be missing: a value count instead): never this anomaly
+    assert not next(f for f in infer_schema(span({"train": train})).feature
+                    if f.name == "x").HasField("shape")
+
+
+def test_the_inferred_schema_asks_for_min_examples(baseline):
+    stats, schema = baseline
+    assert schema.dataset_constraints.min_examples_count == 1
+    strict = infer_schema(stats, min_examples=6000)
+    assert strict.dataset_constraints.min_examples_count == 6000
+    assert [(a.kind, a.observed, a.allowed) for a in validate(stats, strict)] == [
+        ("DATASET_LOW_NUM_EXAMPLES", 5000, 6000)]
 
 
 def test_schema_comparator_thresholds_win(baseline):
