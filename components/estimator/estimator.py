@@ -505,15 +505,29 @@ class Estimator:
 
     # -- export ----------------------------------------------------------------------------
     def export_saved_model(self, export_dir_base: str | os.PathLike,
-                           serving_input_receiver_fn: Callable[[], Any],
-                           checkpoint_path: str | None = None) -> str:
+                           serving_input_receiver_fn: Callable[[], Any], assets_extra=None,
+                           as_text: bool = False, checkpoint_path: str | None = None,
+                           experimental_mode: str = ModeKeys.PREDICT) -> bytes:
         """Export a SavedModel to a new timestamped directory under ``export_dir_base``;
-        returns it. Signatures: the model_fn's PREDICT ``export_outputs`` (heads and premade
+        returns its path as ``bytes``, as tf.estimator did (``os.fsdecode(path)`` for a
+        ``str``). Signatures: the model_fn's PREDICT ``export_outputs`` (heads and premade
         Estimators: ``serving_default``/``classification`` or ``regression``, and
         ``predict``), else ``serving_default`` returning all predictions (see
-        :mod:`.export`)."""
-        return export_lib.export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+        :mod:`.export`). ``assets_extra`` (``{path under assets.extra/: source file}``) are
+        copied in; ``as_text`` is warned about and not applied (TF 2 writes a binary
+        ``saved_model.pb``); ``experimental_mode`` must be PREDICT (serving signatures only).
+        """
+        if experimental_mode != ModeKeys.PREDICT:
+            raise ValueError(f"export_saved_model(experimental_mode={experimental_mode!r}): "
+                             "estflow exports the PREDICT (serving) graph only; TRAIN and EVAL "
+                             "graphs are not exported (train() and evaluate() run them)")
+        if as_text:
+            warnings.warn("export_saved_model(as_text=True) is not applied: estflow writes a "
+                          "binary saved_model.pb", stacklevel=2)
+        path = export_lib.export_saved_model(self, export_dir_base, serving_input_receiver_fn,
                                              checkpoint_path, progress=self._progress)
+        export_lib.copy_assets_extra(path, assets_extra)
+        return os.fsencode(path)
 
     def export_savedmodel(self, export_dir_base: str | os.PathLike,
                           serving_input_receiver_fn: Callable[[], Any], assets_extra=None,
@@ -521,15 +535,34 @@ class Estimator:
                           strip_default_attrs: bool = False) -> bytes:
         """TF 1's name (``tf.compat.v1.estimator.Estimator``) of :meth:`export_saved_model`,
         returning the path as bytes as it did. ``strip_default_attrs`` is what TF 2 always
-        does; ``as_text`` and ``assets_extra`` are warned about and not applied (a binary
-        SavedModel, no extra assets)."""
-        for name, value in (("as_text", as_text), ("assets_extra", assets_extra)):
-            if value:
-                warnings.warn(f"export_savedmodel({name}={value!r}) is not applied: estflow "
-                              "writes a binary SavedModel without extra assets", stacklevel=2)
-        path = self.export_saved_model(export_dir_base, serving_input_receiver_fn,
+        does."""
+        del strip_default_attrs
+        return self.export_saved_model(export_dir_base, serving_input_receiver_fn,
+                                       assets_extra=assets_extra, as_text=as_text,
                                        checkpoint_path=checkpoint_path)
-        return os.fsencode(path)
+
+    def experimental_export_all_saved_models(self, export_dir_base: str | os.PathLike,
+                                             input_receiver_fn_map: Mapping[str, Callable],
+                                             assets_extra=None, as_text: bool = False,
+                                             checkpoint_path: str | None = None) -> bytes:
+        """tf.estimator's export of one SavedModel per mode: here the PREDICT receiver only
+        (``{ModeKeys.PREDICT: serving_input_receiver_fn}``), as :meth:`export_saved_model`;
+        returns the path as bytes.
+
+        Raises:
+            ValueError: the map has TRAIN or EVAL receivers (estflow exports serving graphs
+                only) or no PREDICT one.
+        """
+        modes = set(input_receiver_fn_map or {})
+        if modes != {ModeKeys.PREDICT}:
+            raise ValueError("experimental_export_all_saved_models: estflow exports the "
+                             "PREDICT (serving) graph only; expected input_receiver_fn_map="
+                             "{ModeKeys.PREDICT: serving_input_receiver_fn}, received modes "
+                             f"{sorted(modes)}")
+        return self.export_saved_model(export_dir_base,
+                                       input_receiver_fn_map[ModeKeys.PREDICT],
+                                       assets_extra=assets_extra, as_text=as_text,
+                                       checkpoint_path=checkpoint_path)
 
     def weights(self, checkpoint_path: str | None = None):
         """Context manager: the in-memory variables hold ``checkpoint_path``'s (default: the

@@ -47,7 +47,7 @@ from tensorflow.python.trackable import resource as resource_lib
 __all__ = ["ServingInputReceiver", "TensorServingInputReceiver",
            "parsing_serving_input_receiver_fn", "build_parsing_serving_input_receiver_fn",
            "build_raw_serving_input_receiver_fn", "resolve_receiver", "export_module", "save",
-           "export_saved_model", "as_outputs", "signature_function", "ClassificationOutput",
+           "export_saved_model", "copy_assets_extra", "as_outputs", "signature_function", "ClassificationOutput",
            "RegressionOutput", "PredictOutput", "CLASSIFY", "REGRESS"]
 
 CLASSIFY = "tensorflow/serving/classify"
@@ -451,6 +451,16 @@ def _export_signatures(estimator, receiver: ServingInputReceiver,
         signatures["serving_default"] = signatures.get("predict", predict_all)
         methods.pop("serving_default", None)
     return signatures, methods
+
+
+def copy_assets_extra(export_dir: str | os.PathLike, assets_extra: Mapping[str, str] | None
+                      ) -> None:
+    """Copy ``{path under assets.extra/: source file}`` into ``export_dir/assets.extra``
+    (tf.estimator's ``assets_extra``)."""
+    for destination, source in (assets_extra or {}).items():
+        target = os.path.join(os.fsdecode(export_dir), "assets.extra", os.fsdecode(destination))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.fsdecode(source), target)
 
 
 def export_saved_model(estimator, export_dir_base: str | os.PathLike,

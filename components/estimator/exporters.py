@@ -44,9 +44,10 @@ class Exporter:
     name: str = ""
 
     def export(self, estimator, export_path: str, checkpoint_path: str | None,
-               eval_result: Mapping[str, Any], is_the_final_export: bool) -> str | None:
+               eval_result: Mapping[str, Any], is_the_final_export: bool) -> bytes | None:
         """Export ``estimator`` (at ``checkpoint_path``) under ``export_path``; returns the
-        export directory, or None when this exporter skips this evaluation."""
+        export directory as bytes (as tf.estimator's exporters did), or None when this
+        exporter skips this evaluation."""
         raise NotImplementedError
 
 
@@ -80,14 +81,11 @@ class _SavedModel:
         self.receiver_fn = serving_input_receiver_fn
         self.assets_extra = dict(assets_extra or {})
 
-    def export(self, estimator, export_path: str, checkpoint_path: str | None) -> str:
-        path = estimator.export_saved_model(export_path, self.receiver_fn,
+    def export(self, estimator, export_path: str, checkpoint_path: str | None) -> bytes:
+        """The export's path, as bytes (``Estimator.export_saved_model``'s)."""
+        return estimator.export_saved_model(export_path, self.receiver_fn,
+                                            assets_extra=self.assets_extra or None,
                                             checkpoint_path=checkpoint_path)
-        for destination, source in self.assets_extra.items():
-            target = os.path.join(path, "assets.extra", destination)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(source, target)
-        return path
 
 
 def _garbage_collect(export_path: str, keep: int | None) -> None:
@@ -119,7 +117,7 @@ class LatestExporter(Exporter):
         self.name = name
 
     def export(self, estimator, export_path, checkpoint_path, eval_result,
-               is_the_final_export) -> str:
+               is_the_final_export) -> bytes:
         path = self._saved_model.export(estimator, export_path, checkpoint_path)
         _garbage_collect(export_path, self._keep)
         return path
@@ -141,7 +139,7 @@ class FinalExporter(Exporter):
         self.name = name
 
     def export(self, estimator, export_path, checkpoint_path, eval_result,
-               is_the_final_export) -> str | None:
+               is_the_final_export) -> bytes | None:
         if not is_the_final_export:
             return None
         return self._saved_model.export(estimator, export_path, checkpoint_path)
@@ -203,7 +201,7 @@ class BestExporter(Exporter):
         self._best: Mapping[str, Any] | None = None
 
     def export(self, estimator, export_path, checkpoint_path, eval_result,
-               is_the_final_export) -> str | None:
+               is_the_final_export) -> bytes | None:
         if self._model_dir != estimator.model_dir:
             self._model_dir = estimator.model_dir
             self._best = self._best_so_far(eval_result.get("global_step"))

@@ -167,9 +167,9 @@ def test_export_loads_and_uses_only_core_ops(tmp_path):
     features, labels, cols = _small_problem()
     est = _small_estimator(tmp_path / "model", cols)
     est.train(_train_input(features, labels, 512), max_steps=30)
-    export_dir = est.export_saved_model(
+    export_dir = os.fsdecode(est.export_saved_model(
         str(tmp_path / "export"),
-        estimator.parsing_serving_input_receiver_fn(fc.make_parse_example_spec(cols)))
+        estimator.parsing_serving_input_receiver_fn(fc.make_parse_example_spec(cols))))
     ops = _ops(export_dir)
     assert not [op for op in ops if op.startswith(_NOT_CORE)]
     missing = [op for op in sorted(ops)

@@ -2,6 +2,7 @@
 learns on small synthetic data, restores from its checkpoint, exports; defaults (optimizers,
 learning rates) are tf.estimator 2.15's; bad arguments fail at construction, naming them."""
 
+import os
 from pathlib import Path
 
 import keras
@@ -198,7 +199,7 @@ def _signature_methods(path) -> dict[str, str]:
     from tensorflow.core.protobuf import saved_model_pb2
 
     proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((Path(path) / "saved_model.pb").read_bytes())
+    proto.ParseFromString((Path(os.fsdecode(path)) / "saved_model.pb").read_bytes())
     return {k: v.method_name for k, v in proto.meta_graphs[0].signature_def.items()
             if not k.startswith("__")}
 

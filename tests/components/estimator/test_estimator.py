@@ -327,7 +327,9 @@ def test_export_saved_model_serves_like_predict(tmp_path):
     est = _estimator(keras_model_fn, tmp_path / "model", {"learning_rate": 0.05})
     est.train(input_fn, max_steps=20)
     receiver = parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([2], tf.float32)})
-    path = est.export_saved_model(tmp_path / "export", receiver)
+    exported = est.export_saved_model(tmp_path / "export", receiver)
+    assert isinstance(exported, bytes)  # tf.estimator's type: programs call .decode() on it
+    path = exported.decode("utf-8")
     assert os.path.dirname(path) == str(tmp_path / "export")
     assert os.path.basename(path).isdigit()  # <export_dir_base>/<timestamp>
     examples = [tf.train.Example(features=tf.train.Features(feature={"x": tf.train.Feature(

@@ -67,7 +67,7 @@ def test_a_vocabulary_table_built_in_the_model_fn_is_exported(tmp_path):
                               config=estimator.RunConfig(tf_random_seed=1))
     est.train(lambda: tf.data.Dataset.from_tensor_slices(
         ({"title": titles}, labels)).repeat().batch(6), steps=30)
-    path = est.export_saved_model(str(tmp_path / "export"), serving_input_fn)
+    path = os.fsdecode(est.export_saved_model(str(tmp_path / "export"), serving_input_fn))
     assert os.listdir(os.path.join(path, "assets")) == ["vocab_words"]
     vocab.unlink()  # the SavedModel's own copy is what serving reads
     served = tf.saved_model.load(path).signatures["classes"](

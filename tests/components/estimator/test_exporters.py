@@ -34,8 +34,10 @@ def _serve(path, rows):
 def test_latest_exporter_layout_serving_and_garbage_collection(trained, tmp_path):
     exporter = LatestExporter("latest", fx.receiver_fn, exports_to_keep=2)
     base = str(tmp_path / "latest")
-    paths = [exporter.export(trained, base, trained.latest_checkpoint(), {"loss": 1.0}, False)
-             for _ in range(3)]
+    exported = [exporter.export(trained, base, trained.latest_checkpoint(), {"loss": 1.0},
+                                False) for _ in range(3)]
+    assert all(isinstance(p, bytes) for p in exported)  # as tf.estimator's exporters
+    paths = [os.fsdecode(p) for p in exported]
     assert all(os.path.dirname(p) == base and len(os.path.basename(p)) == 10 for p in paths)
     assert sorted(os.listdir(base)) == sorted(os.path.basename(p) for p in paths[1:])
     served = _serve(paths[-1], fx.X[:4])
@@ -45,7 +47,8 @@ def test_latest_exporter_layout_serving_and_garbage_collection(trained, tmp_path
 
 def test_latest_exporter_uses_the_given_checkpoint(trained, tmp_path):
     older = trained.latest_checkpoint().replace("-20", "-10")
-    path = LatestExporter("old", fx.receiver_fn).export(trained, str(tmp_path), older, {}, False)
+    path = os.fsdecode(LatestExporter("old", fx.receiver_fn).export(trained, str(tmp_path),
+                                                                      older, {}, False))
     expected = next(trained.predict(fx.predict_input_fn, checkpoint_path=older))["logits"]
     np.testing.assert_allclose(_serve(path, fx.X[:1])["logits"].numpy()[0], expected, rtol=1e-6)
 
@@ -103,7 +106,8 @@ def test_tf_estimator_2_15_exporter_arguments_are_taken_with_the_nearest_behavio
     assert caplog.text.count("as_text=True is ignored") == 3
     base = str(tmp_path / "export")
     ckpt = trained.latest_checkpoint()
-    paths = [latest.export(trained, base, ckpt, {"loss": 1.0}, False) for _ in range(3)]
+    paths = [os.fsdecode(latest.export(trained, base, ckpt, {"loss": 1.0}, False))
+             for _ in range(3)]
     assert sorted(os.listdir(base)) == sorted(os.path.basename(p) for p in paths[1:])
     assert os.path.isfile(os.path.join(paths[-1], "saved_model.pb"))
     assert best.export(trained, str(tmp_path / "best"), ckpt, {"loss": 1.0}, False)
@@ -122,7 +126,7 @@ def test_exporter_argument_errors_and_assets_extra(trained, tmp_path):
     source.write_text("a\nb\n")
     path = LatestExporter("assets", fx.receiver_fn, assets_extra={"v/vocab.txt": str(source)}
                           ).export(trained, str(tmp_path / "out"), None, {}, False)
-    assert Path(path, "assets.extra", "v", "vocab.txt").read_text() == "a\nb\n"
+    assert Path(os.fsdecode(path), "assets.extra", "v", "vocab.txt").read_text() == "a\nb\n"
 
 
 def test_exporters_in_train_and_evaluate(tmp_path):
@@ -133,5 +137,5 @@ def test_exporters_in_train_and_evaluate(tmp_path):
         EvalSpec(fx.eval_input_fn, start_delay_secs=0, throttle_secs=0, exporters=exporters))
     assert result["global_step"] == 30
     best_dir, final_dir = tmp_path / "export" / "best", tmp_path / "export" / "final"
-    assert len(os.listdir(final_dir)) == 1 and exports[1].startswith(str(final_dir))
+    assert len(os.listdir(final_dir)) == 1 and exports[1].startswith(os.fsencode(final_dir))
     assert 1 <= len(os.listdir(best_dir)) <= 3  # the first evaluation always, then gains

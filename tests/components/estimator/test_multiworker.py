@@ -172,7 +172,7 @@ def _process_main(model_dir: str, out_json: str) -> None:
 
         receiver = parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([2],
                                                                               tf.float32)})
-        export = est.export_saved_model(Path(model_dir) / "export", receiver)
+        export = os.fsdecode(est.export_saved_model(Path(model_dir) / "export", receiver))
     Path(out_json).write_text(json.dumps({
         "export": export,
         "global_step": est.global_step, "chief": cluster.is_chief,

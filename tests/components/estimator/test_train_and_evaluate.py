@@ -40,9 +40,9 @@ def test_evaluates_after_each_checkpoint_and_exports(tmp_path):
                  exporters=exporter))
     assert result["global_step"] == 30 and set(result) == {"accuracy", "loss", "global_step"}
     assert evaluated_steps(est) == [10, 20, 30]
-    assert len(exports) == 1 and os.path.isdir(exports[0])
+    assert len(exports) == 1 and os.path.isdir(exports[0]) and isinstance(exports[0], bytes)
     kept = os.listdir(tmp_path / "export" / "latest")
-    assert len(kept) == 2 and os.path.basename(exports[0]) in kept
+    assert len(kept) == 2 and os.path.basename(os.fsdecode(exports[0])) in kept
 
 
 def test_throttle_and_start_delay_skip_intermediate_evaluations(tmp_path):
