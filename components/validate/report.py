@@ -78,6 +78,16 @@ def side_by_side(current, served, split: str = "train",
             f"<th>{_esc(titles[0])}</th><th>{_esc(titles[1])}</th></tr>{''.join(rows)}</table>")
 
 
+def _over(summary: dict) -> str:
+    """What the checks were computed over: the span, and its splits' rows."""
+    examples = dict(summary.get("examples") or {})
+    whole = examples.pop(ALL_EXAMPLES, None)
+    splits = ", ".join(f"{name} {rows}" for name, rows in examples.items())
+    if whole is None:
+        return f"every split together ({splits})"
+    return f"the whole span, {ALL_EXAMPLES}: {whole} rows, every split together ({splits})"
+
+
 def render(name: str, summary: dict, current, served) -> str:
     """The whole self-contained HTML report of one validate step."""
     verdict = ("PASSED: no blocking anomaly" if summary["passed"] else
@@ -87,7 +97,7 @@ def render(name: str, summary: dict, current, served) -> str:
             "solid #ccc;padding:2px 6px;text-align:left}}</style></head><body>"
             f"<h1>Data report: {_esc(name)}</h1><p><b>{_esc(verdict)}</b></p>"
             f"<p>schema: {_esc(summary['schema'])}<br>drift baseline: "
-            f"{_esc(summary['baseline'] or 'none')}</p>"
+            f"{_esc(summary['baseline'] or 'none')}<br>checked over: {_esc(_over(summary))}</p>"
             + _anomaly_table(summary["anomalies"], "Blocking anomalies")
             + _anomaly_table(summary["warnings"], "Warnings (warn_only)")
             + side_by_side(current, served, ALL_EXAMPLES) + "</body></html>")

@@ -84,5 +84,7 @@ def test_min_examples_counts_the_whole_span_not_each_split(tmp_path):
     assert status == 0 and summary["passed"], summary["anomalies"]
     assert summary["examples"] == {"train": 1000, "eval": 300, "All Examples": 1300}
     assert summary["checked_over"] == "All Examples"
+    assert ("checked over: the whole span, All Examples: 1300 rows, every split together "
+            "(train 1000, eval 300)") in (tmp_path / "v1" / Files.DATA_REPORT).read_text()
     # the inferred schema records it as TFDV's dataset_constraints
     assert "min_examples_count: 1200" in (tmp_path / "v1" / Files.INFERRED_SCHEMA).read_text()
