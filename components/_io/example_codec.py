@@ -164,7 +164,9 @@ def _scatter(out: np.ndarray, cursor: np.ndarray, data: np.ndarray, lengths: np.
     """Write consecutive slices of ``data`` (lengths ``lengths``) at ``cursor`` (vectorised)."""
     if len(lengths) and (lengths == lengths[0]).all():  # fixed width: a 2-D assignment
         width = int(lengths[0])
-        out[cursor[:, None] + np.arange(width)] = data[:width * len(lengths)].reshape(-1, width)
+        if width:  # (every value empty, e.g. b"": nothing to write)
+            out[cursor[:, None] + np.arange(width)] = data[:width * len(lengths)].reshape(
+                -1, width)
         cursor += width
         return
     total = int(lengths.sum())
@@ -226,8 +228,8 @@ def _payload(name: str, rows: np.ndarray, values: pa.Array) -> _Column:
         ints = np.asarray(values.cast(pa.int64()).to_numpy(zero_copy_only=False))
         sizes = _varint_len(ints.view(np.uint64))
         payload = np.zeros(int(sizes.sum()), dtype=np.uint8)
-        _put_varint(payload, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
-                    ints.view(np.uint64))
+        # each value's offset (an empty column has none: every row's cell was missing)
+        _put_varint(payload, (np.cumsum(sizes) - sizes).astype(np.int64), ints.view(np.uint64))
         return _Column(name, "int", rows, payload, sizes)
     if pa.types.is_binary(kind_of) or pa.types.is_string(kind_of) or \
             pa.types.is_large_binary(kind_of) or pa.types.is_large_string(kind_of):
@@ -326,7 +328,7 @@ def _encode_rows(batch: pa.RecordBatch, names: list[str], framed: bool = True) -
         len_features[col.rows] += col.total  # rows are distinct: no repeated indices
     lengths = 1 + _varint_len(len_features) + len_features  # the Example message
     frame = lengths + 16 if framed else lengths
-    starts = np.concatenate([[0], np.cumsum(frame)[:-1]]).astype(np.int64) + (12 * framed)
+    starts = (np.cumsum(frame) - frame).astype(np.int64) + (12 * framed)
     out = np.zeros(int(frame.sum()), dtype=np.uint8)
     if framed:
         _frame_header(out, starts, lengths)
