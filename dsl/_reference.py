@@ -1,6 +1,6 @@
 """Generate the DSL reference page of the documentation site from the code itself.
 
-Every part of the reference comes from the declarations: each argument table from the
+Every part of the reference comes from the declarations: each argument list from the
 dataclass fields (name, type, default) and the class docstring's ``Args:`` (meaning); the
 prose, the methods and the runnable example from the docstrings (Google style: ``Args:``,
 ``Attributes:``, ``Raises:``, ``Example:``); the topic introductions from the module docstrings
@@ -227,8 +227,25 @@ def _paragraphs(lines: list[str]) -> str:
     return text.strip()
 
 
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text as one table cell: a ``|`` escaped outside code spans only. Python-Markdown (the
+    site's renderer) never splits a row at a ``|`` inside a code span, and would show the
+    backslash of a ``\\|`` there literally."""
+    text, out, end = text.replace("\n", " "), [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [text[end:span.start()].replace("|", "\\|"), span.group(0)]
+        end = span.end()
+    return "".join([*out, text[end:].replace("|", "\\|")])
+
+
+def _code(text: str) -> str:
+    """``text`` as one code span, whatever backticks it holds."""
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _type(annotation, module) -> str:
@@ -249,17 +266,19 @@ def _type(annotation, module) -> str:
 
 
 def _default(value) -> str:
+    """The default as Python source: ``Name()`` for a dataclass's own default instance."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         try:
             if value == type(value)():
-                return f"`{type(value).__name__}()`"
+                return f"{type(value).__name__}()"
         except TypeError:
             pass
-    return f"`{value!r}`"
+    return repr(value)
 
 
 def _arguments(cls) -> list[tuple[str, str, str, str]]:
-    """(name, note, type, default) of each argument of the class's constructor."""
+    """(name, note, type, default) of each argument of the class's constructor; default is
+    Python source, or None for a required argument."""
     module = sys.modules[cls.__module__]
     if dataclasses.is_dataclass(cls):
         rows = []
@@ -271,7 +290,7 @@ def _arguments(cls) -> list[tuple[str, str, str, str]]:
             elif f.default_factory is not dataclasses.MISSING:
                 default = _default(f.default_factory())
             else:
-                default = "required"
+                default = None
             rows.append((f.name, "", _type(f.type, module), default))
         return rows
     if cls.__init__ is object.__init__ or "__init__" not in cls.__dict__:
@@ -279,7 +298,7 @@ def _arguments(cls) -> list[tuple[str, str, str, str]]:
     rows = []
     for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
         note = " (keyword-only)" if p.kind is p.KEYWORD_ONLY else ""
-        default = "required" if p.default is p.empty else _default(p.default)
+        default = None if p.default is p.empty else _default(p.default)
         annotation = "" if p.annotation is p.empty else _type(p.annotation, module)
         rows.append((p.name, note, annotation, default))
     return rows
@@ -375,6 +394,24 @@ _LINKS = {"HEAD_OUTPUTS": "#head-output-contract", "EVALUATED_OUTPUT": "#head-ou
           "METRIC_NAMES": "#metric-names", "METRIC_ALIASES": "#metric-names"}
 
 
+def _argument(name: str, argument: tuple[str, str, str, str | None],
+              documented: dict[str, str], problems: list[str]) -> str:
+    """One argument as a definition-list item: its declaration as Python writes it (``name:
+    type = default``, one code span, so a union's ``|`` needs no escaping and the name is never
+    squeezed into a narrow table column), then its meaning."""
+    arg, note, annotation, default = argument
+    meaning = documented.get(arg)
+    if meaning is None:
+        problems.append(f"{name}: argument `{arg}` is not in the docstring's Args")
+        meaning = ""
+    declaration = arg + (f": {annotation}" if annotation else "")
+    if default is None:
+        note += " (required)"
+    else:
+        declaration += f" = {default}" if annotation else f"={default}"
+    return f"{_code(declaration)}{note}\n:   {_inline(meaning) or '&nbsp;'}"
+
+
 def _section(name: str, problems: list[str]) -> str:
     obj = getattr(ef, name)
     doc = _own_doc(obj)
@@ -387,16 +424,8 @@ def _section(name: str, problems: list[str]) -> str:
     attributes = _entries(parsed.sections.get("Attributes", []))
     arguments = _arguments(obj)
     if arguments:
-        rows = ["| Argument | Type | Default | Meaning |", "|---|---|---|---|"]
-        for arg, note, annotation, default in arguments:
-            meaning = documented.get(arg)
-            if meaning is None:
-                problems.append(f"{name}: argument `{arg}` is not in the docstring's Args")
-                meaning = ""
-            annotation = f"`{_cell(annotation)}`" if annotation else ""
-            rows.append(f"| `{arg}`{note} | {annotation} | {_cell(default)} | "
-                        f"{_cell(_inline(meaning))} |")
-        parts.append("\n".join(rows))
+        parts.append("Arguments:\n\n" + "\n\n".join(
+            _argument(name, argument, documented, problems) for argument in arguments))
     constants = _constants(obj) if not arguments else []
     if constants:
         rows = ["| Constant | Value | Meaning |", "|---|---|---|"]
@@ -406,7 +435,8 @@ def _section(name: str, problems: list[str]) -> str:
                 problems.append(f"{name}: constant `{constant}` is not in the docstring's "
                                 "Attributes")
                 meaning = ""
-            rows.append(f"| `{constant}` | `{_cell(repr(value))}` | {_cell(_inline(meaning))} |")
+            rows.append(f"| `{constant}` | {_cell(_code(repr(value)))} | "
+                        f"{_cell(_inline(meaning))} |")
         parts.append("\n".join(rows))
     known = {arg for arg, _, _, _ in arguments}
     for stale in sorted(set(documented) - known):

@@ -99,20 +99,38 @@ def test_check_mode_as_a_command(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
     stale = tmp_path / "dsl.md"
-    stale.write_text(REFERENCE.read_text(encoding="utf-8").replace("| `0.01` |", "| `0.02` |"),
-                     encoding="utf-8")
+    text = REFERENCE.read_text(encoding="utf-8")
+    assert "`max_rejected_fraction: float = 0.01`" in text
+    stale.write_text(text.replace("`max_rejected_fraction: float = 0.01`",
+                                  "`max_rejected_fraction: float = 0.02`"), encoding="utf-8")
     assert _reference.main(["--check", "--path", str(stale)]) == 1
     assert _reference.main(["--write", "--path", str(stale)]) == 0
     assert _reference.main(["--check", "--path", str(stale)]) == 0
 
 
-def test_argument_tables_follow_the_dataclass_fields():
+def test_argument_lists_follow_the_dataclass_fields():
     for name in ef.__all__:
         cls = getattr(ef, name)
         if dataclasses.is_dataclass(cls):
-            table = SECTIONS[name].split("| Argument |", 1)[1].split("\n\n", 1)[0]
-            rows = re.findall(r"^\| `(\w+)`", table, flags=re.M)
-            assert rows == [f.name for f in dataclasses.fields(cls)], name
+            listed = SECTIONS[name].split("Arguments:\n\n", 1)[1]
+            terms = re.findall(r"^`(\w+)(?::|`).*\n:   ", listed, flags=re.M)
+            assert terms == [f.name for f in dataclasses.fields(cls) if f.init], name
+
+
+def test_arguments_are_declarations_as_python_writes_them():
+    """``name: type = default`` in one code span: a union's ``|`` is written as it is (no
+    ``\\|``, which a table cell's code span shows literally), and no table squeezes the name."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    assert "\\|" not in "".join(re.findall(r"`[^`\n]*`", text))
+    assert "| Argument |" not in text
+    csv = SECTIONS["CsvSource"]
+    assert "`path: str` (required)\n:   a file path or a glob" in csv
+    assert "`schema_check: SchemaCheck | None = None`\n:   " in csv
+
+
+def test_a_pipe_is_escaped_only_outside_code_spans():
+    assert _reference._cell("`a | b` or c | d") == "`a | b` or c \\| d"
+    assert _reference._code("x`y") == "``x`y``"
 
 
 def test_the_docstring_examples_hold():
