@@ -110,6 +110,9 @@ def read_matching(version_dir: str, *, head: str, eval_files: list[str],
     expected = {"format": FORMAT, "head": head, "limit": limit, "files": files_of(eval_files)}
     differs = [key for key, value in expected.items() if meta.get(key) != value]
     if differs:
-        return None, f"its stored eval outputs were computed with another {', '.join(differs)}"
+        what = {"format": "another format", "head": "another head", "limit": "another limit",
+                "files": "other eval files"}
+        return None, ("its stored eval outputs were computed with "
+                      + ", ".join(what[key] for key in differs))
     return Stored(outputs, meta), ""
 

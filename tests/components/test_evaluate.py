@@ -328,7 +328,7 @@ def test_other_rows_score_the_baseline(data, tmp_path):
                  progress=lines.append)
     baseline = _baseline_of(tmp_path)
     assert baseline["outputs"] == "scored" and baseline["metrics"]["examples"] == 400
-    assert "computed with another files" in lines[0]
+    assert "computed with other eval files" in lines[0]
 
 
 @pytest.mark.parametrize("damage", ["digest", "limit", "head", "bytes"])
