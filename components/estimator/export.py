@@ -18,12 +18,17 @@ Regress APIs accept them.
 ``EstimatorSpec.export_outputs`` (PREDICT mode) names the signatures, as in tf.estimator:
 ``{"serving_default": ClassificationOutput(scores, classes), "classification": ...,
 "predict": PredictOutput(outputs)}`` (the heads, hence the premade Estimators, set exactly
-that; regression heads a ``RegressionOutput``). A ``PredictOutput`` signature takes the
-receiver's inputs; a classification or regression signature takes one string tensor
-``inputs`` (serialized ``tf.Example``s, TF Serving's Classify/Regress request) and so needs a
-receiver with exactly one string input; with another receiver it is left out, and a
-``serving_default`` left out that way falls back to ``predict``. Without ``export_outputs``,
-``serving_default`` returns all predictions.
+that; the binary head adds ``"regression"``, a ``RegressionOutput`` of the logistic;
+regression heads a ``RegressionOutput``). One output under another key is also
+``serving_default``; several with none named so fail, as in tf.estimator. A ``PredictOutput``
+signature takes the receiver's inputs and returns its dict, or a lone tensor as ``output``; a
+classification signature returns ``classes``/``scores``, a regression one ``outputs``, and
+both take one string tensor ``inputs`` (serialized ``tf.Example``s, TF Serving's
+Classify/Regress request), so need a receiver with exactly one string input; with another
+receiver they are left out, as in tf.estimator. Where that leaves no ``serving_default``
+(tf.estimator then wrote none) estflow's falls back to ``predict``, else all predictions.
+Without ``export_outputs``, ``serving_default`` returns all predictions (a lone tensor as
+``output``). ``tests/compat/test_surface.py`` checks these keys against tf.estimator 2.15's.
 """
 
 from __future__ import annotations
@@ -47,8 +52,9 @@ from tensorflow.python.trackable import resource as resource_lib
 __all__ = ["ServingInputReceiver", "TensorServingInputReceiver",
            "parsing_serving_input_receiver_fn", "build_parsing_serving_input_receiver_fn",
            "build_raw_serving_input_receiver_fn", "resolve_receiver", "export_module", "save",
-           "export_saved_model", "copy_assets_extra", "as_outputs", "signature_function", "ClassificationOutput",
-           "RegressionOutput", "PredictOutput", "CLASSIFY", "REGRESS"]
+           "export_saved_model", "copy_assets_extra", "as_outputs", "predict_outputs",
+           "signature_function", "ClassificationOutput", "RegressionOutput", "PredictOutput",
+           "CLASSIFY", "REGRESS"]
 
 CLASSIFY = "tensorflow/serving/classify"
 REGRESS = "tensorflow/serving/regress"
@@ -91,12 +97,13 @@ class PredictOutput:
     value: Any
 
     def outputs(self) -> dict[str, Any]:
-        return as_outputs(self.value)
+        return predict_outputs(self.value)
 
 
 _METHODS = {ClassificationOutput: CLASSIFY, RegressionOutput: REGRESS}
 
 
+_DEFAULT_KEY = "serving_default"
 _SINGLE_FEATURE = "feature"  # tf.estimator's names for a lone features / receiver tensor
 _SINGLE_RECEIVER = "input"
 
@@ -287,11 +294,23 @@ def build_raw_serving_input_receiver_fn(
     return receiver_fn
 
 
-def as_outputs(predictions) -> dict[str, tf.Tensor]:
-    """Signature outputs from predictions: a dict as is, a single tensor as ``predictions``."""
+_SINGLE_OUTPUT = "output"  # tf.estimator's PredictOutput name for a lone tensor
+
+
+def as_outputs(predictions, single: str = "predictions") -> dict[str, tf.Tensor]:
+    """Signature outputs from predictions: a dict as is, a single tensor under ``single``
+    (the pipeline's export, components/train: ``predictions``; :func:`export_saved_model`
+    passes tf.estimator's ``output``)."""
     if isinstance(predictions, Mapping):
         return dict(predictions)
-    return {"predictions": predictions}
+    return {single: predictions}
+
+
+def predict_outputs(predictions) -> dict[str, tf.Tensor]:
+    """tf.estimator's ``PredictOutput(predictions).outputs``: a dict as is, a single tensor as
+    ``output`` (hence the default ``serving_default`` of a model_fn whose ``predictions`` is
+    one tensor)."""
+    return as_outputs(predictions, _SINGLE_OUTPUT)
 
 
 def signature_function(fn: Callable[[dict], dict], input_specs: Mapping[str, tf.TensorSpec]):
@@ -417,11 +436,12 @@ def _export_signatures(estimator, receiver: ServingInputReceiver,
     def everything(inputs):
         spec = estimator.predict_spec(receiver.features_fn(inputs))
         kinds.update({k: type(v) for k, v in (spec.export_outputs or {}).items()})
-        return as_outputs(spec.predictions)
+        return predict_outputs(spec.predictions)
 
     predict_all = signature_function(everything, receiver.receiver_specs)
     if not kinds:
         return {"serving_default": predict_all}, {}
+    default = _default_key(kinds)
     unknown = {k: t.__name__ for k, t in kinds.items()
                if t not in (ClassificationOutput, RegressionOutput, PredictOutput)}
     if unknown:
@@ -430,11 +450,14 @@ def _export_signatures(estimator, receiver: ServingInputReceiver,
                         f"received {unknown}")
     string_input = _string_input(receiver)
     signatures, methods = {}, {}
+    if default != _DEFAULT_KEY:  # one output under another name: also serving_default
+        kinds[_DEFAULT_KEY] = kinds[default]
     for key, kind in sorted(kinds.items()):
+        source = default if key == _DEFAULT_KEY else key
         if kind is PredictOutput:
             signatures[key] = signature_function(
-                lambda inputs, key=key: estimator.predict_spec(
-                    receiver.features_fn(inputs)).export_outputs[key].outputs(),
+                lambda inputs, source=source: estimator.predict_spec(
+                    receiver.features_fn(inputs)).export_outputs[source].outputs(),
                 receiver.receiver_specs)
             continue
         if string_input is None:
@@ -443,13 +466,13 @@ def _export_signatures(estimator, receiver: ServingInputReceiver,
                      f"{sorted(receiver.receiver_specs)}")
             continue
         signatures[key] = signature_function(
-            lambda inputs, key=key: estimator.predict_spec(receiver.features_fn(
-                {string_input: inputs[_SERVING_INPUTS]})).export_outputs[key].outputs(),
+            lambda inputs, source=source: estimator.predict_spec(receiver.features_fn(
+                {string_input: inputs[_SERVING_INPUTS]})).export_outputs[source].outputs(),
             {_SERVING_INPUTS: tf.TensorSpec([None], tf.string, name=_SERVING_INPUTS)})
         methods[key] = _METHODS[kind]
-    if "serving_default" not in signatures:
-        signatures["serving_default"] = signatures.get("predict", predict_all)
-        methods.pop("serving_default", None)
+    if _DEFAULT_KEY not in signatures:  # estflow's: tf.estimator then wrote no default
+        signatures[_DEFAULT_KEY] = signatures.get("predict", predict_all)
+        methods.pop(_DEFAULT_KEY, None)
     return signatures, methods
 
 
@@ -461,6 +484,23 @@ def copy_assets_extra(export_dir: str | os.PathLike, assets_extra: Mapping[str, 
         target = os.path.join(os.fsdecode(export_dir), "assets.extra", os.fsdecode(destination))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(os.fsdecode(source), target)
+
+
+def _default_key(kinds: Mapping[str, type]) -> str:
+    """The ``export_outputs`` key ``serving_default`` serves, as tf.estimator chose it: that
+    key, or the only output's.
+
+    Raises:
+        ValueError: several outputs, none named ``serving_default`` (tf.estimator's error).
+    """
+    if _DEFAULT_KEY in kinds:
+        return _DEFAULT_KEY
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    raise ValueError("Multiple export_outputs were provided, but none of them is specified as "
+                     "the default. Do this by naming one of them with "
+                     f"signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY ('{_DEFAULT_KEY}'"
+                     f"); received export_outputs keys {sorted(kinds)}")
 
 
 def export_saved_model(estimator, export_dir_base: str | os.PathLike,

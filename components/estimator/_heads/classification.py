@@ -18,6 +18,7 @@ from estflow.estimator._heads.base import mean_metric
 from estflow.estimator._heads.base import select_predictions
 from estflow.estimator._heads.base import update_mean
 from estflow.estimator.export import ClassificationOutput
+from estflow.estimator.export import RegressionOutput
 
 __all__ = ["BinaryClassHead", "MultiClassHead", "MultiLabelHead"]
 
@@ -38,7 +39,8 @@ def _class_predictions(logits, class_ids, n_classes, vocabulary) -> dict:
     names = tf.constant(list(vocabulary) if vocabulary
                         else [str(i) for i in range(n_classes)])
     batch = tf.shape(logits)[0]
-    all_ids = tf.tile(tf.range(n_classes, dtype=tf.int64)[tf.newaxis], [batch, 1])
+    # int32, as tf.estimator's heads (class_ids is int64 there too)
+    all_ids = tf.tile(tf.range(n_classes, dtype=tf.int32)[tf.newaxis], [batch, 1])
     return {"classes": tf.gather(names, class_ids), "all_class_ids": all_ids,
             "all_classes": tf.tile(names[tf.newaxis], [batch, 1])}
 
@@ -109,6 +111,13 @@ class BinaryClassHead(_ClassHead):
 
     def _loss(self, labels, logits):
         return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+
+    def export_outputs(self, logits, predictions):
+        """tf.estimator's binary head's: ``serving_default`` and ``classification``
+        (Classify), ``regression`` (Regress, on the logistic) and ``predict``."""
+        outputs = super().export_outputs(logits, predictions)
+        outputs["regression"] = RegressionOutput(tf.sigmoid(logits))
+        return outputs
 
     def predictions(self, logits, keys=None):
         """All tf.estimator predictions, or those in ``keys``."""

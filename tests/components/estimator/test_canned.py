@@ -172,8 +172,10 @@ def test_dnn_classifier_port_exports_a_saved_model_with_equal_outputs(tmp_path):
         estimator.parsing_serving_input_receiver_fn(fc.make_parse_example_spec(DNN_COLUMNS)))
     loaded = tf.saved_model.load(path)
     # tf.estimator's signatures: serving_default = classification (TF Serving's Classify, on
-    # serialized examples as "inputs"), classification, and predict (every prediction).
-    assert set(loaded.signatures) == {"serving_default", "classification", "predict"}
+    # serialized examples as "inputs"), classification, regression (Regress, the logistic)
+    # and predict (every prediction).
+    assert set(loaded.signatures) == {"serving_default", "classification", "regression",
+                                      "predict"}
     served = loaded.signatures["predict"](examples=_serialized(16))
     predicted = list(est.predict(_predict_fn(16), yield_single_examples=False))
     expected = {k: np.concatenate([p[k] for p in predicted]) for k in predicted[0]}
@@ -188,9 +190,12 @@ def test_dnn_classifier_port_exports_a_saved_model_with_equal_outputs(tmp_path):
         np.testing.assert_allclose(classified["scores"].numpy(), expected["probabilities"],
                                    rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(classified["classes"].numpy(), expected["all_classes"])
+    regressed = loaded.signatures["regression"](inputs=_serialized(16))["outputs"]
+    np.testing.assert_allclose(regressed.numpy(), expected["logistic"], rtol=1e-5, atol=1e-6)
     methods = _signature_methods(path)
     assert methods == {"serving_default": "tensorflow/serving/classify",
                        "classification": "tensorflow/serving/classify",
+                       "regression": "tensorflow/serving/regress",
                        "predict": "tensorflow/serving/predict"}
 
 

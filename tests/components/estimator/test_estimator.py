@@ -414,12 +414,53 @@ def test_export_outputs_of_a_custom_model_fn_name_the_signatures(tmp_path):
     examples = _examples(X[:4])
     served = loaded.signatures["serving_default"](examples=examples)
     assert set(served) == {"p"}  # only what the PredictOutput names
-    logits = loaded.signatures["logits"](examples=examples)["predictions"].numpy()
+    logits = loaded.signatures["logits"](examples=examples)["output"].numpy()  # 2.15's name
     np.testing.assert_allclose(served["p"].numpy(), 1 / (1 + np.exp(-logits)), rtol=1e-5)
     bad = Estimator(_export_outputs_model_fn, str(tmp_path / "m"), CONFIG,
                     params={"kind": "bad"}, progress=lambda m: None)
     with pytest.raises(TypeError, match=r"export_outputs values.*'serving_default': 'str'"):
         bad.export_saved_model(str(tmp_path / "bad"), fx_receiver_fn)
+
+
+def _single_tensor_model_fn(features, labels, mode, params):
+    """``predictions`` one tensor; ``export_outputs`` as ``params["export"]`` says."""
+    from estflow.estimator import export
+
+    logits = keras.layers.Dense(1)(features["x"])
+    if mode == ModeKeys.PREDICT:
+        outputs = {"none": None,
+                   "one, another key": {"scores": export.PredictOutput(logits)},
+                   "two, no default": {"a": export.PredictOutput(logits),
+                                       "b": export.PredictOutput({"l": logits})}}
+        return EstimatorSpec(mode, predictions=logits,
+                             export_outputs=outputs[params["export"]])
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+    return EstimatorSpec(mode, loss=loss, optimizer=keras.optimizers.SGD(0.1))
+
+
+def test_signature_names_of_single_tensor_predictions_and_default_outputs(tmp_path):
+    """tf.estimator 2.15's names (tests/compat/test_surface.py checks them against its record):
+    a lone tensor is served as ``output``; one ``export_outputs`` entry under another key is
+    ``serving_default`` too; several with none named so are refused."""
+    est = Estimator(_single_tensor_model_fn, str(tmp_path / "m"), CONFIG,
+                    params={"export": "none"}, progress=lambda m: None)
+    est.train(input_fn, max_steps=5)
+    path = est.export_saved_model(str(tmp_path / "export"), fx_receiver_fn)
+    served = tf.saved_model.load(path).signatures["serving_default"](examples=_examples(X[:4]))
+    assert set(served) == {"output"}
+    expected = [p for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices(
+        {"x": X[:4]}).batch(4))]
+    np.testing.assert_allclose(served["output"].numpy(), np.stack(expected), rtol=1e-5)
+    other = Estimator(_single_tensor_model_fn, str(tmp_path / "m"), CONFIG,
+                      params={"export": "one, another key"}, progress=lambda m: None)
+    loaded = tf.saved_model.load(other.export_saved_model(str(tmp_path / "e2"), fx_receiver_fn))
+    assert set(loaded.signatures) == {"serving_default", "scores"}
+    assert set(loaded.signatures["serving_default"](examples=_examples(X[:4]))) == {"output"}
+    two = Estimator(_single_tensor_model_fn, str(tmp_path / "m"), CONFIG,
+                    params={"export": "two, no default"}, progress=lambda m: None)
+    with pytest.raises(ValueError, match=r"none of them is specified as the default.*\['a', "
+                                         r"'b'\]"):
+        two.export_saved_model(str(tmp_path / "e3"), fx_receiver_fn)
 
 
 def fx_receiver_fn():

@@ -82,6 +82,11 @@ def test_binary_predictions_and_label_vocabulary():
                                rtol=1e-5)
     assert preds["all_classes"].numpy()[0].tolist() == [b"no", b"yes"]
     assert preds["all_class_ids"].numpy()[0].tolist() == [0, 1]
+    # tf.estimator 2.15's dtypes and signatures (tests/compat/test_surface.py checks them)
+    assert (preds["class_ids"].dtype, preds["all_class_ids"].dtype) == (tf.int64, tf.int32)
+    outputs = head.export_outputs(LOGITS, preds)
+    assert set(outputs) == {"serving_default", "classification", "regression", "predict"}
+    np.testing.assert_allclose(outputs["regression"].outputs()["outputs"], preds["logistic"])
     strings = np.array(["no", "yes", "no", "yes"])
     assert float(head.loss(strings, LOGITS, {})) == pytest.approx(
         _binary_ce(LABELS, LOGITS).mean(), rel=1e-5)
