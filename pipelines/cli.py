@@ -67,6 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``estflow`` command; returns the exit status (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
+    if not argv:
+        # No command: the help with the list of commands (argparse alone would print the usage
+        # line, which names none), on stderr, exit 2 as for any usage error.
+        parser = build_parser()
+        parser.exit(EXIT_USAGE, parser.format_help() + "\nestflow: error: give a COMMAND "
+                    "(estflow COMMAND --help describes one)\n")
     try:
         args = build_parser(local_only=command in _LOCAL_COMMANDS,
                             compile_only=command == "compile").parse_args(argv)

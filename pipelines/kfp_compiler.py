@@ -107,7 +107,26 @@ DEFAULT_CACHING: Mapping[str, bool] = {s.name: s.caching for s in (*STEPS, BATCH
 DEFAULT_KFP_BACKEND = str(kfp_backends.DEFAULT)
 
 class CompileError(ValueError):
-    """An option of the compilation (not the declaration) is invalid."""
+    """An option of the compilation (not the declaration) is invalid. ``problems``: each
+    refusal, when a compile found several (its message then lists them all)."""
+
+    def __init__(self, *problems: str) -> None:
+        self.problems = tuple(problems)
+        if len(problems) == 1:
+            super().__init__(problems[0])
+        else:
+            super().__init__(f"{len(problems)} problems, all to fix before the pipeline "
+                             "compiles:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _collect(problems: list[str], check: Callable, *args, **kwargs):
+    """``check(*args, **kwargs)``, its CompileError's problems added to ``problems`` (then
+    None) instead of raised: a compile reports every refusal at once, not one per attempt."""
+    try:
+        return check(*args, **kwargs)
+    except CompileError as err:
+        problems.extend(err.problems)
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +154,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      push_base_path: str | None = None,
                      small_image: str | None = None,
                      steps: Sequence[Step] | None = None,
-                     step_images: Mapping[str, str] | None = None) -> CompiledPipeline:
+                     step_images: Mapping[str, str] | None = None,
+                     problems: Sequence[str] = ()) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
     Args:
@@ -172,6 +192,9 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         step_images: step name -> the image its task runs, instead of ``image`` or its
             accelerator's variant (required for an accelerated step when ``image`` is pinned
             by digest: a variant's digest cannot be derived).
+        problems: refusals the caller already found (``estflow compile``: no image, a bad
+            ``--step-image``, local data that does not match the declaration), reported in the
+            one CompileError with the compiler's own; with any, nothing is written.
 
     Returns:
         The written path, the step task names (the ``report`` and placement tasks aside), the
@@ -181,31 +204,38 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         CompileError: the image, output path, caching, Beam options or backend are invalid,
             the declaration needs what the backend lacks, or the push target is a place a
             Kubeflow task cannot reach (a relative path, or a local one on no volume the push
-            and evaluate tasks mount).
+            and evaluate tasks mount). Every refusal is checked before it is raised: its
+            ``problems`` are all of them (with ``problems`` given), in that order.
     """
-    try:
-        beam_default = shlex.join(beam.build_options(beam_runner, beam_options))
-    except beam.BeamOptionsError as err:
-        raise CompileError(f"Received invalid Beam options for the ingest and transform "
-                           f"tasks: {err}") from None
+    problems = list(problems)
     pipeline, root = _unpack(loaded_or_pipeline, source_root)
+    beam_default = _collect(problems, _beam_default, beam_runner, beam_options)
     if push_base_path is not None and pipeline.push is not None:
         pipeline = dataclasses.replace(pipeline, push=dataclasses.replace(
             pipeline.push, base_path=push_base_path))
-    path = _check_output_path(output_path)
-    _check_image(image)
-    small_image = small_image or small_image_for(image)
-    _check_image(small_image)
+    path = _collect(problems, _check_output_path, output_path)
+    if _collect(problems, _check_image, image) is None and small_image is None:
+        small_image = image  # refused: no variant of it is checked
+    elif small_image is None:
+        small_image = small_image_for(image)
+    else:
+        _collect(problems, _check_image, small_image)
     for ref in (step_images or {}).values():
-        _check_image(ref)
-    target = _check_backend(kfp_backend)
-    _check_push_target(pipeline, given=push_base_path is not None)
-    pipeline, notes = _for_backend(pipeline, target)
+        _collect(problems, _check_image, ref)
+    target = _collect(problems, _check_backend, kfp_backend)
+    _collect(problems, _check_push_target, pipeline, given=push_base_path is not None)
+    notes: tuple[str, ...] = ()
+    if target is not None:
+        pipeline, notes = _collect(problems, _for_backend, pipeline, target) or (pipeline, ())
+    if problems:
+        raise CompileError(*problems)
     plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
                       beam_options=kfp_components.param_placeholder("beam_options"),
                       sdk_image=image, steps=steps)
-    _check_caching(caching or {}, plan)
-    images = _step_images(plan, image, step_images or {})
+    _collect(problems, _check_caching, caching or {}, plan)
+    images = _collect(problems, _step_images, plan, image, step_images or {})
+    if problems:
+        raise CompileError(*problems)
     declared = {step: r.caching for step, r in pipeline.resources.items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
@@ -492,6 +522,15 @@ def _with_signature(body: Callable[[dict], None],
     return pipeline_func
 
 
+def _beam_default(runner: str | None, options: Sequence[str]) -> str:
+    """The ``beam_options`` parameter's default: the runner's options, checked."""
+    try:
+        return shlex.join(beam.build_options(runner, options))
+    except beam.BeamOptionsError as err:
+        raise CompileError(f"Received invalid Beam options for the ingest and transform "
+                           f"tasks: {err}") from None
+
+
 def _unpack(value: LoadedPipeline | Pipeline, source_root: str | None) -> tuple[Pipeline, str]:
     if isinstance(value, LoadedPipeline):
         return value.pipeline, value.portable_source_root if source_root is None else source_root
@@ -550,10 +589,11 @@ def _check_output_path(output_path: str | os.PathLike) -> Path:
     return path
 
 
-def _check_image(image: str) -> None:
+def _check_image(image: str) -> str:
     if not isinstance(image, str) or not image or any(c.isspace() for c in image):
         raise CompileError("Received an invalid value for `image`, expected a container image "
                            f"reference such as {DEFAULT_IMAGE!r}. Received: image={image!r}")
+    return image
 
 
 def _check_backend(version: str) -> kfp_backends.BackendVersion:
@@ -576,6 +616,7 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
     """``pipeline`` with what ``target`` cannot run replaced (placement parameters by their
     declared values), the notes saying so; CompileError for what has no replacement."""
     notes: list[str] = []
+    problems: list[str] = []
     resources = dict(pipeline.resources)
     for step, r in pipeline.resources.items():
         if r.placement_parameters and target < kfp_backends.PARAMETERISED_PLACEMENT.since:
@@ -585,13 +626,15 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
                          f"(needs {kfp_backends.PARAMETERISED_PLACEMENT.since}): the "
                          f"{step} task runs on its declared accelerator and node pool, and "
                          f"the {step}_* run parameters are left out")
-        _check_storage(step, r, target)
+        _collect(problems, _check_storage, step, r, target)
         if r.retries and target < kfp_backends.RETRIES.since and not _runs_tfjob(step, pipeline):
             notes.append(f"resources[{step!r}].retries: KFP backend {target} ignores retry "
                          f"policies (they run from {kfp_backends.RETRIES.since})")
     if target < kfp_backends.FINAL_STATUS.since:
         notes.append(f"the exit handler's report task takes no final status (KFP backend "
                      f"{target}; needs {kfp_backends.FINAL_STATUS.since}): it logs UNKNOWN")
+    if problems:
+        raise CompileError(*problems)
     return dataclasses.replace(pipeline, resources=resources), tuple(notes)
 
 

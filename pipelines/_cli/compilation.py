@@ -100,23 +100,45 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _compile(args: argparse.Namespace) -> int:
+    """Compile, or refuse with every problem found in one error: the image, the step images,
+    the local data, the push target, the backend, ... are all checked before any is reported,
+    so a command is fixed in one attempt, not one refusal per attempt."""
     start = time.perf_counter()
     loaded = load_target(args.pipeline)
-    check_local_data(loaded, args.pipeline)  # only a CSV source readable on this machine
+    problems: list[str] = []
+    try:
+        check_local_data(loaded, args.pipeline)  # only a CSV source readable on this machine
+    except UsageError as err:
+        problems.append(str(err))
+    try:
+        image = kfp_images.base_image(args.image, os.environ)
+    except kfp_images.ImageError as err:
+        problems.append(str(err))
+        image = kfp_compiler.DEFAULT_IMAGE  # stands in while the rest is checked; not written
+    try:
+        step_images = kfp_images.parse_step_images(args.step_image)
+    except kfp_images.ImageError as err:
+        problems.append(str(err))
+        step_images = {}
+    source_root_note = None
     if args.source_root is None and not loaded.importable:
-        print(f"estflow compile: note: {args.pipeline} is not an importable module, so the "
-              f"source_root parameter defaults to the local directory {loaded.file.parent}, "
-              "which the image may not have; pass --source-root", file=sys.stderr)
+        source_root_note = (f"{args.pipeline} is not an importable module, so the source_root "
+                            f"parameter defaults to the local directory {loaded.file.parent}, "
+                            "which the image may not have; pass --source-root")
     caching = dict.fromkeys(kfp_compiler.DEFAULT_CACHING, False) if args.no_cache else None
     try:
         compiled = kfp_compiler.compile_pipeline(
-            loaded, args.output, image=kfp_images.base_image(args.image, os.environ),
+            loaded, args.output, image=image,
             source_root=args.source_root, caching=caching, beam_runner=args.beam_runner,
             beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend,
             push_base_path=args.push_base_path, small_image=args.small_image,
-            step_images=kfp_images.parse_step_images(args.step_image))
-    except (kfp_compiler.CompileError, kfp_images.ImageError) as err:
-        raise UsageError(str(err)) from None
+            step_images=step_images, problems=problems)
+    except kfp_compiler.CompileError as err:
+        # The note is no refusal, but is best acted on in the same attempt as them.
+        note = f"\nnote: {source_root_note}" if source_root_note else ""
+        raise UsageError(f"{err}{note}") from None
+    if source_root_note:
+        print(f"estflow compile: note: {source_root_note}", file=sys.stderr)
     for note in compiled.notes:
         print(f"estflow compile: note: {note}", file=sys.stderr)
     print(f"Compiled pipeline {loaded.pipeline.name!r} to {compiled.path}: "
