@@ -75,6 +75,10 @@ class BatchPredict:
             per output, lists for outputs with several values) or ``"tfrecord"`` (GZIP
             TFRecords of ``tf.train.Example``: a feature per key and per output).
         batch_size: examples per call of the model.
+        fail_on_skew: whether rows skewed from the model's training data past a drift
+            threshold fail the step (exit status 4, after the predictions are published);
+            False: each skewed column is a warning. The thresholds are the pipeline's
+            ``checks`` where declared, else those the model was trained under.
 
     Example:
         >>> import estflow.dsl as ef
@@ -92,6 +96,7 @@ class BatchPredict:
     signature: str = "serving_default"
     format: str = "jsonl"
     batch_size: int = 8192
+    fail_on_skew: bool = False
 
     def __post_init__(self) -> None:
         expect_source(self.source)
@@ -110,6 +115,8 @@ class BatchPredict:
                            "'classify'", self.signature)
         _checks.one_of(self.format, PREDICTION_FORMATS, "format")
         _checks.positive_int(self.batch_size, "batch_size")
+        if not isinstance(self.fail_on_skew, bool):
+            raise DslError("fail_on_skew", "True or False", self.fail_on_skew)
         if self.batch_size > _MAX_BATCH:
             raise DslError("batch_size", f"at most {_MAX_BATCH} examples per call",
                            self.batch_size)

@@ -293,7 +293,11 @@ def _remote(*artifacts: str) -> tuple[Option, ...]:
 # Step.reads adds the rest, step by step.
 _SCHEMA = ("name", "features", "label", "columns", "derive.outputs")
 _TRAIN_READS = (*_SCHEMA, "model", "train", "run_config", "eval.batch_size", "eval.steps",
-                "eval.name", "eval.start_delay_secs", "eval.throttle_secs", "resources.train")
+                "eval.name", "eval.start_delay_secs", "eval.throttle_secs", "resources.train",
+                # the cells ingest read as missing: recorded with the export, so that batch
+                # scoring reads rows as training did (not the source's path: a moved source
+                # keeps the trained model)
+                "source.na_values", "source.string_na_values", "source.column_na_values")
 
 # The push step's run-time inputs (the local runner and the KFP task fill them in).
 MODEL_FINGERPRINT = "model-fingerprint"
@@ -343,7 +347,9 @@ STEPS = (
                          "pushed again, and a pushed version records it"),
                   Option(RUN_REFERENCE, "the run that made the model (a local run directory "
                          "or a KFP run), recorded in the pushed version's lineage")),
-         reads=(*_SCHEMA, "push"), side_effects=True, needs="push", caching=False,
+         # checks: the drift thresholds recorded in the pushed version's lineage (batch
+         # scoring with it checks skew with them)
+         reads=(*_SCHEMA, "push", "checks"), side_effects=True, needs="push", caching=False,
          requests=("500m", "1Gi"), runs_if="evaluate", summary=Files.PUSH_RESULT,
          outside_storage=True),
 )

@@ -216,6 +216,16 @@ class CsvSource(Source):
         """The delimiter of the header row every CSV file starts with."""
         return self.delimiter
 
+    def missing_tokens(self, name: str, dtype: str) -> tuple[str, ...]:
+        """The cells that mean "missing" in the raw column ``name`` of ``dtype``: its own
+        ``column_na_values`` when declared, else ``string_na_values`` for a string column and
+        ``na_values`` for a numeric one (e.g. ``('', 'NA')`` for ``sex`` in a source declaring
+        ``column_na_values={"sex": ("", "NA")}``)."""
+        own = self.column_na_values or {}
+        if name in own:
+            return own[name]
+        return self.string_na_values if dtype == "string" else self.na_values
+
 
 def _tokens(value, field: str) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):

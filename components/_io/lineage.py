@@ -35,16 +35,20 @@ from estflow.components._io import model_repo
 from estflow.components._io import storage
 from estflow.dsl.contracts import Files
 
-__all__ = ["served", "served_in", "staged_with_lineage", "lineage_record", "read_lineage"]
+__all__ = ["served", "served_in", "staged_with_lineage", "lineage_record", "read_lineage",
+           "skew_thresholds"]
 
 _SAVED_MODEL = "saved_model.pb"
 
 
 def lineage_record(*, fingerprint: str | None, run: str | None, pipeline: str,
                    model_name: str, metrics: dict | None = None,
-                   evaluated_against: dict | None = None) -> dict[str, Any]:
+                   evaluated_against: dict | None = None,
+                   checks: dict | None = None) -> dict[str, Any]:
     """The lineage of a version about to be pushed (its number is added once known);
-    ``evaluated_against``: ``{"version", "fingerprint"}`` of its evaluation's baseline."""
+    ``evaluated_against``: ``{"version", "fingerprint"}`` of its evaluation's baseline;
+    ``checks``: the drift thresholds its training data was checked with (:func:`skew_thresholds`),
+    which batch scoring with this version applies to the rows it scores."""
     try:
         from importlib import metadata
         version = metadata.version("estflow")
@@ -52,8 +56,17 @@ def lineage_record(*, fingerprint: str | None, run: str | None, pipeline: str,
         version = "unknown"
     return {"fingerprint": fingerprint, "run": run, "pipeline": pipeline,
             "model_name": model_name, "estflow": version, "metrics": metrics or {},
-            "evaluated_against": evaluated_against,
+            "evaluated_against": evaluated_against, "checks": checks,
             "pushed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def skew_thresholds(checks) -> dict | None:
+    """The drift thresholds of a ``DataChecks`` (None: no checks declared), as recorded in a
+    pushed version's lineage: ``{"drift": {column: limit}, "drift_linf", "drift_js"}``."""
+    if checks is None:
+        return None
+    return {"drift": dict(checks.drift or {}), "drift_linf": checks.drift_linf,
+            "drift_js": checks.drift_js}
 
 
 @contextlib.contextmanager

@@ -34,19 +34,30 @@ def raw_feature_spec(pipeline: Pipeline) -> dict[str, tf.io.FixedLenFeature | tf
     return spec
 
 
-def write_types(export_dir: Path, feature_spec: dict) -> Path | None:
+def write_types(export_dir: Path, feature_spec: dict,
+                pipeline: Pipeline | None = None) -> Path | None:
     """Write :data:`TYPES_FILE` into ``export_dir`` for a raw parsing spec (what
     ``serving_default`` parses): each feature's name, declared dtype, and whether an example
-    must have it. Nothing is written (None) when a feature has a type JSON values cannot be
-    given (serve then types features from the JSON values)."""
+    must have it; with the ``pipeline`` that trained the model, also each feature's declared
+    ``default`` and, for a CSV source, the cells training read as missing (``na_values``), so
+    that batch scoring reads rows as ingest did. Nothing is written (None) when a feature has a
+    type JSON values cannot be given (serve then types features from the JSON values)."""
     names = {dtype: name for name, dtype in TF_DTYPES.items()}
+    declared = {c.name: c for c in pipeline.raw_columns()} if pipeline is not None else {}
+    source = pipeline.source if pipeline is not None else None
     columns = []
     for name, feature in sorted(feature_spec.items()):
         dtype = names.get(tf.as_dtype(feature.dtype))
         if dtype is None:
             return None
         required = isinstance(feature, tf.io.FixedLenFeature) and feature.default_value is None
-        columns.append({"name": name, "dtype": dtype, "required": required})
+        entry = {"name": name, "dtype": dtype, "required": required}
+        column = declared.get(name)
+        if column is not None and column.default is not None:
+            entry["default"] = column.default
+        if column is not None and hasattr(source, "missing_tokens"):
+            entry["na_values"] = list(source.missing_tokens(name, column.dtype))
+        columns.append(entry)
     path = Path(export_dir) / TYPES_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"columns": columns}, indent=1) + "\n")
@@ -63,7 +74,9 @@ def read_types(version_dir: Path) -> dict[str, str] | None:
 
     ``dtype`` is one of ``float`` (-> ``float_list``), ``int`` (-> ``int64_list``) or
     ``string`` (-> ``bytes_list``); other keys of a column and of the document are ignored, so
-    the format can grow (``required``: whether an example must have the feature). ``:classify``/``:regress`` use it to build each ``tf.Example`` feature
+    the format can grow (``required``: whether an example must have the feature; ``default``:
+    the value the model's transform graph gives an absent feature; ``na_values``: the CSV cells
+    training read as missing, which batch scoring reads as missing too). ``:classify``/``:regress`` use it to build each ``tf.Example`` feature
     with the list type the model parses (a JSON ``3`` for a float column becomes
     ``float_list [3.0]``); features not listed are typed from their JSON values.
 

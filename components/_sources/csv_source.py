@@ -42,9 +42,7 @@ def csv_layout(pipeline: Pipeline, header: list[str], path: str) -> CsvLayout:
 def na_tokens(pipeline: Pipeline) -> dict[str, tuple[str, ...]]:
     """Raw column -> the cells that mean "missing" in it (see ``CsvSource``)."""
     source = pipeline.source
-    own = source.column_na_values or {}
-    return {c.name: own.get(c.name, source.string_na_values if c.dtype == "string"
-                            else source.na_values) for c in pipeline.raw_columns()}
+    return {c.name: source.missing_tokens(c.name, c.dtype) for c in pipeline.raw_columns()}
 
 
 class _Decompressed:

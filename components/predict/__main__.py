@@ -40,11 +40,17 @@ from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
 from estflow.components._runtime import progress as _progress
 from estflow.components.predict.step import PredictError
+from estflow.components.predict.step import SkewError
 from estflow.components.predict.step import run
+from estflow.components.validate.spans import EXIT_BLOCKED
 from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import PREDICT_ONLY
 
 __all__ = ["PredictError", "run", "main"]
+
+DATA_ANOMALY_EXIT = EXIT_BLOCKED
+"""The exit status of a prediction whose rows are skewed past a threshold with
+``fail_on_skew`` (the data checks' status for a data anomaly)."""
 
 
 def _parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -66,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                               ("predictions",), ("predictions",), os.environ)
         run(pipeline, io.locations["predictions"], pushed_dir=getattr(args, "pushed", None),
             source_root=str(root), beam_options=io.options)
+    except SkewError as err:
+        print(f"[batch_predict] data anomaly: {err}", file=sys.stderr, flush=True)
+        return DATA_ANOMALY_EXIT
     except (PredictError, _beam.BeamLocationError) as err:
         print(f"[batch_predict] error: {err}", file=sys.stderr, flush=True)
         return 1

@@ -28,7 +28,7 @@ from estflow.components._io.model_repo import latest_servable
 from estflow.dsl.features import Column
 
 __all__ = ["ModelError", "ResolvedModel", "OutputSpec", "ModelInfo", "resolve_model",
-           "describe_model", "read_raw_columns", "RAW_FEATURES_FILE"]
+           "describe_model", "read_raw_columns", "read_raw_features", "RAW_FEATURES_FILE"]
 
 RAW_FEATURES_FILE = "assets.extra/estflow_raw_features.json"
 _SAVED_MODEL = "saved_model.pb"
@@ -71,6 +71,10 @@ class ModelInfo:
     input_name: str
     outputs: tuple[OutputSpec, ...]
     columns: tuple[Column, ...]
+    # Raw column -> the CSV cells training read as missing in it (the train step records them
+    # next to the export); empty for a model trained on another source kind, or before they
+    # were recorded.
+    na_values: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 def _join(base: str, *parts: str) -> str:
@@ -134,6 +138,17 @@ def read_raw_columns(path: str) -> tuple[Column, ...]:
     Raises:
         ModelError: the file is missing or not in the train step's format.
     """
+    return read_raw_features(path)[0]
+
+
+def read_raw_features(path: str) -> tuple[tuple[Column, ...], dict[str, tuple[str, ...]]]:
+    """The raw features the model parses, as columns (:func:`read_raw_columns`), and the CSV
+    cells its training read as missing in each (``na_values``, where the train step recorded
+    them: a model trained on a CSV source).
+
+    Raises:
+        ModelError: the file is missing or not in the train step's format.
+    """
     file = _join(path, RAW_FEATURES_FILE)
     if not _exists(file):
         raise ModelError(f"{path} has no {RAW_FEATURES_FILE}, which estflow's train step writes "
@@ -141,15 +156,21 @@ def read_raw_columns(path: str) -> tuple[Column, ...]:
                          "and their types from it to validate and encode the rows")
     try:
         doc = json.loads(_read(file))
-        columns = []
+        columns, na_values = [], {}
         for entry in doc["columns"]:
             dtype = entry["dtype"]
             default = None if entry.get("required", False) else _DEFAULTS[dtype]
             columns.append(Column(entry["name"], dtype, default))
+            tokens = entry.get("na_values")
+            if tokens is not None:
+                if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+                    raise ValueError(f"column {entry['name']!r}: na_values must be a list of "
+                                     f"strings, got {tokens!r:.200}")
+                na_values[entry["name"]] = tuple(tokens)
     except (ValueError, KeyError, TypeError) as err:
         raise ModelError(f"{file} is not a raw features file ({{'columns': [{{'name', "
                          f"'dtype', 'required'}}, ...]}}): {err}") from None
-    return tuple(columns)
+    return tuple(columns), na_values
 
 
 def describe_model(resolved: ResolvedModel, signature: str, loaded=None) -> ModelInfo:
@@ -179,8 +200,9 @@ def describe_model(resolved: ResolvedModel, signature: str, loaded=None) -> Mode
                          f"these signatures take: {', '.join(usable) or 'none'}")
     name = specs[0][0]
     outputs = _probe(function, name)
-    return ModelInfo(resolved.path, resolved.version, signature, name, outputs,
-                     read_raw_columns(resolved.path))
+    columns, na_values = read_raw_features(resolved.path)
+    return ModelInfo(resolved.path, resolved.version, signature, name, outputs, columns,
+                     na_values)
 
 
 def _takes_examples(function) -> bool:

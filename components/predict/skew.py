@@ -5,10 +5,12 @@ A pushed version carries the statistics of its training data
 the same statistics of the rows it reads (one more branch of the same Beam pass, the validate
 step's :class:`SplitStatistics`, as the ``serving`` dataset), and the driver compares them with
 the training split: TFDV's skew comparators, L-infinity distance for categorical columns and
-Jensen-Shannon divergence for numeric ones, with the thresholds ``Pipeline.checks`` declares
-for drift (``drift``, ``drift_linf``, ``drift_js``). Skew never stops a prediction (the rows
-were scored): each anomaly is printed as a warning and recorded in ``predict.json``
-(``skew``), and the statistics are written beside it (``serving_statistics.pb``).
+Jensen-Shannon divergence for numeric ones, with the drift thresholds (``drift``, ``drift_linf``,
+``drift_js``) the scoring pipeline's ``checks`` declares, else those the model was trained
+under (the push step records them in the version's lineage). Each anomaly is printed as a
+warning and recorded in ``predict.json`` (``skew``), and the statistics are written beside it
+(``serving_statistics.pb``); with ``BatchPredict.fail_on_skew`` an anomaly fails the step
+(exit status 4, a data anomaly) after the predictions are published.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+from estflow.components._io import lineage
 from estflow.components.validate import anomalies as _anomalies
 from estflow.components.validate import distance as _distance
 from estflow.components.validate.schema import feature_name
@@ -89,9 +92,9 @@ def write_serving(stats, out: str) -> None:
         handle.write(stats.SerializeToString())
 
 
-def check(serving, baseline: Baseline, checks) -> dict:
+def check(serving, baseline: Baseline, checks: dict | None) -> dict:
     """The skew of ``serving`` from the baseline's training split: each column's distance and
-    the anomalies above the thresholds ``checks`` (a ``DataChecks`` or None) declares."""
+    the anomalies above the thresholds ``checks`` (:func:`thresholds_of`; None: none)."""
     train = next(d for d in baseline.stats.datasets if d.name == "train")
     rows = next(iter(serving.datasets), None)
     distances = {}
@@ -120,10 +123,23 @@ def _column_distance(serving, training) -> dict:
     return {"jensen_shannon": round(_distance.jensen_shannon(h1, h2), 6)}
 
 
-def _thresholds(checks, distances) -> dict:
+def thresholds_of(checks, model_path: str) -> tuple[dict | None, str]:
+    """The drift thresholds skew is checked with, and where they come from: those the scoring
+    pipeline declares (``checks``, a ``DataChecks``), else those the model's training data was
+    checked with (recorded in its lineage by the push step), else none (``(None, ...)``)."""
+    if checks is not None:
+        return lineage.skew_thresholds(checks), "the pipeline's checks"
+    recorded = (lineage.read_lineage(str(model_path).rstrip("/")) or {}).get("checks")
+    if isinstance(recorded, dict):
+        return recorded, "the checks the model was trained under"
+    return None, "none: neither the pipeline nor the model declares drift thresholds"
+
+
+def _thresholds(checks: dict | None, distances) -> dict:
     never = math.inf
-    linf = {"*": never if checks is None or checks.drift_linf is None else checks.drift_linf}
-    js = {"*": never if checks is None or checks.drift_js is None else checks.drift_js}
-    for column, limit in ((checks.drift or {}) if checks is not None else {}).items():
+    checks = checks or {}
+    linf = {"*": never if checks.get("drift_linf") is None else checks["drift_linf"]}
+    js = {"*": never if checks.get("drift_js") is None else checks["drift_js"]}
+    for column, limit in (checks.get("drift") or {}).items():
         linf[column] = js[column] = limit
     return {"linf": linf, "js_divergence": js}

@@ -53,12 +53,17 @@ from estflow.components.validate.statistics import read_statistics
 from estflow.dsl.batch import BatchPredict
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.sources import CsvSource
 
-__all__ = ["PredictError", "run"]
+__all__ = ["PredictError", "SkewError", "run"]
 
 
 class PredictError(RuntimeError):
     """Batch prediction cannot run as declared (model, source, output, too many bad rows)."""
+
+
+class SkewError(PredictError):
+    """The scored rows are skewed past a threshold and ``fail_on_skew`` is declared."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +129,11 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
         _skew.write_serving(serving, predictions_dir)
     for line in summary_lines(summary):
         progress(line)
+    skewed = sorted({a["column"] for a in summary.get("skew", {}).get("anomalies", ())})
+    if spec.fail_on_skew and skewed:
+        raise SkewError(f"the scored rows are skewed from the model's training data in "
+                        f"{', '.join(map(repr, skewed))} (fail_on_skew; the predictions were "
+                        f"published, the distances are in {Files.PREDICT_RESULT})")
     return summary
 
 
@@ -135,8 +145,10 @@ def _skew_check(job: _Job, baseline, checks, summary: dict, progress) -> object:
     path = JobFiles.of(job.output).statistics
     serving = read_statistics(path)
     FileSystems.delete([path])
-    summary["skew"] = _skew.check(serving, baseline, checks)
-    progress(f"skew: against the training data of {baseline.path}")
+    thresholds, origin = _skew.thresholds_of(checks, job.model.path)
+    summary["skew"] = _skew.check(serving, baseline, thresholds)
+    summary["skew"]["thresholds"] = {"values": thresholds, "from": origin}
+    progress(f"skew: against the training data of {baseline.path}; thresholds: {origin}")
     for row in summary["skew"]["anomalies"]:
         progress("warning: skew: " + data_report.line(row))
     return serving
@@ -179,7 +191,12 @@ def _prepare(spec: BatchPredict, ref: str, handle: shared.Shared, dest: str,
         model = describe_model(resolved, spec.signature, loaded)
         files = sources.source_files(spec.source, str(source_root or "."))
         columns = model.columns + key_columns(spec.source, files, spec.keys, model.columns)
-        schema = ScoringSchema(spec.source, columns)
+        source, changed = _read_as_trained(spec.source, model)
+        for name in changed:
+            progress(f"missing values: column {name!r} reads "
+                     f"{_tokens(source.column_na_values[name])} as missing, as the model's "
+                     "training did")
+        schema = ScoringSchema(source, columns)
         sources.check_source(schema, files)
         formatter = formatter_for(spec.format, arrow_keys(columns, spec.keys), model.outputs)
         output = OutputDir(dest)
@@ -188,6 +205,31 @@ def _prepare(spec: BatchPredict, ref: str, handle: shared.Shared, dest: str,
     except (ModelError, SourceError, FormatError, OutputError) as err:
         raise PredictError(str(err)) from None
     return _Job(model, loaded, files, schema, formatter, output)
+
+
+def _read_as_trained(source, model: ModelInfo) -> tuple[object, list[str]]:
+    """The scoring source, reading the model's features as its training read them: a CSV
+    source's missing-value tokens of each model feature are those the model recorded (what
+    ingest read as missing in training), plus any the scoring source declares for that column
+    itself (``column_na_values``). Also the columns whose tokens differ from the scoring
+    source's own."""
+    if not isinstance(source, CsvSource) or not model.na_values:
+        return source, []
+    own = dict(source.column_na_values or {})
+    tokens, changed = dict(own), []
+    for column in model.columns:
+        trained = model.na_values.get(column.name)
+        if trained is None:
+            continue
+        merged = tuple(dict.fromkeys(trained + own.get(column.name, ())))
+        if set(merged) != set(source.missing_tokens(column.name, column.dtype)):
+            changed.append(column.name)
+        tokens[column.name] = merged
+    return dataclasses.replace(source, column_na_values=tokens), changed
+
+
+def _tokens(tokens: tuple[str, ...]) -> str:
+    return ", ".join(repr(t) for t in tokens) if tokens else "nothing"
 
 
 def _score(job: _Job, spec: BatchPredict, handle: shared.Shared,
@@ -219,7 +261,11 @@ def _publish(job: _Job, manifest: list, summary: dict, predictions_dir: str) -> 
         check_summary(job.schema, summary, FileSystems.join(job.output.dest, Files.REJECTED))
     except IngestError as err:
         job.output.publish(manifest, job.formatter.extension, None)
-        raise PredictError(f"{err}; nothing else was published") from None
+        # ingest's advice (start a new run) is a pipeline run's; here the rows are the input
+        lines = [line for line in str(err).splitlines()
+                 if not line.startswith("the data is at fault")]
+        raise PredictError("\n".join(lines) + "\nnothing else was published; fix the rows "
+                           "(or raise max_rejected_fraction) and score again") from None
     summary["output_files"] = job.output.publish(manifest, job.formatter.extension, summary)
     if os.path.normpath(job.output.dest) != os.path.normpath(str(predictions_dir)):
         write_json(FileSystems.join(predictions_dir, Files.PREDICT_RESULT), summary)

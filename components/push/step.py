@@ -203,7 +203,8 @@ def _push(pipeline: Pipeline, destination: PushDestination, blessing: dict,
     record = lineage.lineage_record(
         fingerprint=fingerprint, run=run_ref, pipeline=pipeline.name,
         model_name=target.model_name, metrics=metrics,
-        evaluated_against=baseline_key(blessing.get("baseline")))
+        evaluated_against=baseline_key(blessing.get("baseline")),
+        checks=lineage.skew_thresholds(pipeline.checks))
     # the model's outputs on the eval rows go with it: the next evaluation on the same rows
     # reads them instead of scoring this version again as its baseline
     outputs = {Files.SERVED_EVAL_OUTPUTS: Path(evaluation_dir) / Files.EVAL_OUTPUTS,

@@ -97,7 +97,7 @@ def export_serving_model(estimator: Estimator, tft_output, pipeline: Pipeline,
 
     def write(tmp: Path) -> Path:
         path = export_lib.save(module, estimator, tmp, signatures, method_names)
-        raw_features.write_types(Path(path), serving_spec)
+        raw_features.write_types(Path(path), serving_spec, pipeline)
         if pipeline.train.warm_start is not None:  # what the next run warm-starts from
             warm_start.copy_checkpoint(estimator, Path(path))
         return path

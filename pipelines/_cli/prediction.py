@@ -4,7 +4,8 @@ The command declares a pipeline that only predicts (``Pipeline(predict=BatchPred
 checked like any declaration) and runs its one step's entry point
 (:data:`estflow.dsl.contracts.PREDICT_ONLY`) in place of this process, as ``estflow serve``
 does: this package never imports the components (TensorFlow, Beam). Exit status: 0 done, 1 the
-step failed (no model, unreadable source, too many rejected rows, ...), 2 a usage error.
+step failed (no model, unreadable source, too many rejected rows, ...), 2 a usage error, 4 the
+rows are skewed from the model's training data and ``--fail-on-skew`` was given.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def _options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="fail when more of the data lines are rejected (default: 0.01)")
     parser.add_argument("--batch-size", type=int, default=8192,
                         help="examples per call of the model (default: 8192)")
+    parser.add_argument("--fail-on-skew", action="store_true",
+                        help="exit 4 (after publishing the predictions) when the rows are "
+                        "skewed from the model's training data past the drift thresholds "
+                        "it was trained under (default: a warning per skewed column)")
     parser.add_argument("--runner", default=None, help="local (default: in-memory, "
                         "offline), dataflow, flink, spark or portable")
     return parser
@@ -122,7 +127,7 @@ def prediction_pipeline(args: argparse.Namespace) -> Pipeline:
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip())
         predict = BatchPredict(source=source, keys=keys, model=args.model,
                                signature=args.signature, format=args.format,
-                               batch_size=args.batch_size)
+                               batch_size=args.batch_size, fail_on_skew=args.fail_on_skew)
         return Pipeline(name="predict", predict=predict)
     except (DslError, DslErrors) as err:
         raise UsageError(str(err).replace("`predict.", "`").replace("`source.", "`")) from None
