@@ -116,7 +116,7 @@ def _training_path(project: Path, csv_path: Path) -> dict[str, list[float]]:
     from estflow.pipelines.loader import load
 
     pipeline = load(str(project / "penguins.py")).pipeline
-    ids = [r[0] for r in csv.reader(open(csv_path))][1:]
+    ids = [r[0] for r in csv.reader(csv_path.read_text().splitlines())][1:]
     kept, batches = set(range(len(ids))), []
     for chunk in ReadCsv(pipeline, 1 << 16).process(str(csv_path)):
         for line in chunk.rejected:
@@ -125,13 +125,13 @@ def _training_path(project: Path, csv_path: Path) -> dict[str, list[float]]:
     serialized = []
     for batch in batches:
         s = encode_examples(batch)
-        serialized += [s.data[a:a + n].tobytes() for a, n in zip(s.starts, s.lengths)]
+        serialized += [s.data[a:a + n].tobytes() for a, n in zip(s.starts, s.lengths, strict=True)]
     classify = tf.saved_model.load(str(_version(project))).signatures["classify"]
     scores = classify(inputs=tf.constant(serialized, tf.string))["scores"].numpy() \
         if serialized else np.zeros((0, 3))
     rows = sorted(kept)
     assert len(rows) == len(scores)
-    return {ids[r]: s.tolist() for r, s in zip(rows, scores)}
+    return {ids[r]: s.tolist() for r, s in zip(rows, scores, strict=True)}
 
 
 def _batch_path(project: Path, csv_path: Path, out: Path) -> dict[str, list[float]]:
