@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from estflow.dsl.contracts import FINGERPRINT
+from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
 from estflow.pipelines import runs
 
-__all__ = ["fingerprints_of", "function_changes", "step_lines", "is_placement"]
+__all__ = ["fingerprints_of", "function_changes", "step_lines", "is_placement",
+           "estflow_code_line"]
 
 
 def fingerprints_of(record: runs.RunRecord) -> dict:
@@ -69,8 +71,44 @@ def is_placement(path: str, functions: dict[str, Any], source: dict) -> bool:
     return path == "source.path" and bool(source.get("by_content"))
 
 
-def step_lines(a: runs.RunRecord, b: runs.RunRecord, fa: dict, fb: dict) -> list[str]:
-    """One line per step: its key, its status in each run and, when its key changed, why."""
+def _code(record: runs.RunRecord) -> dict[str, str]:
+    """Step -> digest of the estflow code it ran (the run's ``estflow_code``)."""
+    return (record.data.get("estflow_code") or {}).get("code") or {}
+
+
+def estflow_code_line(a: runs.RunRecord, b: runs.RunRecord) -> str:
+    """``estflow code: ...``: the steps both runs ran whose estflow code differs, and the
+    version change. A step only one run has (``validate`` once checks are declared) is no
+    code change: :func:`step_lines` says it was added or removed, and why."""
+    code_a, code_b = _code(a), _code(b)
+    edited = [step for step in code_b if step in code_a and code_a[step] != code_b[step]]
+    version = (f" (version {a.data.get('estflow')} -> {b.data.get('estflow')})"
+               if a.data.get("estflow") != b.data.get("estflow") else "")
+    return "estflow code: " + (f"changed for {', '.join(edited)}" if edited else "same") + \
+        version
+
+
+def _needs(name: str) -> str | None:
+    """The Pipeline field whose declaration adds step ``name`` (``validate``: checks)."""
+    return next((step.needs for step in STEPS if step.name == name), None)
+
+
+def _in_one_run(name: str, absent_from: runs.RunRecord, added: bool,
+                spec: list[tuple[str, Any, Any]]) -> str:
+    """Why a step is in one run only: added or removed with the spec field that declares it
+    (``validate``: ``checks``), else it did not run in the other (which stopped before it)."""
+    field = _needs(name)
+    if field and any(path == field or path.startswith(f"{field}.") for path, _, _ in spec):
+        return (f"step added: the spec declares {field}" if added else
+                f"step removed: the spec no longer declares {field}")
+    return f"not run in {absent_from.run_id}"
+
+
+def step_lines(a: runs.RunRecord, b: runs.RunRecord, fa: dict, fb: dict,
+               spec: list[tuple[str, Any, Any]] | None = None) -> list[str]:
+    """One line per step: its key, its status in each run and, when its key changed, why. A
+    step only one run has is said to be added or removed, with the spec field that declares
+    it when ``spec`` (the runs' :func:`runs.spec_changes`) changed it."""
     steps_a, steps_b = a.data.get("steps", {}), b.data.get("steps", {})
     functions = function_changes(a, b, fa, fb)
     lines = []
@@ -78,6 +116,11 @@ def step_lines(a: runs.RunRecord, b: runs.RunRecord, fa: dict, fb: dict) -> list
         ka, kb = (s.get(name, {}).get("key") for s in (steps_a, steps_b))
         status = (f"{steps_a.get(name, {}).get('status', '-')} -> "
                   f"{steps_b.get(name, {}).get('status', '-')}")
+        if (name in steps_a) != (name in steps_b):
+            absent_from, added = (a, True) if name in steps_b else (b, False)
+            lines.append(f"  {name}: {_in_one_run(name, absent_from, added, spec or [])}; "
+                         f"{status}")
+            continue
         if ka == kb and ka:
             lines.append(f"  {name}: same key ({str(ka)[:12]}); {status}")
             continue
@@ -94,7 +137,7 @@ def _why(name: str, a: runs.RunRecord, b: runs.RunRecord, fa: dict, fb: dict,
     if not sa or not sb:
         return []
     why = []
-    ca, cb = ((r.data.get("estflow_code") or {}).get("code") or {} for r in (a, b))
+    ca, cb = _code(a), _code(b)
     if ca.get(name) != cb.get(name) or a.data.get("estflow") != b.data.get("estflow"):
         why.append("estflow code changed")
     xa, xb = sa.get("context") or {}, sb.get("context") or {}

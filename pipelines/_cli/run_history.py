@@ -18,6 +18,27 @@ __all__ = ["add_commands"]
 
 # The metrics `runs list` shows, the first three a run has.
 _KEY_METRICS = ("auc", "accuracy", "loss", "average_loss", "rmse", "mae", "auc_pr")
+# A step's exit status when a data check stopped the run (validate's blocking anomaly, ingest's
+# rejected rows, the fingerprint step's missing span): no failure, the data's verdict.
+_EXIT_DATA = 4
+_STOPPED = {"fingerprint": "span missing"}  # else: data anomaly
+
+
+def _stop(data: dict) -> tuple[str, str] | None:
+    """(step, what) when a data check stopped the run: the step that exited 4."""
+    if runs.effective_status(data) != "failed":
+        return None
+    for name, step in (data.get("steps") or {}).items():
+        if step.get("status") == "failed" and step.get("exit_code") == _EXIT_DATA:
+            return name, _STOPPED.get(name, "data anomaly")
+    return None
+
+
+def _status(data: dict) -> str:
+    """The run's status as the list and show say it: ``stopped: data anomaly`` for a run a
+    data check stopped (exit status 4), which the record calls failed."""
+    stop = _stop(data)
+    return f"stopped: {stop[1]}" if stop else runs.effective_status(data)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -122,7 +143,8 @@ def _seconds(value) -> str:
 def _list(args: argparse.Namespace) -> int:
     records = runs.all_runs(args.pipeline)
     if args.json:
-        print(json.dumps([dict(r.data, status=runs.effective_status(r.data), path=str(r.path))
+        print(json.dumps([dict(r.data, status=runs.effective_status(r.data), path=str(r.path),
+                               **({"stopped": stop[1]} if (stop := _stop(r.data)) else {}))
                           for r in records], indent=2, sort_keys=True))
         return 0
     if not records:
@@ -137,7 +159,7 @@ def _list(args: argparse.Namespace) -> int:
         reused = sum(s.get("status") == "reused" for s in steps)
         metrics = data.get("metrics") or {}
         shown = [f"{k}={_short(metrics[k])}" for k in _KEY_METRICS if k in metrics][:3]
-        rows.append((record.run_id, str(data.get("pipeline")), runs.effective_status(data),
+        rows.append((record.run_id, str(data.get("pipeline")), _status(data),
                      _seconds(data.get("seconds")),
                      f"{ran}/{reused}", " ".join(shown) or "-", _pushed(data)))
     _table(rows)
@@ -158,7 +180,7 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, sort_keys=True))
         return 0
     print(f"run {record.run_id} of pipeline {data.get('pipeline')!r}: "
-          f"{runs.effective_status(data)}, started {data.get('started')}, "
+          f"{_status(data)}, started {data.get('started')}, "
           f"{_seconds(data.get('seconds'))}; {record.run_dir}")
     attempts = data.get("attempts") or []
     if len(attempts) > 1:
@@ -183,7 +205,10 @@ def _show(args: argparse.Namespace) -> int:
                      " ".join(shown) or "-"))
     _table(rows)
     for name, step in data.get("steps", {}).items():
-        if step.get("status") == "failed":
+        if step.get("status") == "failed" and step.get("exit_code") == _EXIT_DATA:
+            print(f"  {name} stopped the run: {_STOPPED.get(name, 'data anomaly')} (exit code "
+                  f"{_EXIT_DATA}); log: {step.get('log')}")
+        elif step.get("status") == "failed":
             print(f"  {name} failed (exit code {step.get('exit_code')}); log: {step.get('log')}")
     _lineage(record)
     return 0
@@ -231,13 +256,9 @@ def _diff(args: argparse.Namespace) -> int:
     source_a, source_b = ((r.data.get("source") or {}).get("digest") for r in (a, b))
     print("data: " + ("same" if source_a == source_b else
                       f"changed ({str(source_a)[:12]} -> {str(source_b)[:12]})"))
-    code_a, code_b = ((r.data.get("estflow_code") or {}).get("code") or {} for r in (a, b))
-    edited = [s for s in dict.fromkeys([*code_a, *code_b]) if code_a.get(s) != code_b.get(s)]
-    print("estflow code: " + (f"changed for {', '.join(edited)}" if edited else "same") + (
-        f" (version {a.data.get('estflow')} -> {b.data.get('estflow')})"
-        if a.data.get("estflow") != b.data.get("estflow") else ""))
+    print(run_diff.estflow_code_line(a, b))
     print("steps:")
-    for line in run_diff.step_lines(a, b, fa, fb):
+    for line in run_diff.step_lines(a, b, fa, fb, changes):
         print(line)
     print("metrics:")
     for name, before, after, delta in runs.metric_changes(a.data.get("metrics") or {},
