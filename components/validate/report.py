@@ -14,6 +14,14 @@ from estflow.components.validate.statistics import span_dataset
 __all__ = ["line", "render", "side_by_side"]
 
 
+def _value(value) -> str:
+    """An observed or allowed value in the report: a float in at most 6 significant digits
+    (``0.0`` is ``0``), anything else as it is."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        return f"{value:.6g}"
+    return str(value)
+
+
 def line(row: dict) -> str:
     """One anomaly as one line: ``column: KIND (split): observed X, allowed Y``."""
     column = row["column"] or "(all rows)"
@@ -26,13 +34,45 @@ def _esc(value) -> str:
     return html.escape(str(value))
 
 
-def _anomaly_table(rows: list[dict], title: str) -> str:
+# The anomaly tables' columns: (heading, the row's cell). Only an empty column name means the
+# whole split ("(all rows)"); the description carries the anomaly's example values.
+_ANOMALY_COLUMNS = (
+    ("column", lambda r: r["column"] or "(all rows)"),
+    ("kind", lambda r: r["kind"]),
+    ("split", lambda r: r["split"]),
+    ("observed", lambda r: _value(r["observed"])),
+    ("allowed", lambda r: _value(r["allowed"])),
+    ("what it means", lambda r: r.get("description") or ""),
+)
+
+
+def _anomaly_table(rows: list[dict], title: str, kind: str) -> str:
     if not rows:
         return f"<h2>{_esc(title)}</h2><p>none</p>"
-    head = "".join(f"<th>{h}</th>" for h in ("column", "kind", "split", "observed", "allowed"))
-    body = "".join("<tr>" + "".join(f"<td>{_esc(r[k] or '(all rows)')}</td>" for k in (
-        "column", "kind", "split", "observed", "allowed")) + "</tr>" for r in rows)
-    return f"<h2>{_esc(title)}</h2><table><tr>{head}</tr>{body}</table>"
+    head = "".join(f"<th>{h}</th>" for h, _ in _ANOMALY_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(cell(r))}</td>" for _, cell in _ANOMALY_COLUMNS)
+                   + "</tr>" for r in rows)
+    return (f"<h2>{_esc(title)}</h2><table class='anomalies {kind}'><tr>{head}</tr>{body}"
+            "</table>")
+
+
+# Small and inline (the report is one file, opened from disk or a KFP artifact): readable
+# tables, the verdict coloured.
+_STYLE = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:1.5em auto;
+max-width:75em;padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.5em;margin-bottom:.3em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.92em}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+tr:first-child th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
+td:nth-child(4),td:nth-child(5){font-family:ui-monospace,Menlo,Consolas,monospace;
+white-space:nowrap}
+.blocking td:first-child{border-left:4px solid #c62828}
+.warnings td:first-child{border-left:4px solid #ef8f00}
+.verdict{font-weight:bold;padding:.4em .7em;border-radius:4px;display:inline-block}
+.passed{background:#e8f5e9;color:#1b5e20}.stopped{background:#ffebee;color:#b71c1c}
+.meta{color:#555}
+"""
 
 
 def _column_summary(feature) -> str:
@@ -92,12 +132,13 @@ def render(name: str, summary: dict, current, served) -> str:
     """The whole self-contained HTML report of one validate step."""
     verdict = ("PASSED: no blocking anomaly" if summary["passed"] else
                f"STOPPED before training: {len(summary['anomalies'])} blocking anomalies")
+    outcome = "passed" if summary["passed"] else "stopped"
     return ("<!doctype html><html><head><meta charset='utf-8'><title>Data report: "
-            f"{_esc(name)}</title><style>table{{border-collapse:collapse}}td,th{{border:1px "
-            "solid #ccc;padding:2px 6px;text-align:left}}</style></head><body>"
-            f"<h1>Data report: {_esc(name)}</h1><p><b>{_esc(verdict)}</b></p>"
-            f"<p>schema: {_esc(summary['schema'])}<br>drift baseline: "
+            f"{_esc(name)}</title><style>{_STYLE.strip()}</style></head><body>"
+            f"<h1>Data report: {_esc(name)}</h1>"
+            f"<p class='verdict {outcome}'>{_esc(verdict)}</p>"
+            f"<p class='meta'>schema: {_esc(summary['schema'])}<br>drift baseline: "
             f"{_esc(summary['baseline'] or 'none')}<br>checked over: {_esc(_over(summary))}</p>"
-            + _anomaly_table(summary["anomalies"], "Blocking anomalies")
-            + _anomaly_table(summary["warnings"], "Warnings (warn_only)")
+            + _anomaly_table(summary["anomalies"], "Blocking anomalies", "blocking")
+            + _anomaly_table(summary["warnings"], "Warnings (warn_only)", "warnings")
             + side_by_side(current, served, ALL_EXAMPLES) + "</body></html>")
