@@ -2,6 +2,7 @@
 
 ::
 
+    estflow init DATA.csv [--label COLUMN] [-o PIPELINE.py]
     estflow compile PIPELINE -o OUT.yaml [--image IMAGE] [--source-root ROOT] [--no-cache]
     estflow run PIPELINE [--workdir DIR] [--workers N] [--no-cache [STEP]] [--resume [RUN]]
                          [--span SPAN]
@@ -60,7 +61,7 @@ __all__ = ["main", "build_parser", "UsageError", "EXIT_FAILED", "EXIT_USAGE", "E
 
 # Commands whose modules import neither kfp nor the compiler: `estflow run` parses with these
 # alone, so a run whose steps are all cached starts in a fraction of a second.
-_LOCAL_COMMANDS = ("run", "preprocess", "runs", "backfill")
+_LOCAL_COMMANDS = ("init", "run", "preprocess", "runs", "backfill")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,7 +101,8 @@ def _handle(args: argparse.Namespace) -> int:
 def build_parser(local_only: bool = False, compile_only: bool = False
                  ) -> argparse.ArgumentParser:
     """The ``estflow`` parser; each command's parser has a ``handler(args) -> int``.
-    ``local_only``: only the local commands (run, preprocess, runs), without importing kfp.
+    ``local_only``: only the local commands (init, run, preprocess, runs, backfill), without
+    importing kfp.
     ``compile_only``: only ``compile``, with kfp imported without its API client (see
     :mod:`estflow.pipelines._kfp.lean`): ``estflow compile`` imports what compiling needs."""
     parser = argparse.ArgumentParser(
@@ -117,10 +119,12 @@ def build_parser(local_only: bool = False, compile_only: bool = False
         compilation.add_commands(commands)
         return parser
     from estflow.pipelines._cli import backfill  # noqa: PLC0415
+    from estflow.pipelines._cli import init  # noqa: PLC0415
     from estflow.pipelines._cli import local_runs  # noqa: PLC0415
     from estflow.pipelines._cli import run_history  # noqa: PLC0415
 
     if local_only:
+        init.add_commands(commands)
         local_runs.add_commands(commands)
         backfill.add_commands(commands)
         run_history.add_commands(commands)
@@ -132,6 +136,7 @@ def build_parser(local_only: bool = False, compile_only: bool = False
     from estflow.pipelines._cli import serving  # noqa: PLC0415
 
     # In this order in `estflow --help`.
+    init.add_commands(commands)
     compilation.add_commands(commands)
     local_runs.add_commands(commands)
     backfill.add_commands(commands)

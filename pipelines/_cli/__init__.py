@@ -1,6 +1,7 @@
 """The ``estflow`` command's definitions, one module per command group; :mod:`estflow.pipelines.cli`
 holds ``main()`` and assembles them.
 
+* :mod:`.init`: ``init`` (a first pipeline for a CSV file);
 * :mod:`.compilation`: ``compile``;
 * :mod:`.local_runs`: ``run`` and ``preprocess`` (the local runner);
 * :mod:`.kfp_runs`: ``submit``, ``schedule`` and ``schedules`` (a Kubeflow Pipelines API);
