@@ -22,6 +22,7 @@ from pathlib import Path
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
 from estflow.dsl.errors import DslErrors
+from estflow.pipelines import _colour
 from estflow.pipelines import beam_options
 from estflow.pipelines import local_runner
 from estflow.pipelines import runs
@@ -181,7 +182,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with stop_like_ctrl_c() as stops:
             result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
-                                            no_cache=forced, resume=resume)
+                                            no_cache=forced, resume=resume,
+                                            echo=_colour.terminal_echo())
     except DslErrors as err:  # the local data's header does not match the declaration
         raise data_mismatch(args.pipeline, err) from None
     except local_runner.StepFailed as err:
