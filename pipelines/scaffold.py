@@ -619,7 +619,8 @@ def _label_lines(proposal: Proposal) -> list[str]:
     elif label.dtype == "float":
         lines.append(f"    label=ef.Label({_str(name)}, dtype=\"float\"),")
     else:
-        ids = ", ".join(str(i) for i in range(label.n_classes))
+        ids = ", ".join(str(i) for i in range(label.n_classes)) if label.n_classes <= 5 else \
+            f"0 to {label.n_classes - 1}"
         lines.append(f"    label=ef.Label({_str(name)}),  # class ids {ids}")
     return lines
 
