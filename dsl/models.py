@@ -93,27 +93,37 @@ EVALUATED_OUTPUT: dict[str, str] = {"binary": "logistic", "multi_class": "probab
 fails the evaluate step."""
 
 METRIC_NAMES: dict[str, tuple[str, ...]] = {
-    "binary": ("average_loss", "accuracy", "auc", "auc_pr", "precision", "recall", "label/mean",
-               "prediction/mean", "examples"),
+    "binary": ("average_loss", "accuracy", "auc", "auc_precision_recall", "auc_exact", "auc_pr",
+               "precision", "recall", "label/mean", "prediction/mean", "examples"),
     "multi_class": ("average_loss", "accuracy", "examples"),
     "regression": ("average_loss", "rmse", "mae", "label/mean", "prediction/mean", "examples"),
 }
 """The metrics the evaluate step computes for each head, the names an eval ``Threshold`` may
-use. ``average_loss`` is tf.estimator's metric of that name: the mean over the eval examples of
-each one's loss (log loss, cross-entropy or squared error), the number the train step's
-evaluation line and TensorBoard's eval ``average_loss`` show for the same checkpoint and rows.
-tf.estimator's eval ``loss`` (the mean of the eval batches' losses, which weighs a short last
-batch as much as a full one) is not among them: a threshold on ``loss`` is refused, naming
-``average_loss``. ``precision``, ``recall`` and ``accuracy`` of a binary head are at probability
-0.5. A test keeps this table equal to what the evaluate step produces."""
+use. A name tf.estimator's heads also report (``average_loss``, ``accuracy``, ``auc``,
+``auc_precision_recall``, ``precision``, ``recall``, ``label/mean``, ``prediction/mean``) is
+tf.estimator 2.15's metric: for the same checkpoint and eval rows, the number the train step's
+evaluation line, ``train.json`` and TensorBoard's eval scalars show, weighted by the model's
+``weight_column`` as tf.estimator weighs it (a mean divides by the examples' total weight).
+``average_loss`` is the mean over the eval examples of each one's loss (log loss, cross-entropy
+or squared error); tf.estimator's eval ``loss`` (the mean of the eval batches' losses, which
+weighs a short last batch as much as a full one) is not among them: a threshold on ``loss`` is
+refused, naming ``average_loss``. ``auc`` and ``auc_precision_recall`` are tf.estimator's
+approximations from 200 evenly spaced probability thresholds (trapezoidal ROC area;
+interpolated precision-recall area); ``auc_exact`` and ``auc_pr`` are the exact ROC area and
+average precision, estflow's own names. ``precision``, ``recall`` and ``accuracy`` of a binary
+head are at probability 0.5; ``rmse`` and ``mae`` are estflow's (weighted too); ``examples``
+counts rows. A test keeps this table equal to what the evaluate step produces."""
 
 METRIC_ALIASES: dict[str, dict[str, str]] = {
-    "binary": {"auc_precision_recall": "auc_pr"},
+    "binary": {},
     "multi_class": {},
     "regression": {},
 }
-"""tf.estimator's names for the same metrics, per head: a ``Threshold`` may use them, and a
-:class:`Pipeline` stores the threshold under estflow's name (:data:`METRIC_NAMES`)."""
+"""Other names for the metrics, per head: a ``Threshold`` may use them, and a :class:`Pipeline`
+stores the threshold under the name in :data:`METRIC_NAMES`. None today: tf.estimator's
+``auc_precision_recall`` once stood for ``auc_pr``, but the two differ (an interpolated
+approximation and the exact average precision: 0.7823 and 0.7829 on the taxi example), so it is
+a metric of its own, computed as tf.estimator computes it."""
 
 
 @serializable

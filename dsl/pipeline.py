@@ -76,9 +76,9 @@ class Pipeline:
     model's head (a string label's vocabulary gives the number of classes, ``n_classes`` or a
     :class:`CustomModel`'s ``head`` must match it; a model ``label_vocabulary`` must be the
     string label's own vocabulary), and the eval thresholds against the metrics the head
-    produces (:data:`~estflow.dsl.models.METRIC_NAMES`; tf.estimator's names such as
-    ``auc_precision_recall`` are accepted and stored as estflow's, ``auc_pr``; ``loss`` is
-    refused: the losses are ``average_loss``, the mean over the examples). Whether the
+    produces (:data:`~estflow.dsl.models.METRIC_NAMES`: a name tf.estimator also reports, such
+    as ``auc`` or ``auc_precision_recall``, is tf.estimator's metric; ``loss`` is refused: the
+    losses are ``average_loss``, the mean over the examples). Whether the
     raw columns are in the data is checked against the data itself (:meth:`header_errors`;
     ``estflow run``, ``preprocess`` and ``compile`` read a local CSV source's header before
     anything runs).
@@ -318,11 +318,12 @@ def _check_thresholds(p: Pipeline) -> list[DslError]:
                 "TensorBoard show, is the mean of the eval batches' losses: it weighs a short "
                 "last batch as much as a full one, depends on the eval batch size and is not "
                 "what the evaluate step computes"))
-        elif threshold.metric not in names:
+        elif threshold.metric not in names and threshold.metric not in aliases:
+            other = f" (or other names for them: {list(aliases)})" if aliases else ""
             errors.append(DslError(
                 f"eval.thresholds[{i}].metric", f"one of the {head} head's metrics "
-                f"{list(names)} (or tf.estimator's names for them: {list(aliases)})",
-                threshold.metric, note="the evaluate step computes only these"))
+                f"{list(names)}{other}", threshold.metric,
+                note="the evaluate step computes only these"))
     return errors
 
 

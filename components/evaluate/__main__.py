@@ -3,7 +3,10 @@ and the blessing that decides whether the push step may publish it.
 
 Raw eval examples go through the SavedModel's ``serving_default`` signature (the exact path
 serving takes), and labels come from its ``transform_features`` signature (the same tf.Transform
-graph that made the training labels), so what is measured is what users will get. In the same
+graph that made the training labels), so what is measured is what users will get. A metric
+named as one of tf.estimator's is tf.estimator's (the number the train step's evaluations
+show), weighted by the model's ``weight_column`` when it declares one, as tf.estimator's heads
+weigh their metrics (:mod:`estflow.components.evaluate.metrics`). In the same
 pass over the examples it scores the *baseline*, the model served at the push target (its
 highest complete version), and reads the raw value of each ``EvalSpec.slices`` column. A
 baseline pushed by estflow carries its own outputs on the rows it was evaluated on; when this
@@ -13,9 +16,10 @@ evaluation reads the same rows, those are used instead of loading and scoring it
 Outputs, in the evaluation directory:
 
 * ``metrics.json``: ``{"head", "name", "model", "metrics": {...}, "slices": {column: {value:
-  metrics}}}``; each slice's metrics include its ``examples`` count (small slices are noisy);
-  an absent raw value is the slice ``"<missing>"``; undefined metrics (AUC of a single class)
-  are ``null``.
+  metrics}}}``, and for a weighted model ``"weight": {"column", "sum", "zero"}`` (the total
+  weight, the rows weighing 0); each slice's metrics include its ``examples`` count of rows
+  (small slices are noisy); an absent raw value is the slice ``"<missing>"``; undefined
+  metrics (AUC of a single class, a mean over a total weight of 0) are ``null``.
 * ``blessing.json``: see :mod:`estflow.components.evaluate.blessing`.
 * ``report.html``: a self-contained report with inline SVG plots.
 * ``kfp_metrics.json`` and ``kfp_classification.json``, which :func:`log_to_kfp` logs to KFP

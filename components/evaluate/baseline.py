@@ -96,8 +96,8 @@ def use_stored(served: Served | None, scores: Scores,
 
 def blessing_baseline(served: Served | None, scores: Scores, head: str,
                       reused: bool) -> _blessing.Baseline | None:
-    """What the blessing compares with: the baseline's metrics on the eval split (or why it
-    could not be scored); None without a baseline."""
+    """What the blessing compares with: the baseline's metrics on the eval split, weighted as
+    the candidate's (or why it could not be scored); None without a baseline."""
     if served is None:
         return None
     fingerprint = (lineage.read_lineage(served.path) or {}).get("fingerprint")
@@ -105,7 +105,8 @@ def blessing_baseline(served: Served | None, scores: Scores, head: str,
         return _blessing.Baseline(served.version, served.path, None, scores.baseline_error,
                                   fingerprint=fingerprint)
     with np.errstate(all="ignore"):
-        metrics = metrics_lib.head_metrics(head, scores.labels, scores.baseline)
+        metrics = metrics_lib.head_metrics(head, scores.labels, scores.baseline,
+                                              scores.weights)
     return _blessing.Baseline(served.version, served.path, json_safe(metrics),
                               outputs="stored" if reused else "scored",
                               fingerprint=fingerprint)

@@ -37,6 +37,22 @@ _AVERAGE_LOSS = ("average_loss: the mean over these examples of each one's loss,
                  "train step's evaluation line and TensorBoard's eval average_loss show it. "
                  "TensorBoard's eval loss is tf.estimator's mean of the eval batches' losses "
                  "(a short last batch weighs as much as a full one): another number.")
+_AUCS = ("auc and auc_precision_recall are tf.estimator's (the train step's evaluation line "
+         "and TensorBoard show the same numbers): areas from the counts at 200 evenly spaced "
+         "probability thresholds, so approximations. auc_exact (the area under the ROC curve "
+         "drawn below) and auc_pr (average precision, the area under the precision-recall "
+         "step curve) are exact.")
+
+
+def _weighting(weight: dict | None) -> str:
+    """The report's sentence on the weight column, or "" for an unweighted model."""
+    if weight is None:
+        return ""
+    return (f"<p>Every metric, per slice too, and the curves are weighted by the model's "
+            f"weight_column {_esc(weight['column'])} as tf.estimator weighs its eval "
+            f"metrics: a mean divides by the examples' total weight, "
+            f"{_num(weight['sum'])} ({_esc(weight['zero'])} examples weigh 0). examples, the "
+            f"slices' n and the confusion matrix count rows.</p>")
 
 
 def _esc(value: Any) -> str:
@@ -230,7 +246,8 @@ def render(*, title: str, evaluation: dict, blessing: dict, plots: dict,
     """The report's HTML.
 
     Args:
-        evaluation: the ``metrics.json`` document (head, metrics, slices).
+        evaluation: the ``metrics.json`` document (head, metrics, slices, and ``weight`` for
+            a weighted model).
         blessing: the ``blessing.json`` document.
         plots: ``roc``, ``pr``, ``calibration``, ``confusion_matrix`` (each optional).
         main_metric: the metric charted per slice.
@@ -241,8 +258,13 @@ def render(*, title: str, evaluation: dict, blessing: dict, plots: dict,
                 f"scored through {_esc(evaluation.get('model', ''))}</p>",
                 "<h2>Blessing</h2>", _verdict(blessing),
                 "<h2>Metrics</h2>", _metrics_table(evaluation["metrics"], blessing["baseline"])]
+    weighting = _weighting(evaluation.get("weight"))
+    if weighting:
+        sections.append(weighting)
     if "average_loss" in evaluation["metrics"]:
         sections.append(f"<p>{_AVERAGE_LOSS}</p>")
+    if "auc_precision_recall" in evaluation["metrics"]:
+        sections.append(f"<p>{_AUCS}</p>")
     charts = _curve_plots(plots, head)
     if charts:
         sections += ["<h2>Curves</h2>", '<div class="plots">' + "".join(charts) + "</div>"]

@@ -1,9 +1,10 @@
 """Scoring the eval split through the exported SavedModel, the path serving takes.
 
-Raw eval examples go through the SavedModel's ``serving_default`` signature, and labels come
-from its ``transform_features`` signature (the same tf.Transform graph that made the training
-labels). In the same pass over the examples it scores the *baseline* (the model served at the
-push target), when one is given, and reads the raw value of each slice column.
+Raw eval examples go through the SavedModel's ``serving_default`` signature, and labels (and
+the model's ``weight_column``, when it has one) come from its ``transform_features`` signature
+(the same tf.Transform graph that made the training labels and weights). In the same pass over
+the examples it scores the *baseline* (the model served at the push target), when one is
+given, and reads the raw value of each slice column.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Scores:
         baseline: the baseline's outputs, or None (no baseline, or ``baseline_error``).
         digest: the digest of the serialized examples scored, in order
             (:class:`~estflow.components.evaluate.outputs.RowDigest`).
+        weights: each example's weight (the model's ``weight_column`` as training read it),
+            or None: the model weighs every example 1.
     """
 
     labels: np.ndarray
@@ -44,19 +47,23 @@ class Scores:
     baseline: np.ndarray | None = None
     baseline_error: str | None = None
     digest: str | None = None
+    weights: np.ndarray | None = None
 
 
 def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head: str,
                      slice_dtypes: dict[str, str] | None = None,
                      baseline_dir: str | None = None, batch_size: int = 512,
                      max_batches: int | None = None,
-                     on_rows: Callable[[int], None] | None = None) -> Scores:
+                     on_rows: Callable[[int], None] | None = None,
+                     weight: str | None = None) -> Scores:
     """Score serialized raw tf.Examples from ``eval_files`` (GZIP TFRecords) with a SavedModel
     (and the baseline SavedModel at ``baseline_dir``, if any), in one pass.
 
     Args:
         slice_dtypes: raw slice column -> its declared dtype (``float``, ``int``, ``string``).
         on_rows: called with the rows of each batch scored (the progress reports).
+        weight: the model's ``weight_column``: each example's weight is its value among the
+            ``transform_features`` outputs, the value the train step weighted it by.
 
     Raises:
         ValueError: no examples, or the SavedModel lacks a signature or output of the contract.
@@ -66,7 +73,7 @@ def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head
     serve = _signature(loaded, "serving_default", export_dir)
     transform = _signature(loaded, "transform_features", export_dir)
     baseline, error = _load_baseline(baseline_dir)
-    labels, outputs, base_out = [], [], []
+    labels, outputs, base_out, weights = [], [], [], []
     slices: dict[str, list] = {column: [] for column in slice_dtypes or {}}
     digest = _outputs.RowDigest()
     for batch in _eval_batches(tf, eval_files, batch_size, max_batches):
@@ -76,6 +83,8 @@ def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head
             raise ValueError(f"transform_features of {export_dir}: expected the label "
                              f"{label!r} among its outputs. Received: {sorted(transformed)}")
         labels.append(transformed[label].numpy().reshape(-1))
+        if weight is not None:
+            weights.append(_weight(transformed, weight, export_dir))
         outputs.append(_score(serve(examples=batch), head, export_dir))
         if baseline is not None and error is None:
             try:
@@ -91,7 +100,16 @@ def score_eval_split(export_dir: str, eval_files: list[str], *, label: str, head
     base = np.concatenate(base_out) if baseline is not None and error is None else None
     return Scores(np.concatenate(labels), np.concatenate(outputs),
                   {c: np.concatenate(v) for c, v in slices.items()}, base, error,
-                  digest.hexdigest())
+                  digest.hexdigest(), np.concatenate(weights) if weight is not None else None)
+
+
+def _weight(transformed: dict, weight: str, export_dir: str) -> np.ndarray:
+    """One batch's weights: the weight column as the model was trained on it, one per row."""
+    if weight not in transformed:
+        raise ValueError(f"transform_features of {export_dir}: expected the model's "
+                         f"weight_column {weight!r} among its outputs (the transform step "
+                         f"outputs it for training). Received: {sorted(transformed)}")
+    return transformed[weight].numpy().astype(np.float64).reshape(-1)
 
 
 def score_baseline(baseline_dir: str, eval_files: list[str], *, head: str,
@@ -186,9 +204,10 @@ def _as_text(value: Any) -> str:
 
 
 def evaluate_saved_model(export_dir: str, eval_files: list[str], *, label: str, head: str,
-                         batch_size: int = 512, max_batches: int | None = None) -> dict:
+                         batch_size: int = 512, max_batches: int | None = None,
+                         weight: str | None = None) -> dict:
     """The head's metrics (see :mod:`estflow.components.evaluate.metrics`) of a SavedModel on
-    ``eval_files``."""
+    ``eval_files``, weighted by the ``weight`` column when given."""
     scores = score_eval_split(export_dir, eval_files, label=label, head=head,
-                              batch_size=batch_size, max_batches=max_batches)
-    return metrics_lib.head_metrics(head, scores.labels, scores.outputs)
+                              batch_size=batch_size, max_batches=max_batches, weight=weight)
+    return metrics_lib.head_metrics(head, scores.labels, scores.outputs, scores.weights)

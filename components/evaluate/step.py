@@ -58,7 +58,8 @@ def run(pipeline: Pipeline, examples_dir: str, model_dir: str, evaluation_dir: s
             export_dir, eval_files, label=pipeline.label.name, head=head,
             slice_dtypes={c: dtypes[c] for c in pipeline.eval.slices},
             baseline_dir=served and served.scored_in_pass(),
-            on_rows=lambda n: reporter.tally.add("scored", n), **batches)
+            on_rows=lambda n: reporter.tally.add("scored", n),
+            weight=getattr(pipeline.model, "weight_column", None), **batches)
     scores, reused = _baseline.use_stored(served, scores, lambda path: _scoring.score_baseline(
         path, eval_files, head=head, **batches), progress)
     _outputs.write(evaluation_dir, scores.outputs, head=head, digest=scores.digest,
@@ -95,10 +96,14 @@ def _data_statistics(examples: Path, served, folder: Path) -> None:
 
 def _show(result: dict, blessing: _blessing.Blessing, folder: Path,
           progress: _runtime.Progress) -> None:
-    """The step's last lines: the metrics, the main metric by slice, the verdict."""
+    """The step's last lines: the metrics (and the examples' total weight, when weighted), the
+    main metric by slice, the verdict."""
     metrics = result["metrics"]
     shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
-    progress(f"{metrics['examples']} examples: {shown}")
+    weight = result.get("weight")
+    weighted = "" if weight is None else \
+        f" weighing {_fmt(weight['sum'])} (weight_column {weight['column']!r})"
+    progress(f"{metrics['examples']} examples{weighted}: {shown}")
     main = metrics_lib.MAIN_METRIC[result["head"]]
     for column, values in result["slices"].items():
         shown = ", ".join(f"{value} {_fmt(m.get(main))} (n={m['examples']})"

@@ -1,6 +1,7 @@
 """The evaluate step on a tiny exported model and hand-made raw examples: head and slice
 metrics, the baseline served at the push target, blessing, the report and the KFP files."""
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -367,3 +368,72 @@ def test_the_row_digest_depends_on_rows_and_order_not_batches(rows, cuts):
         merged = _outputs.RowDigest()  # two rows joined into one differ from the two
         merged.update([rows[0] + rows[1], *rows[2:]])
         assert merged.hexdigest() != digest.hexdigest()
+
+
+# --- a model weight_column weighs every metric, as tf.estimator's heads do ---------------------
+
+def _weighted_pipeline(serving, **kwargs) -> ef.Pipeline:
+    """The fixture's pipeline with ``fare`` as the model's weight column (the exported model
+    still reads it; to the evaluate step it is what each example weighs)."""
+    pipeline = fx.pipeline(serving, **kwargs)
+    return dataclasses.replace(
+        pipeline, features=(ef.CategoricalVocab("payment_type", default=""),
+                            ef.Numeric("noise", default=0.0)),
+        columns=(ef.Column("fare", "float", default=0.0),),
+        model=ef.LinearClassifier(feature_columns=("payment_type", "noise"),
+                                  weight_column="fare"))
+
+
+def test_a_weight_column_weighs_every_metric_the_slices_and_the_baseline(data, tmp_path,
+                                                                        capsys):
+    serving = tmp_path / "serving"
+    push.push_directory(data / "good" / "export", serving / "taxi", version=1)
+    pipeline = _weighted_pipeline(serving, thresholds=(
+        ef.Threshold("average_loss", upper_bound=10.0, max_regression=10.0,
+                     higher_is_better=False),))
+    result = step.run(pipeline, str(data / "examples"), str(data / "random"),
+                      str(tmp_path / "evaluation"))
+    y = np.array([r.big_tipper for r in ROWS])
+    fares = np.array([r.fare for r in ROWS])
+    scored = np.load(tmp_path / "evaluation" / Files.EVAL_OUTPUTS)["outputs"]
+    # the eval files are read shard by shard: the rows in the order scored
+    order = [i for shard in range(2) for i in range(shard, len(ROWS), 2)]
+    y, fares = y[order], fares[order]
+    expected = metrics.binary_metrics(y, scored, weights=fares)
+    assert result["metrics"] == pytest.approx(expected, rel=1e-9)
+    assert result["metrics"] != pytest.approx(metrics.binary_metrics(y, scored))
+    assert result["weight"] == {"column": "fare", "sum": pytest.approx(fares.sum()), "zero": 0}
+    assert _read(tmp_path, "metrics.json") == result
+
+    payment = np.array([ROWS[i].payment_type or scoring.MISSING for i in order], dtype=object)
+    for value, got in result["slices"]["payment_type"].items():
+        members = payment == value
+        assert got == pytest.approx(metrics.binary_metrics(
+            y[members], scored[members], weights=fares[members]), rel=1e-9), value
+
+    # the served model's metrics, on the same rows, with the same weights
+    baseline = _read(tmp_path, "blessing.json")["baseline"]
+    good = metrics.binary_metrics(y, _expected_probs([ROWS[i] for i in order]), weights=fares)
+    assert baseline["metrics"]["average_loss"] == pytest.approx(good["average_loss"], rel=1e-5)
+    assert baseline["metrics"]["auc_exact"] == pytest.approx(good["auc_exact"], rel=1e-6)
+
+    report = (tmp_path / "evaluation" / "report.html").read_text()
+    assert "weighted by the model&#x27;s weight_column fare" in report or \
+        "weighted by the model's weight_column fare" in report
+    assert f"{len(ROWS)} examples weighing {fares.sum():.4f} (weight_column 'fare')" in \
+        capsys.readouterr().out
+
+
+def test_a_zero_weight_takes_an_example_out_of_every_metric():
+    labels, outputs = np.array([1, 0, 1, 0]), np.array([0.9, 0.2, 0.1, 0.55])
+    weights = np.array([1.0, 2.0, 3.0, 0.0])
+    slices = {"kind": np.array(["a", "a", "b", "b"], dtype=object)}
+    got = results.slice_metrics("binary", labels, outputs, slices, weights)["kind"]
+    without = metrics.binary_metrics(labels[2:3], outputs[2:3], weights=weights[2:3])
+    assert got["b"].pop("examples") == 2 and without.pop("examples") == 1
+    assert got["b"] == pytest.approx(without, nan_ok=True) and got["b"]["label/mean"] == 1.0
+    assert results.json_safe(got)["b"]["auc"] is None  # one class left: undefined
+    plots = results.curves("binary", labels, outputs, ["0", "1"], weights)
+    assert plots["roc"]["fpr"][-1] == 1.0 and sum(b["count"] for b in plots["calibration"]) \
+        == 3  # the bin holding only the weight-0 example is not drawn
+    assert plots["confusion_matrix"]["matrix"] == [[1, 1], [1, 1]]  # rows, not weight

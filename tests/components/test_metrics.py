@@ -142,3 +142,93 @@ def test_metric_names_are_what_head_metrics_returns(head):
 def test_unknown_head_is_a_clear_error():
     with pytest.raises(ValueError, match="expected one of .*binary.*Received: head='ranking'"):
         metrics.metric_names("ranking")
+
+
+# --- weights: every metric as tf.estimator's heads weight theirs ------------------------------
+
+def _head_case(head, n, seed):
+    rng = np.random.default_rng(seed)
+    if head == "binary":
+        labels = rng.integers(0, 2, n)
+        outputs = (1 / (1 + np.exp(-(rng.normal(0, 2, n) + 1.5 * labels)))).astype(np.float32)
+    elif head == "multi_class":
+        labels = rng.integers(0, 3, n)
+        outputs = _softmax32(rng.normal(0, 1.5, (n, 3)) + 2 * np.eye(3)[labels])
+    else:
+        labels = rng.normal(0, 2, n)
+        outputs = labels + rng.normal(0, 1, n)
+    return labels, outputs
+
+
+@pytest.mark.parametrize("head", metrics.HEADS)
+def test_an_integer_weight_counts_as_that_many_copies_of_the_example(head):
+    """sum(weight x term) / sum(weight) for the means, weight counted instead of examples by
+    precision, recall, accuracy and the AUCs: an example of weight k is k copies of it, one of
+    weight 0 is not there (``examples`` still counts rows)."""
+    labels, outputs = _head_case(head, 400, seed=5)
+    weights = np.random.default_rng(6).integers(0, 4, 400)
+    weights[-1] = 60  # one large weight
+    weighted = metrics.head_metrics(head, labels, outputs, weights)
+    copies = metrics.head_metrics(head, np.repeat(labels, weights, axis=0),
+                                  np.repeat(outputs, weights, axis=0))
+    assert weighted.pop("examples") == 400 and copies.pop("examples") == weights.sum()
+    assert weighted == pytest.approx(copies, rel=1e-9)
+    assert weighted != pytest.approx(metrics.head_metrics(head, labels, outputs))  # it matters
+
+
+@pytest.mark.parametrize("head", metrics.HEADS)
+def test_the_means_divide_by_the_sum_of_the_weights(head):
+    labels, outputs = _head_case(head, 200, seed=7)
+    weights = np.random.default_rng(8).exponential(1.0, 200)
+    assert metrics.head_metrics(head, labels, outputs, weights * 1e3) == pytest.approx(
+        metrics.head_metrics(head, labels, outputs, weights), rel=1e-9)
+    got = metrics.head_metrics(head, labels, outputs, weights)
+    if head == "regression":
+        expected = np.sum(weights * (labels - outputs) ** 2) / weights.sum()
+    else:
+        true_class = outputs if head == "multi_class" else np.stack([1 - outputs, outputs], 1)
+        expected = -np.sum(weights * np.log(true_class[np.arange(200), labels])) / weights.sum()
+    assert got["average_loss"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_total_weight_of_0_leaves_the_means_undefined():
+    got = metrics.binary_metrics(np.array([1, 0]), np.array([0.8, 0.3]), weights=np.zeros(2))
+    assert np.isnan(got["average_loss"]) and np.isnan(got["label/mean"])
+    assert np.isnan(got["auc"]) and np.isnan(got["auc_exact"]) and np.isnan(got["auc_pr"])
+    assert got["precision"] == 0.0 and got["recall"] == 0.0 and got["examples"] == 2
+
+
+def test_weighted_curves_drop_points_of_no_weight():
+    y, s, w = np.array([0, 1, 0, 1]), np.array([0.9, 0.8, 0.4, 0.3]), np.array([0, 2, 1, 1])
+    precision, recall, _ = metrics.pr_curve(y, s, w)
+    assert np.isfinite(precision).all()
+    assert list(recall) == [0.0, 2 / 3, 2 / 3, 1.0]
+    fpr, tpr, _ = metrics.roc_curve(y, s, w)
+    assert list(fpr) == [0.0, 0.0, 0.0, 1.0, 1.0] and tpr[-1] == 1.0
+    assert metrics.roc_auc(y, s, w) == pytest.approx(2 / 3)
+
+
+# --- tf.estimator's AUCs (Keras's AUC, 200 thresholds) and the exact ones ---------------------
+
+def test_auc_counts_probabilities_between_two_thresholds_as_equal():
+    """A negative at 0.502 and a positive at 0.501 lie between the same two of the 200
+    thresholds (99/199 and 100/199): tf.estimator's ``auc`` takes them as a tie, 0.5; the exact
+    ROC area is 0."""
+    y, p = np.array([1, 0]), np.array([0.501, 0.502], dtype=np.float32)
+    got = metrics.binary_metrics(y, p)
+    assert got["auc"] == 0.5 and got["auc_exact"] == 0.0
+    y, p = np.array([1, 0]), np.array([0.9, 0.1], dtype=np.float32)
+    got = metrics.binary_metrics(y, p)
+    assert got["auc"] == got["auc_exact"] == 1.0
+    assert got["auc_precision_recall"] == pytest.approx(1.0) and got["auc_pr"] == 1.0
+
+
+def test_auc_precision_recall_interpolates_where_auc_pr_steps():
+    """Keras's PR AUC (Davis & Goadrich interpolation between thresholds) and the average
+    precision are two numbers: why ``auc_precision_recall`` is no alias of ``auc_pr``."""
+    y = np.array([1, 0, 1, 1, 0, 0, 1])
+    s = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3], dtype=np.float32)
+    got = metrics.binary_metrics(y, s)
+    assert got["auc_pr"] == pytest.approx((1 + 2 / 3 + 3 / 4 + 4 / 7) / 4)
+    assert abs(got["auc_precision_recall"] - got["auc_pr"]) > 1e-3
+    assert got["auc"] == pytest.approx(got["auc_exact"])  # no two in one bucket: the same area

@@ -98,15 +98,24 @@ def test_a_threshold_on_a_metric_the_head_does_not_produce_is_refused(model, met
     assert f"one of the {head} head's metrics {list(m.METRIC_NAMES[head])}" in err.expected
 
 
-@pytest.mark.parametrize("model, alias, name", [
-    (ef.LinearClassifier(feature_columns=("x",)), "auc_precision_recall", "auc_pr"),
-])
-def test_tf_estimator_metric_names_are_accepted_as_estflows(model, alias, name):
-    pipeline = _pipeline(model=model, eval=ef.EvalSpec(
-        thresholds=(ef.Threshold(alias, lower_bound=0.1, max_regression=0.01),)))
-    threshold = pipeline.eval.thresholds[0]
-    assert threshold == ef.Threshold(name, lower_bound=0.1, max_regression=0.01)
+@pytest.mark.parametrize("name", ["auc", "auc_precision_recall", "auc_exact", "auc_pr"])
+def test_each_auc_is_a_metric_of_its_own_stored_as_declared(name):
+    """tf.estimator's ``auc_precision_recall`` (200-threshold interpolation) is not the exact
+    average precision ``auc_pr``: it was once stored as ``auc_pr``; each name is now its own
+    number, tf.estimator's under tf.estimator's names."""
+    pipeline = _pipeline(eval=ef.EvalSpec(
+        thresholds=(ef.Threshold(name, lower_bound=0.1, max_regression=0.01),)))
+    assert pipeline.eval.thresholds[0] == ef.Threshold(name, lower_bound=0.1,
+                                                       max_regression=0.01)
     assert ef.Pipeline.from_json(pipeline.to_json()) == pipeline
+    assert all(not aliases for aliases in m.METRIC_ALIASES.values())
+
+
+def test_an_unknown_metric_names_the_heads_metrics_without_an_empty_alias_list():
+    err = _errors(eval=ef.EvalSpec(thresholds=(ef.Threshold("f1", lower_bound=0.5),)))[
+        "eval.thresholds[0].metric"]
+    assert "'auc_precision_recall', 'auc_exact', 'auc_pr'" in err.expected
+    assert "[]" not in err.expected
 
 
 @pytest.mark.parametrize("model", [
