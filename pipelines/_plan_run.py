@@ -120,6 +120,18 @@ def _as_linked(echo: Callable[[str], None], folder: Path,
     return shown
 
 
+def _shown_as_linked(err: StepFailed, folder: Path, outputs: dict[str, Path]) -> None:
+    """A failed step's message with its output directories (partial, in the cache) shown as
+    their links ``<run>/<step>/<artifact>``, as its lines were (e.g. ingest's
+    ``rejected.jsonl``): the run's own paths, which stay while the run is there."""
+    text = str(err)
+    for artifact, path in outputs.items():
+        if path != folder / artifact:
+            text = text.replace(str(path), str(folder / artifact))
+    if text != str(err):
+        err.args = (text,)
+
+
 @dataclasses.dataclass
 class PlanRun:
     """One run of a plan in progress (what :func:`~estflow.pipelines.local_runner.run_plan` keeps
@@ -304,6 +316,7 @@ class PlanRun:
         except StepFailed as err:
             rec.update(status="failed", seconds=round(time.monotonic() - start, 3),
                        exit_code=getattr(err, "returncode", None), log=str(folder / "log.txt"))
+            _shown_as_linked(err, folder, outputs)
             raise
         except KeyboardInterrupt:
             rec.update(status="interrupted", seconds=round(time.monotonic() - start, 3),

@@ -30,10 +30,20 @@ cache's protocol (reuse a whole entry, else run into its partial directory and c
 Before any step, :func:`run_local` checks a local CSV source's header against the declaration
 (:mod:`estflow.pipelines.data_check`). Ctrl-C stops the running step's process and raises
 :class:`RunInterrupted`, which says what was kept (the run, the last checkpoint).
-``estflow run --resume`` continues a failed or interrupted run: finished steps are reused, and
-the stopped step continues in its partial cache directory (training from its last checkpoint).
-A relative ``PushTarget.base_path`` is resolved against the directory ``estflow run`` starts
-in, once, and the run's spec records the absolute path.
+``estflow run --resume`` continues a failed or interrupted run as it was declared: finished steps
+are reused, and the stopped step continues in its partial cache directory (training from its
+last checkpoint). When the pipeline file's declaration is no longer the run's
+(``pipeline.json``), :func:`run_local` refuses (:class:`DeclarationChanged`, naming the fields):
+resuming would run the old declaration again, and a new run of the file reuses every step
+whose inputs did not change.
+
+Where things go: the data follows the pipeline file (a relative source path is read from its
+directory: data ships with the declaration); the run store (``ESTFLOW_HOME``, default
+``./estflow_runs``) and a relative ``PushTarget.base_path`` follow the directory ``estflow
+run`` starts in (outputs belong to the workspace, never to the folder a pipeline file or an
+installed example module lives in). The push path is resolved once and the run's spec records
+it absolute. A run says where they are when they are new (:func:`where_things_go`), and names
+the run stores nearby that hold this pipeline's earlier runs.
 
 Prestarted processes. Once the step keys are known, the runner knows which steps will run (those
 without a completed cache entry; push always). Their processes are started ahead, one
@@ -68,6 +78,9 @@ from importlib import metadata
 from pathlib import Path
 
 from estflow.dsl import fingerprints
+from estflow.dsl.checks import select_span
+from estflow.dsl.checks import select_window
+from estflow.dsl.checks import span_of
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
@@ -88,7 +101,8 @@ from estflow.pipelines.step_cache import StepCache
 
 __all__ = ["StepFailed", "RunnerFailed", "RunInterrupted", "RunResult", "Topology",
            "topology_for", "executor_for", "run_local", "run_plan", "default_workdir",
-           "last_checkpoint", "pin_push_target", "steps_after"]
+           "last_checkpoint", "pin_push_target", "steps_after", "DeclarationChanged",
+           "declaration_changes", "where_things_go"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +192,111 @@ def pin_push_target(pipeline: Pipeline, cwd: Path | None = None) -> Pipeline:
     return dataclasses.replace(pipeline, push=dataclasses.replace(push, base_path=base))
 
 
+class DeclarationChanged(ValueError):
+    """``--resume`` of a run whose pipeline file declares something else now: ``record`` is
+    the run, ``file`` the pipeline file, ``changes`` the spec fields that differ (as
+    :func:`runs.spec_changes` names them). Resuming would run the old declaration again (the
+    run's ``pipeline.json``); a new run of the file is what helps."""
+
+    def __init__(self, record: runs.RunRecord, file: Path | str, changes: list[str]) -> None:
+        shown = ", ".join(changes[:6]) + (f" and {len(changes) - 6} more"
+                                           if len(changes) > 6 else "")
+        super().__init__(f"the pipeline changed since run {record.run_id} ({shown}): "
+                         "--resume continues a run as it was declared "
+                         f"({record.run_dir / Files.SPEC}), so it would run the old "
+                         "declaration again")
+        self.record, self.file, self.changes = record, file, changes
+
+
+def _as_recorded_span(current: Pipeline, recorded: Pipeline) -> Pipeline:
+    """``current`` reading the span(s) the recorded run read, when its source declares spans
+    (a run's spec records the span it read; the file has the ``{span:FORMAT}`` placeholder)."""
+    source, read = getattr(current, "source", None), getattr(recorded, "source", None)
+    if getattr(source, "spans", None) is None or read is None:
+        return current
+    try:
+        selected = getattr(getattr(read, "spans", None), "selected", None)
+        if selected:
+            return dataclasses.replace(current, source=select_window(source, selected))
+        value = span_of(source.path, getattr(read, "path", ""))
+        if value is not None:
+            return dataclasses.replace(current, source=select_span(source, value))
+    except ValueError:  # DslError: not a span of this source (a change, then)
+        pass
+    return current
+
+
+def declaration_changes(current: Pipeline, recorded: Pipeline) -> list[str]:
+    """The spec fields where ``current`` (the pipeline file now, its push target pinned as the
+    run pinned it) differs from ``recorded`` (the run's ``pipeline.json``), e.g.
+    ``['label.dtype']``; [] when the declaration is the run's."""
+    current = _as_recorded_span(current, recorded)
+    before, now = json.loads(recorded.to_json()), json.loads(current.to_json())
+    if before == now:
+        return []
+    paths = [path or "(the whole spec)" for path, _, _ in runs.spec_changes(before, now)]
+    return [p for p in paths  # a field, not also each of its items
+            if not any(p != q and p.startswith((q + ".", q + "[")) for q in paths)]
+
+
+def _stores_with(name: str, starts: list[Path], skip: Path) -> list[tuple[Path, list]]:
+    """The run stores (``<dir>/estflow_runs``, ``dir`` one of ``starts`` or above it) other
+    than ``skip`` that hold runs of pipeline ``name``, with those runs (oldest first)."""
+    seen, found = {skip}, []
+    for start in starts:
+        for folder in (start, *start.parents):
+            store = folder / runs.DEFAULT_HOME
+            if store in seen:
+                continue
+            seen.add(store)
+            if (store / name).is_dir():
+                with contextlib.suppress(OSError, ValueError):
+                    records = runs.all_runs(name, root=store)
+                    if records:
+                        found.append((store, records))
+    return found
+
+
+def where_things_go(pipeline: Pipeline, pipeline_file: Path | str | None = None, *,
+                    resumed: bool = False) -> list[str]:
+    """What a run says, before it starts, about where its outputs go: the run store when it
+    does not exist yet (absolute: it follows the current directory or ``ESTFLOW_HOME``), the
+    run stores nearby (around the current directory and the pipeline file) holding this
+    pipeline's earlier runs when this store holds none, and a local push target with no model
+    under it yet, with where earlier runs pushed when they pushed elsewhere."""
+    store = runs.home().absolute()
+    lines = []
+    if not store.exists():
+        lines.append(f"run store: {store} (new: runs of this pipeline from other directories "
+                     "are not reused here; it follows the current directory, or "
+                     "ESTFLOW_HOME)")
+    elsewhere: list[tuple[Path, list]] = []
+    if not resumed and not any((store / pipeline.name).glob(f"*/{Files.RUN_RECORD}")):
+        starts = [Path.cwd()]
+        if pipeline_file is not None:
+            starts.append(Path(pipeline_file).absolute().parent)
+        elsewhere = _stores_with(pipeline.name, starts, store)
+        for other, records in elsewhere[:2]:
+            count = f"{len(records)} earlier run" + ("s" if len(records) > 1 else "")
+            lines.append(f"  {count} of {pipeline.name!r} {'are' if len(records) > 1 else 'is'} "
+                         f"in {other} "
+                         f"(the last {records[-1].run_id}): to reuse their steps, run from "
+                         f"{other.parent} or set ESTFLOW_HOME={other}")
+    push = pipeline.push
+    if push is not None and "://" not in push.base_path:
+        target = Path(push.base_path) / push.model_name
+        if not target.exists():
+            lines.append(f"push target: {target} (new: no version of {push.model_name!r} there "
+                         "yet; a relative PushTarget.base_path follows the current directory)")
+            pushed = {str(Path(r.data["push"]["path"]).parent) for _, records in elsewhere
+                      for r in records if (r.data.get("push") or {}).get("path")}
+            pushed.discard(str(target))
+            if pushed:
+                lines.append(f"  earlier runs of {pipeline.name!r} pushed to "
+                             f"{', '.join(sorted(pushed))}")
+    return lines
+
+
 def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
              env: dict[str, str] | None = None, topology: Topology = _ONE_PROCESS,
              cache: StepCache | None = None, no_cache: Collection[str] = (),
@@ -263,6 +382,8 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
 
     Raises:
         ValueError: ``workers`` does not fit the pipeline's strategy.
+        DeclarationChanged: (a ValueError) ``resume`` of a run whose declaration the
+            pipeline file no longer has (checked before anything is written).
         DslErrors: the header of the local CSV data does not match the declaration (checked
             before any step runs).
         StepFailed: a step failed (its ``run_id`` says which run).
@@ -271,14 +392,17 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
     pipeline = pin_push_target(loaded.pipeline)
     if resume is not None:
         recorded = Pipeline.from_json((resume.run_dir / Files.SPEC).read_text())
-        if recorded != pipeline:
-            echo(f"note: {loaded.file} has changed since run {resume.run_id}; it continues "
-                 "as it was declared then (start a new run, without --resume, for the "
-                 "changes)")
+        started_in = resume.data.get("cwd")  # where the run pinned its push target
+        changes = declaration_changes(
+            pin_push_target(loaded.pipeline, Path(started_in)) if started_in else pipeline,
+            recorded)
+        if changes:
+            raise DeclarationChanged(resume, loaded.file, changes)
         pipeline = recorded
     topology = topology_for(pipeline, workers)
     data_check.check_local_source(pipeline, loaded.local_source_root)
     plan = build_plan(pipeline, source_root=loaded.local_source_root)
+    places = where_things_go(pipeline, loaded.file, resumed=resume is not None)
     try:
         if resume is not None:
             record = resume
@@ -294,9 +418,12 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
         raise failed from err
     record.data.update(pipeline_file=str(loaded.file),
                        spec_digest=fingerprints.digest(json.loads(pipeline.to_json())))
+    record.data.setdefault("cwd", str(Path.cwd()))  # what a relative push path followed
     forced = {s.name for s in plan.steps} if no_cache is True else set(no_cache or ())
     echo(f"estflow run: pipeline {pipeline.name!r}, {len(plan.steps)} steps, run "
          f"{record.run_id} in {root}" + (" (resumed)" if resume is not None else ""))
+    for line in places:
+        echo(line)
     start = time.monotonic()
     try:
         result = run_plan(plan, root, echo=echo, topology=topology,

@@ -44,7 +44,7 @@ from estflow.dsl.contracts import Files
 from estflow.pipelines._files import write_atomically
 from estflow.pipelines.step_cache import StepCache
 
-__all__ = ["home", "cache_root", "new_run_dir", "RunRecord", "all_runs", "find_run",
+__all__ = ["home", "DEFAULT_HOME", "cache_root", "new_run_dir", "RunRecord", "all_runs", "find_run",
            "resumable_run", "effective_status", "spec_changes", "metric_changes",
            "RunNotFound", "FINISHED", "Pruned", "prune_cache"]
 
@@ -55,10 +55,15 @@ class RunNotFound(LookupError):
     """No run matches what was asked for; the message says what there is."""
 
 
+DEFAULT_HOME = "estflow_runs"
+"""The run store's name in the current directory when ``ESTFLOW_HOME`` is not set."""
+
+
 def home() -> Path:
-    """Where runs and the step cache live: ``$ESTFLOW_HOME``, default ``estflow_runs`` (in
-    the current directory)."""
-    return Path(os.environ.get("ESTFLOW_HOME") or "estflow_runs")
+    """Where runs and the step cache live: ``$ESTFLOW_HOME``, default ``estflow_runs`` in the
+    current directory (the workspace a run starts in, as a relative push path; the data
+    follows the pipeline file)."""
+    return Path(os.environ.get("ESTFLOW_HOME") or DEFAULT_HOME)
 
 
 def cache_root() -> Path:

@@ -10,15 +10,24 @@ Data that breaks ``max_rejected_fraction`` or the schema check raises :class:`Da
 the data is at fault, so the step exits with the data checks' status (4), and running again
 on the same data gives the same answer. The message names, per column, the cells that were
 not a value of its type (``UNEXPECTED_DATA_TYPE``, TFDV's kind: text in a numeric column),
-with their count, fraction and an example."""
+with their count, fraction and an example, and shows the first rejected rows (``file:line:
+reason``, the earliest of each kind of reason first) read back from ``rejected.jsonl``, so the
+terminal says what was wrong without opening it. When no row at all was kept, the declaration
+most likely does not fit the data (a label declared ``int`` over class names): the message says
+so, naming the columns whose type every row broke, and a source that allows every row to be
+rejected (``max_rejected_fraction=1``) still fails: there is nothing to train on."""
 
 from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
 
 from estflow.components._sources.cells import WHAT
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["IngestError", "DataRejected", "summarize", "summary_lines", "check_summary",
-           "type_error_lines"]
+           "check_rows_kept", "type_error_lines", "first_rejected_lines", "FIRST_REJECTED"]
 
 _LINES = ("read", "header", "kept", "rejected", "blank")
 """The line accounting of each file: read = header + kept + rejected + blank."""
@@ -135,18 +144,88 @@ def type_error_lines(summary: dict) -> list[str]:
     return lines
 
 
-_NOT_RESUMABLE = ("the data is at fault: fix it at the source (or change the declaration) and "
-                  "start a new run; running again, or resuming, reads the same data")
+FIRST_REJECTED = 5
+"""The most rejected rows a failure shows (``file:line: reason``)."""
 
 
-def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str) -> None:
+def _kind(reason: str) -> str:
+    """A reason without the cell it quotes: rows rejected for the same kind of reason (the same
+    column's type, the same field count) share it."""
+    return re.sub(r",? got .*$", "", str(reason))
+
+
+def _where(path: str) -> str:
+    """A rejected row's file as a reader types it: relative to the current directory when under
+    it, else as recorded (absolute, or a bucket URI)."""
+    if "://" in path or not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def first_rejected_lines(rows: Sequence[dict], limit: int = FIRST_REJECTED) -> list[str]:
+    """``file:line: reason`` of the first rejected ``rows`` (``rejected.jsonl``'s records, or
+    its first part): in file and line order, the earliest row of each kind of reason first,
+    then the next earliest, at most ``limit``."""
+    ordered = sorted((r for r in rows if isinstance(r, dict)),
+                     key=lambda r: (str(r.get("file", "")), int(r.get("line") or 0)))
+    chosen, kinds = [], set()
+    for row in ordered:  # one of each kind of reason, earliest first
+        if len(chosen) < limit and _kind(row.get("reason", "")) not in kinds:
+            kinds.add(_kind(row.get("reason", "")))
+            chosen.append(row)
+    for row in ordered:  # then the earliest others
+        if len(chosen) >= limit:
+            break
+        if row not in chosen:
+            chosen.append(row)
+    chosen.sort(key=lambda r: (str(r.get("file", "")), int(r.get("line") or 0)))
+    return [f"{_where(str(r.get('file', '?')))}:{r.get('line', '?')}: {r.get('reason', '?')}"
+            for r in chosen]
+
+
+def _every_row_broke(summary: dict) -> list[str]:
+    """The columns whose declared type every row read broke (the likely mistake when no row
+    was kept)."""
+    return [name for name, entry in summary["schema"]["columns"].items()
+            if entry.get("checked") and entry.get("type_errors") == entry["checked"]]
+
+
+def _shown_rows(examples: Sequence[dict], summary: dict) -> str:
+    if not examples:
+        return ""
+    lines = first_rejected_lines(examples)
+    return (f"\n  first rejected rows ({len(lines)} of {summary['rejected']}):"
+            + "".join(f"\n    {line}" for line in lines))
+
+
+def _advice(summary: dict) -> str:
+    """What to do: a new run once the data or the declaration is fixed (never a resume: it
+    reads the same data with the same declaration)."""
+    if summary["lines"]["kept"]:
+        return ("the data is at fault: fix it at the source (or change the declaration) and "
+                "start a new run; running again, or resuming, reads the same data")
+    columns = _every_row_broke(summary)
+    named = (f" (every row breaks the type declared for "
+             f"{', '.join(repr(c) for c in columns)})" if columns else "")
+    return (f"no row was kept, so the declaration most likely does not fit the data{named}: "
+            "fix the pipeline file (or the data) and start a new run; running again, or "
+            "resuming, reads the same data with the same declaration")
+
+
+def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str,
+                  examples: Sequence[dict] = ()) -> None:
     """Enforce ``max_rejected_fraction`` and the schema check.
+
+    Args:
+        examples: rejected rows (``rejected.jsonl``'s records, or its first part) to show
+            the first of in the message (none: none shown).
 
     Raises:
         IngestError: a file's lines do not add up, or no rows.
         DataRejected: too many rejected lines (pointing to ``rejected_path``, naming the
-            columns with cells of another type), or a schema check violation (listing all of
-            them).
+            columns with cells of another type, showing the first rejected rows), or a schema
+            check violation (listing all of them).
     """
     for path, entry in summary["files"].items():
         if entry["read"] != sum(entry[key] for key in _LINES[1:]):
@@ -170,8 +249,25 @@ def check_summary(pipeline: Pipeline, summary: dict, rejected_path: str) -> None
             f"source.max_rejected_fraction={limit} allows; most common reasons: "
             f"{', '.join(f'{k}: {n}' for k, n in top)}; every rejected row with its file, "
             f"line and reason is in {rejected_path}"
-            + "".join(f"\n  {line}" for line in typed) + f"\n{_NOT_RESUMABLE}")
+            + "".join(f"\n  {line}" for line in typed) + _shown_rows(examples, summary)
+            + f"\n{_advice(summary)}")
     violations = summary["schema"]["violations"]
     if violations:
         raise DataRejected("the data does not pass source.schema_check:\n" + "\n".join(
-            f"  - {v}" for v in violations) + f"\n{_NOT_RESUMABLE}")
+            f"  - {v}" for v in violations) + f"\n{_advice(summary)}")
+
+
+def check_rows_kept(summary: dict, rejected_path: str, examples: Sequence[dict] = ()) -> None:
+    """A training source must keep a row: even where ``max_rejected_fraction`` allows every row
+    to be rejected, no row kept is nothing to train on.
+
+    Raises:
+        DataRejected: every data row was rejected (the first of them shown).
+    """
+    if summary["read"] and not summary["lines"]["kept"]:
+        typed = type_error_lines(summary)
+        raise DataRejected(
+            f"every one of the {summary['read']} rows read was rejected: nothing to train on; "
+            f"every rejected row with its file, line and reason is in {rejected_path}"
+            + "".join(f"\n  {line}" for line in typed) + _shown_rows(examples, summary)
+            + f"\n{_advice(summary)}")

@@ -29,7 +29,10 @@ leaves no temporary directory behind.
 Exit status: 0 written; 4 the data broke a check the source declares (more rejected lines
 than ``max_rejected_fraction``, or its schema check), as the validate step's data anomalies:
 the message names each column with cells of another type (``UNEXPECTED_DATA_TYPE``: count,
-fraction, an example), and running again on the same data cannot help; 1 any other failure.
+fraction, an example) and shows the first rejected rows (``file:line: reason``), and running
+again on the same data cannot help. Every row rejected is always exit 4, whatever
+``max_rejected_fraction`` allows (nothing to train on; the message says the declaration most
+likely does not fit the data). 1 any other failure.
 ``statistics.pb`` records, on the span's features, the cells rejected for their type: the
 validate step reports a column rejecting more of them than the served model's training data
 did as ``UNEXPECTED_DATA_TYPE``.
@@ -87,7 +90,7 @@ def run(pipeline: Pipeline, examples_dir: str, *, source_root: str | None = None
             has ``source_digest`` (it changed under the run: what was written may mix old and
             new data, and would be cached under the old data's key).
         DataRejected: (an IngestError) more than ``source.max_rejected_fraction`` of the
-            data lines are rejected, or the source's schema check fails.
+            data lines are rejected, every row is, or the source's schema check fails.
     """
     progress = progress or entry.Progress("ingest")
     out = str(examples_dir)

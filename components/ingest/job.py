@@ -12,6 +12,7 @@ split (``estflow.components.validate.statistics``) into ``statistics.pb``, with 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 
@@ -36,6 +37,7 @@ from estflow.components._sources.chunks import SourceError
 from estflow.components._sources.chunks import empty_chunk_stats
 from estflow.components._sources.chunks import merge_chunk_stats
 from estflow.components._sources.report import IngestError
+from estflow.components._sources.report import check_rows_kept
 from estflow.components._sources.report import check_summary
 from estflow.components._sources.report import summarize
 from estflow.components._sources.report import summary_lines
@@ -47,7 +49,8 @@ from estflow.components.validate.statistics import column_specs
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 
-__all__ = ["STATS_FILE", "Ingest", "prepare", "reporter_for", "run_job", "remove_leftovers", "finish"]
+__all__ = ["STATS_FILE", "Ingest", "prepare", "reporter_for", "run_job", "remove_leftovers", "finish",
+           "first_rejected"]
 
 """Shards are ``<split>/part-SSSSS-of-NNNNN.tfrecord.gz`` (readers glob the directory)."""
 STATS_FILE = ".ingest-stats.json"
@@ -240,9 +243,35 @@ def finish(pipeline: Pipeline, out: str, files: list[str], progress: entry.Progr
     summary = summarize(pipeline, files, stats, progress.elapsed)
     for line in summary_lines(summary):
         progress(line)
-    check_summary(pipeline, summary, rejected)
+    examples = first_rejected(rejected) if summary["rejected"] else []
+    check_summary(pipeline, summary, rejected, examples)
+    check_rows_kept(summary, rejected, examples)
     write_json(FileSystems.join(out, Files.INGEST_STATS), summary)
     return summary
+
+
+_REJECTED_READ = 1 << 20
+"""The most bytes of ``rejected.jsonl`` read back to show its first rows in a failure."""
+
+
+def first_rejected(path: str, limit: int = _REJECTED_READ) -> list[dict]:
+    """The rejected rows in the first ``limit`` bytes of ``rejected.jsonl`` (any filesystem;
+    a line cut at the limit, or unreadable, is left out; none when the file cannot be read):
+    what a failure shows the first of."""
+    try:
+        with FileSystems.open(path) as f:
+            head = f.read(limit)
+    except Exception:  # noqa: BLE001 - showing rows is a courtesy; the failure stands
+        return []
+    rows = []
+    for line in head.decode("utf-8", "replace").splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
 
 
 def _write_stats(stats: dict, path: str) -> None:

@@ -7,6 +7,15 @@ model was pushed or the served version already is this model (without a push tar
 (``Pipeline.checks``, or a missing span), 1 when a step failed, 2 for a usage error, 130 on
 Ctrl-C (after saying what was kept and the command that continues: ``--resume RUN``).
 ``--no-cache [STEP]`` runs steps again that the step cache would reuse.
+
+The last line of a failed run says what helps (:func:`_failure_advice`). ``--resume``
+continues a run as it was declared (its ``pipeline.json``), so it is offered only where that
+can help: after Ctrl-C, and after a failure outside the pipeline file (a full disk, a lost
+connection, a crash). After a failure the file caused (data that does not fit its declaration,
+exit 4; a traceback through its code) the advice is to fix the file and start a new run,
+which reuses every step whose inputs did not change; when the runner cannot tell, it says
+both. ``--resume`` after the file changed is refused (exit 2), naming the fields, with the
+command that starts a new run.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from estflow.pipelines._cli import backfill
 from estflow.pipelines._cli.usage import EXIT_FAILED
 from estflow.pipelines._cli.usage import EXIT_INTERRUPTED
 from estflow.pipelines._cli.usage import EXIT_NOT_PUSHED
+from estflow.pipelines._cli.usage import EXIT_USAGE
 from estflow.pipelines._cli.usage import PIPELINE_HELP
 from estflow.pipelines._cli.usage import UsageError
 from estflow.pipelines._cli.usage import check_local_data
@@ -37,7 +47,10 @@ from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines._cli.usage import positive_int
 from estflow.pipelines._preprocess_run import run_preprocess
+from estflow.pipelines._stopping import DECLARATION
+from estflow.pipelines._stopping import OUTSIDE
 from estflow.pipelines._stopping import Stops
+from estflow.pipelines._stopping import failure_cause
 from estflow.pipelines._stopping import stop_like_ctrl_c
 from estflow.pipelines._warm import warm_seconds
 from estflow.pipelines.plan import build_preprocess_plan
@@ -150,6 +163,44 @@ def _again(args: argparse.Namespace, run_id: str | None, workdir) -> list[str]:
     return again
 
 
+def _new_run(args: argparse.Namespace) -> list[str]:
+    """The command that starts a new run of the same pipeline (the same span and workers):
+    every step whose inputs did not change is reused from the cache."""
+    again = ["estflow", "run", args.pipeline]
+    if args.span is not None:
+        again += ["--span", args.span]
+    if args.workers is not None:
+        again += ["--workers", str(args.workers)]
+    return again
+
+
+_REUSED = "steps whose inputs did not change are reused from the cache"
+
+
+def _failure_advice(args: argparse.Namespace, file, err: local_runner.StepFailed,
+                    run_id: str) -> list[str]:
+    """What helps after a failed run, as its last lines: a new run once the pipeline file is
+    fixed (its code or declaration caused it: ``--resume`` would run the old declaration
+    again), ``--resume`` (a cause outside the file: the run continues where it stopped), or,
+    when the runner cannot tell, both, each with its condition."""
+    cause = failure_cause(err, file)
+    new = shlex.join(_new_run(args))
+    resume = shlex.join(_again(args, run_id, getattr(err, "workdir", None)))
+    if cause.kind == DECLARATION:
+        where = (f"in the pipeline's own code at {cause.detail}" if cause.frame else
+                 f"({cause.detail})")
+        return [f"estflow run: run {run_id} failed {where}: fix it, then start a new run "
+                f"({_REUSED}, so nothing finished is lost): {new}"]
+    if cause.kind == OUTSIDE:
+        return [f"estflow run: run {run_id} failed outside the pipeline file ({cause.detail}); "
+                f"once that is fixed, continue it (finished steps are reused): {resume}"]
+    seen = f" ({cause.detail})" if cause.detail else ""
+    return [f"estflow run: run {run_id} failed{seen}. If the cause is in {args.pipeline} (its "
+            f"declaration or its code), fix it and start a new run ({_REUSED}): {new}",
+            "estflow run: if it was outside it (out of disk or memory, a crash, a lost "
+            f"connection), continue the run instead (finished steps are reused): {resume}"]
+
+
 def _run(args: argparse.Namespace) -> int:
     _pipeline_taken_by_an_option(args)
     try:
@@ -184,18 +235,25 @@ def _run(args: argparse.Namespace) -> int:
             result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
                                             no_cache=forced, resume=resume,
                                             echo=_colour.terminal_echo())
+    except local_runner.DeclarationChanged as err:  # --resume would rerun the old one
+        print(f"estflow run: {err}", file=sys.stderr)
+        print(f"estflow run: to continue run {err.record.run_id} as it was declared, put "
+              f"{args.pipeline} back as it was; for the changes, start a new run ({_REUSED}): "
+              f"{shlex.join(_new_run(args))}", file=sys.stderr)
+        return EXIT_USAGE
     except DslErrors as err:  # the local data's header does not match the declaration
         raise data_mismatch(args.pipeline, err) from None
     except local_runner.StepFailed as err:
         print(f"estflow run: {err}", file=sys.stderr)
         stopped = backfill.checks_stopped(err)
-        if stopped is not None:
+        if stopped is not None:  # the data, or its declaration: a resume reads the same
+            print(f"estflow run: after fixing the pipeline file (or the data), start a new "
+                  f"run ({_REUSED}): {shlex.join(_new_run(args))}", file=sys.stderr)
             return stopped
         run_id = getattr(err, "run_id", None)
         if run_id:
-            again = _again(args, run_id, getattr(err, "workdir", None))
-            print(f"estflow run: run {run_id} failed; after fixing the cause, continue it "
-                  f"(finished steps are reused): {shlex.join(again)}", file=sys.stderr)
+            for line in _failure_advice(args, loaded.file, err, run_id):
+                print(line, file=sys.stderr)
         return EXIT_FAILED
     except local_runner.RunInterrupted as stop:
         again = _again(args, stop.run_id, stop.workdir)
