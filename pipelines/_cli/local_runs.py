@@ -81,7 +81,11 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "(DataChecks, or a missing span: stopped before training, nothing pushed), 1 a step "
         "failed, 2 a usage error, "
         "130 interrupted (Ctrl-C; SIGTERM: 143, SIGHUP: 129, after stopping the step as "
-        "Ctrl-C does); after 1 or an interruption, --resume continues the run.")
+        "Ctrl-C does). After a failure the last line says what helps: a cause in the "
+        "pipeline file (its code, a declaration the data does not fit) is fixed, then a new "
+        "run reuses every step that did not change; an interruption or a failure outside it "
+        "(a full disk, a crash) is continued with --resume RUN, which runs the declaration "
+        "recorded with the run and refuses one the file has changed since.")
     # Optional here only so that _pipeline_taken_by_an_option can give it back; required.
     cmd.add_argument("pipeline", metavar="PIPELINE", nargs="?", help=PIPELINE_HELP)
     cmd.add_argument("--workdir", default=None, metavar="DIR",
