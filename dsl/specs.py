@@ -269,8 +269,9 @@ class Threshold:
 
     Args:
         metric: an eval metric name of the model's head: binary ``average_loss``,
-            ``accuracy``, ``auc``, ``auc_pr``, ``precision``, ``recall``, ``label/mean``,
-            ``prediction/mean``; multi-class ``average_loss``, ``accuracy``; regression
+            ``accuracy``, ``auc`` and ``auc_precision_recall`` (tf.estimator's 200-threshold
+            approximations), ``auc_exact`` and ``auc_pr`` (the exact areas), ``precision``,
+            ``recall``, ``label/mean``, ``prediction/mean``; multi-class ``average_loss``, ``accuracy``; regression
             ``average_loss``, ``rmse``, ``mae``, ``label/mean``, ``prediction/mean``.
             ``average_loss`` is the mean over the eval examples of each one's loss (not
             tf.estimator's eval ``loss``, the mean of batch losses: ``loss`` is refused).
