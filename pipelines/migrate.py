@@ -21,9 +21,9 @@ What it rewrites (each change is reported with its line number):
   names.
 - TF 1 hooks: ``tf.compat.v1.train.{SessionRunHook, LoggingTensorHook, StopAtStepHook, ...}`` ->
   the engine's (``estimator.X``).
-- ``tf.estimator.inputs.numpy_input_fn`` / ``pandas_input_fn`` -> the equivalent ``tf.data``
-  pipeline (``lambda: tf.data.Dataset.from_tensor_slices(...).shuffle(queue_capacity)
-  .repeat(num_epochs).batch(batch_size)``).
+- ``tf.estimator.inputs.numpy_input_fn`` / ``pandas_input_fn`` -> ``estimator.inputs.X``: the
+  engine's ``tf.data`` pipelines, reading the batches 2.15's queues read (its arguments
+  evaluated once, at the call, as 2.15 did).
 - ``tf.compat.v1.estimator``'s premade classes get ``loss_reduction="sum"``, their TF 1 default
   (TF 2's and estflow's is ``sum_over_batch_size``), unless the call sets it; their DNN part
   given no optimizer gets TF 1's default, ``tf.compat.v1.train.AdagradOptimizer(0.05)``.
@@ -438,8 +438,8 @@ class _Migrator(ImportRewrites, CallRewrites):
                 continue
             if canon[:2] == ("tensorflow", "estimator") and len(canon) > 2:
                 if canon[2] == "inputs":
-                    self.note(node, "could not", f"{shown}: only a call "
-                              "`numpy_input_fn(...)`/`pandas_input_fn(...)` is rewritten")
+                    self.note(node, "could not", f"{shown}: estflow's engine has "
+                              "only inputs.numpy_input_fn and inputs.pandas_input_fn")
                     continue
                 what = ".".join(canon[2:4]) if canon[2] in ("experimental", "export") else canon[2]
                 instead = replacement(canon[2:])

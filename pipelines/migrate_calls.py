@@ -1,6 +1,7 @@
-"""``estflow migrate``'s call rewrites (a mixin of :class:`.migrate._Migrator`): TF 1 input
-functions, learning-rate decays over the global step, tf.compat.v1 premade defaults,
-functional layers and TF 1 dataset iterator methods."""
+"""``estflow migrate``'s call rewrites (a mixin of :class:`.migrate._Migrator`): learning-rate
+decays over the global step, tf.compat.v1 premade defaults, functional layers and TF 1 dataset
+iterator methods. (``tf.estimator.inputs.numpy_input_fn``/``pandas_input_fn`` calls are plain
+renames to ``estimator.inputs``: the engine's functions read what 2.15's queues read.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from estflow.pipelines.migrate_tables import DECAY_RENAMES
 from estflow.pipelines.migrate_tables import DECAY_STEP_PARAMS
 from estflow.pipelines.migrate_tables import DECAYS
 from estflow.pipelines.migrate_tables import GLOBAL_STEP_FUNCS
-from estflow.pipelines.migrate_tables import INPUT_FNS
 from estflow.pipelines.migrate_tables import V1_DNN_OPTIMIZER
 from estflow.pipelines.migrate_tables import V1_SUM_CANNED
 from estflow.pipelines.migrate_tables import short as _short
@@ -26,9 +26,6 @@ class CallRewrites:
         if resolved is None:
             return None
         canon = self.canonical(resolved[0])
-        if len(canon) == 4 and canon[:3] == ("tensorflow", "estimator", "inputs") and \
-                canon[3] in INPUT_FNS:
-            return "input_fn", canon[3]
         if len(canon) == 3 and canon[:2] == ("tensorflow", "train") and canon[2] in DECAYS:
             return "decay", canon[2]
         if len(canon) == 3 and canon[:2] == ("tensorflow", "layers") and canon[2] in LAYERS:
@@ -131,43 +128,6 @@ class CallRewrites:
         return (isinstance(func, ast.Attribute) and not call.args and not call.keywords
                 and func.attr in ("make_one_shot_iterator", "make_initializable_iterator")
                 and self.resolve(func.value) is None)
-
-    def _call_input_fn(self, call: ast.Call, name: str) -> None:
-        shown = f"tf.estimator.inputs.{name}"
-        bound = self.bind(call, INPUT_FNS[name])
-        if bound is None or "x" not in bound:
-            self.note(call, "could not", f"{shown}(...): arguments not understood")
-            return
-        # target_column only names the column pandas_input_fn adds y under, inside the call
-        unsupported = sorted(set(bound) - {"x", "y", "batch_size", "num_epochs", "shuffle",
-                                           "queue_capacity", "num_threads", "target_column"})
-        if unsupported:
-            self.note(call, "could not", f"{shown}(...): {', '.join(unsupported)} not carried over")
-            return
-        shuffle = bound.get("shuffle")
-        x = self.render(bound["x"])
-        if name == "pandas_input_fn":
-            x = f"dict({x})"
-        data = f"({x}, {self.render(bound['y'])})" if "y" in bound else x
-        text = f"{self.tf_name()}.data.Dataset.from_tensor_slices({data})"
-        capacity = self.render(bound["queue_capacity"]) if "queue_capacity" in bound else "1000"
-        if isinstance(shuffle, ast.Constant) and isinstance(shuffle.value, bool):
-            if shuffle.value:
-                text += f".shuffle({capacity})"
-        elif shuffle is not None:  # decided when the program runs
-            text = f"({text}.shuffle({capacity}) if {self.render(shuffle)} else {text})"
-        epochs = bound.get("num_epochs")
-        if epochs is None or (isinstance(epochs, ast.Constant) and epochs.value == 1):
-            pass
-        elif isinstance(epochs, ast.Constant) and epochs.value is None:
-            text += ".repeat()"
-        else:
-            text += f".repeat({self.render(epochs)})"
-        batch = self.render(bound["batch_size"]) if "batch_size" in bound else "128"
-        text += f".batch({batch})"
-        new = f"(lambda: {text})"
-        if self.replace(call, new):
-            self.note(call, "changed", f"{shown}(...) -> a tf.data input_fn: {_short(new, 60)}")
 
     def _call_v1_canned(self, call: ast.Call, name: str) -> None:
         keywords = {k.arg for k in call.keywords}

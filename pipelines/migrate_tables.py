@@ -71,12 +71,6 @@ DECAYS = {
 }
 DECAY_RENAMES = {"learning_rate": "initial_learning_rate"}
 DECAY_STEP_PARAMS = {"global_step", "x"}
-INPUT_FNS = {
-    "numpy_input_fn": ["x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity",
-                       "num_threads"],
-    "pandas_input_fn": ["x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity",
-                        "num_threads", "target_column"],
-}
 # tf.compat.v1.estimator's premade classes default to loss_reduction=SUM (TF 2's, and estflow's,
 # to SUM_OVER_BATCH_SIZE): the migration keeps SUM.
 V1_SUM_CANNED = frozenset({

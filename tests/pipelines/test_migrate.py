@@ -228,7 +228,11 @@ def test_tf215_workarounds_and_graph_mode_switches_are_removed():
                                                      (8, "removed")]
 
 
-def test_numpy_and_pandas_input_fns_become_tf_data_pipelines():
+def test_numpy_and_pandas_input_fns_become_the_engines():
+    """The engine's numpy_input_fn/pandas_input_fn read what 2.15's queues read (checked against
+    2.15's record by tests/compat/test_surface.py); the call's arguments are evaluated once, at
+    the call, as in 2.15 (an inline pipeline re-evaluated ``df.pop("y")`` on every call, read
+    the loop variables of a loop late, and kept the popped column among the features)."""
     m = migrate("""\
         import tensorflow as tf
         a = tf.compat.v1.estimator.inputs.numpy_input_fn(
@@ -237,14 +241,35 @@ def test_numpy_and_pandas_input_fns_become_tf_data_pipelines():
         c = tf.estimator.inputs.pandas_input_fn(df, df.pop("y"), shuffle=False, num_epochs=3)
         d = tf.estimator.inputs.numpy_input_fn({"x": xs}, shuffle=flag)
         """)
-    assert ('a = (lambda: tf.data.Dataset.from_tensor_slices(({"x": xs}, ys)).shuffle(1000)'
-            '.repeat().batch(50))') in m.source
-    assert 'b = (lambda: tf.data.Dataset.from_tensor_slices({"x": xs}).batch(128))' in m.source
-    assert ('c = (lambda: tf.data.Dataset.from_tensor_slices((dict(df), df.pop("y")))'
-            '.repeat(3).batch(128))') in m.source
-    data = 'tf.data.Dataset.from_tensor_slices({"x": xs})'
-    assert f"d = (lambda: ({data}.shuffle(1000) if flag else {data}).batch(128))" in m.source
+    assert ('a = estimator.inputs.numpy_input_fn(\n    x={"x": xs}, y=ys, num_epochs=None, '
+            'batch_size=50, shuffle=True)') in m.source
+    assert 'b = estimator.inputs.numpy_input_fn({"x": xs}, shuffle=False)' in m.source
+    assert ('c = estimator.inputs.pandas_input_fn(df, df.pop("y"), shuffle=False, '
+            'num_epochs=3)') in m.source
+    assert 'd = estimator.inputs.numpy_input_fn({"x": xs}, shuffle=flag)' in m.source
     assert not m.unresolved
+
+
+def test_a_migrated_pandas_input_fn_reads_its_arguments_once():
+    import numpy as np
+    import pandas as pd
+
+    m = migrate("""\
+        import tensorflow as tf
+        fns = []
+        for size in (2, 3):
+            df = pd.DataFrame({"x": np.arange(5.0), "y": np.arange(5)})
+            fns.append(tf.estimator.inputs.pandas_input_fn(df, df.pop("y"), batch_size=size,
+                                                           shuffle=False))
+        """)
+    scope = {"pd": pd, "np": np}
+    exec(compile(m.source, "migrated", "exec"), scope)  # noqa: S102 (the migrated program)
+    sizes = {2: [2, 2, 1], 3: [3, 2]}
+    for size, fn in zip((2, 3), scope["fns"], strict=True):
+        for _ in range(2):  # an input_fn is called once per train/evaluate call
+            batches = list(fn().as_numpy_iterator())
+            assert [len(labels) for _, labels in batches] == sizes[size]
+            assert set(batches[0][0]) == {"x"}  # y popped before, as in 2.15
 
 
 def test_dense_features_model_to_estimator_hooks_and_strategies():
@@ -621,15 +646,14 @@ def test_private_feature_column_modules_become_estflows_with_its_class_names():
 
 def test_pandas_input_fn_target_column_and_a_shuffle_decided_at_run_time():
     """tf-estimator-tutorials' ``pandas_input_fn(..., shuffle=shuffle, target_column=...)``:
-    target_column only named the column y went under inside the call."""
+    the engine's pandas_input_fn takes 2.15's arguments as they are."""
     m = migrate("""\
         import tensorflow as tf
         fn = tf.estimator.inputs.pandas_input_fn(batch_size=10, num_epochs=n, shuffle=shuffle,
                                                  x=x, y=y, target_column="t")
         """)
-    data = "tf.data.Dataset.from_tensor_slices((dict(x), y))"
-    assert f"fn = (lambda: ({data}.shuffle(1000) if shuffle else {data}).repeat(n).batch(10))" \
-        in m.source
+    assert ("fn = estimator.inputs.pandas_input_fn(batch_size=10, num_epochs=n, shuffle=shuffle,"
+            '\n                                         x=x, y=y, target_column="t")') in m.source
     assert not m.unresolved
 
 
