@@ -11,7 +11,23 @@ name (no leading underscore), its path relative to ``tf`` (``estimator.tpu.TPUEs
 ``constant``) and, for a class or function, its signature: each parameter's name, kind
 (``POSITIONAL_OR_KEYWORD``...) and default as ``repr`` (absent when it has none). A class's
 signature is its constructor's. The versions it ran with are recorded too.
-``tests/compat/test_surface.py`` checks estflow's engine against the file.
+
+Then what a surface of names and signatures cannot show (``surface_behaviour.py``, a tf.estimator
+program run here unmodified; ``test_surface.py`` runs it migrated on estflow):
+
+- ``returns``: what ``Estimator.train``/``evaluate``/``predict``/``export_saved_model``/
+  ``get_variable_*``..., ``export_savedmodel``, ``experimental_export_all_saved_models`` and
+  ``train_and_evaluate`` return, with their types, and what premade Estimators' ``evaluate`` and
+  ``predict`` return (``canned``, with the signatures they export);
+- ``exports``: the signatures (keys, method names, input and output keys and dtypes) a model_fn
+  exports, for each kind of ``predictions`` (a dict, one tensor), of ``export_outputs`` and of
+  serving input receiver;
+- ``inputs``: the order and batching of ``tf.compat.v1.estimator.inputs.numpy_input_fn`` and
+  ``pandas_input_fn`` (every batch, as row numbers, with shuffle=False, over batch sizes and
+  num_epochs; the batch sizes and rows read with shuffle=True), and their features' and labels'
+  structure and dtypes. TF 1 read them through queues: here in a graph, in a MonitoredSession.
+
+``--only-behaviour`` re-records these (and ``canned``) and keeps ``names`` as they are.
 """
 
 from __future__ import annotations
@@ -28,12 +44,27 @@ SURFACE = os.path.join(HERE, "tf215_surface.json")
 ROOTS = ("estimator", "compat.v1.estimator")
 
 
-def versions() -> dict:
+def _version(name: str) -> str:
+    """A distribution's version (``tensorflow``: ``tensorflow-cpu``'s where that is the one
+    installed: the same TensorFlow)."""
     from importlib import metadata
 
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        if name != "tensorflow":
+            raise
+        return metadata.version("tensorflow-cpu")
+
+
+def versions() -> dict:
     return {"python": platform.python_version(),
-            **{name: metadata.version(name) for name in (
-                "tensorflow", "tensorflow-estimator", "keras")}}
+            **{name: _version(name) for name in ("tensorflow", "tensorflow-estimator", "keras")}}
+
+
+def behaviour_versions() -> dict:
+    """The versions the behaviours were recorded with (pandas and numpy matter to inputs)."""
+    return {**versions(), **{name: _version(name) for name in ("pandas", "numpy")}}
 
 
 def _default(value) -> str:
@@ -93,10 +124,56 @@ def walk(module, prefix: str, seen: set[str], out: dict) -> None:
             walk(obj, path, seen, out)
 
 
+def _read_queue(input_fn, how: str):
+    """(batches, dtypes) of a TF 1 queue input_fn, read in a graph as tf.estimator did."""
+    import tensorflow as tf
+    from surface_behaviour import FOREVER_BATCHES
+
+    batches = []
+    with tf.Graph().as_default():
+        out = input_fn()
+        dtypes = tf.nest.map_structure(lambda t: t.dtype.name, out)
+        with tf.compat.v1.train.MonitoredSession() as session:
+            try:
+                while not how.endswith("first") or len(batches) < FOREVER_BATCHES:
+                    batches.append(session.run(out))
+            except tf.errors.OutOfRangeError:
+                pass
+    return batches, dtypes
+
+
+def record_behaviour() -> dict:
+    """``returns``, ``canned``, ``exports`` and ``inputs`` (module docstring)."""
+    import tempfile
+
+    sys.path.insert(0, HERE)
+    import surface_behaviour as program
+
+    inputs = {}
+    for case, (input_fn, how) in program.input_cases().items():
+        batches, dtypes = _read_queue(input_fn, how)
+        again = _read_queue(input_fn, how)[0] if how == "exact" else None
+        inputs[case] = program.summarize(batches, dtypes, how, again)
+    with tempfile.TemporaryDirectory() as tmp:
+        returns = program.returns(os.path.join(tmp, "returns"))
+        canned = program.canned(os.path.join(tmp, "canned"))
+        exports = program.exports(os.path.join(tmp, "exports"))
+    return {"returns": returns, "canned": canned, "exports": exports, "inputs": inputs}
+
+
 def main() -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
+    if sys.argv[1:] == ["--only-behaviour"]:
+        with open(SURFACE) as f:
+            record = json.load(f)
+        assert record["versions"] == versions(), (record["versions"], versions())
+        record.update(record_behaviour(), behaviour_versions=behaviour_versions())
+        with open(SURFACE, "w") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.write("\n")
+        return 0
     names: dict = {}
     for root in ROOTS:
         module = tf
@@ -104,7 +181,8 @@ def main() -> int:
             module = getattr(module, part)
         names[root] = {"kind": "module"}
         walk(module, root, {root}, names)
-    record = {"versions": versions(), "roots": list(ROOTS), "names": names}
+    record = {"versions": versions(), "roots": list(ROOTS), "names": names,
+              **record_behaviour(), "behaviour_versions": behaviour_versions()}
     with open(SURFACE, "w") as f:
         json.dump(record, f, indent=1, sort_keys=True)
         f.write("\n")

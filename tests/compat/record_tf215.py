@@ -6,6 +6,9 @@ Run it in its own virtual environment (TF 2.15 cannot share one with estflow's T
     /root/venv-tf215/bin/pip install 'tensorflow==2.15.*' 'tensorflow-estimator==2.15.*' 'pandas==2.1.*'
     /root/venv-tf215/bin/python tests/compat/record_tf215.py [--seeds 0 1 2] [PROGRAM_NAME ...]
 
+(``tensorflow-cpu==2.15.1`` is the same TensorFlow, a smaller download; either is recorded as
+``tensorflow``.)
+
 pandas 2.1 is the pandas of TF 2.15's time (Nov 2023); pandas 3's copy-on-write and string dtype
 break two of the notebooks on TF 2.15 itself.
 
@@ -34,8 +37,16 @@ FIGURES = os.path.join(HERE, "figures_tf215.json")
 def versions() -> dict:
     from importlib import metadata
 
+    def version(name: str) -> str:  # tensorflow-cpu is the same TensorFlow
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            if name != "tensorflow":
+                raise
+            return metadata.version("tensorflow-cpu")
+
     return {"python": platform.python_version(),
-            **{name: metadata.version(name) for name in (
+            **{name: version(name) for name in (
                 "tensorflow", "tensorflow-estimator", "keras", "pandas", "numpy")}}
 
 
