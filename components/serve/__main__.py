@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from estflow.components.serve import step
@@ -56,8 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="estflow.components.serve",
                                      description="Serve pushed models over TF Serving's REST API.")
     parser.add_argument("base_path", metavar="BASE_PATH", nargs="?",
-                        help="push base path: BASE_PATH/<model_name>/<integer version>/ (or "
-                        "--model_base_path or --model_config_file instead)")
+                        help="push base path: BASE_PATH/<model_name>/<integer version>/ (one "
+                        "model's folder, BASE_PATH/<integer version>/, is served as that "
+                        "model; or --model_base_path or --model_config_file instead)")
     add_options(parser, SERVE_OPTIONS)
     return parser
 
@@ -81,4 +83,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # Every thread is stopped and every socket closed when main returns: leave without
+    # TensorFlow's interpreter teardown, which takes seconds after the "stopped" line.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

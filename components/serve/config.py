@@ -29,10 +29,15 @@ Two sources, as with ``tensorflow_model_server``:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["VersionPolicy", "ModelConfig", "LATEST_ONE", "read_config_file", "parse_config"]
+__all__ = ["VersionPolicy", "ModelConfig", "LATEST_ONE", "MODEL_NAME_PATTERN",
+           "read_config_file", "parse_config"]
+
+MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+"""A model's name (a folder under the base path, ``/v1/models/NAME``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from estflow.components._io import raw_features
 from estflow.components.serve import warmup
+from estflow.components.serve.config import MODEL_NAME_PATTERN
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.session_model import SessionModel as _SessionTypes
 from estflow.components.serve.session_model import load_session
@@ -36,7 +37,6 @@ log = logging.getLogger("estflow.serve")
 
 RAW_FEATURES_FILE = raw_features.TYPES_FILE
 read_raw_features = raw_features.read_types
-MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _INTERNAL_SIGNATURES = ("__saved_model_init_op",)
 PREDICT, CLASSIFY, REGRESS = (f"tensorflow/serving/{m}" for m in ("predict", "classify",
                                                                   "regress"))

@@ -5,29 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterator
 from typing import TextIO
 
+from estflow.components._runtime.quiet import is_noise
+
 __all__ = ["filtered", "is_noise"]
-
-_LOG_RECORD = re.compile(r"([IWEF])\d{4} [\d:.]+\s+\d+ (\S+?)\.cc:\d+\] ")
-_NOISE_LINES = ("WARNING: All log messages before absl::InitializeLog() is called are written "
-                "to STDERR", "To enable the following instructions: ")
-
-
-def is_noise(line: str) -> bool:
-    """TensorFlow's C++ start-up logging (absl format): INFO and WARNING records, and the
-    errors of probing CUDA on a machine without a usable GPU. Errors otherwise are kept."""
-    if line.startswith(_NOISE_LINES):
-        return True
-    record = _LOG_RECORD.match(line)
-    if record is None:
-        return False
-    level, source = record.groups()
-    return level in "IW" or (level == "E" and source.startswith(("cuda_", "cudart_", "gpu_")))
 
 
 @contextlib.contextmanager

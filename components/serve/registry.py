@@ -319,6 +319,8 @@ class ModelRegistry:
             return None
         if failure is not None and failure.fingerprint == fingerprint:
             return None
+        log.info("loading model %s version %s from %s ...", name, version,
+                 found.versions[version])
         try:
             model = self._loader(name, version, found.versions[version])
         except Exception as e:  # noqa: BLE001 - any load failure keeps the old version serving

@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from estflow.components._io.model_repo import version_dirs
+from estflow.components.serve.config import MODEL_NAME_PATTERN
 from estflow.components.serve.http import HttpServer
 from estflow.components.serve.http import Limits
 from estflow.components.serve.http import listen
@@ -29,7 +31,7 @@ if TYPE_CHECKING:  # they import TensorFlow: loaded by start, once the port is b
     from estflow.components.serve.registry import ModelRegistry
 
 __all__ = ["Server", "serve", "start", "checked_base_path", "checked_models", "checked_limits",
-           "DEFAULT_MAX_BODY_BYTES"]
+           "model_folder", "DEFAULT_MAX_BODY_BYTES"]
 
 _DEFAULTS = {option.flag.replace("-", "_"): option.default for option in SERVE_OPTIONS}
 DEFAULT_MAX_BODY_BYTES: int = _DEFAULTS["max_body_bytes"]
@@ -169,12 +171,29 @@ def checked_models(base_path: str | Path | None = None, *, model_name: str = "de
     elif model_base_path:
         configs = [ModelConfig(model_name, Path(model_base_path).resolve())]
     else:
-        return checked_base_path(base_path)
+        base = checked_base_path(base_path)
+        if isinstance(base, Mirror) or not model_folder(base):
+            return base
+        if not MODEL_NAME_PATTERN.fullmatch(base.name):
+            raise ValueError(f"{str(base_path)!r} is one model's folder (its version "
+                             "directories hold saved_model.pb), not a base path of models, "
+                             f"and {base.name!r} is no model name: give its parent "
+                             f"({str(base.parent)!r}), or --model-base-path {base_path} "
+                             "--model-name NAME")
+        configs = [ModelConfig(base.name, base)]
     for config in configs:
         if not config.base_path.is_dir():
             raise NotADirectoryError(f"the base path of model {config.name!r}, "
                                      f"{str(config.base_path)!r}, is not a directory")
     return configs
+
+
+def model_folder(path: Path) -> dict[int, Path]:
+    """The version directories of ``path`` when it is one model's folder (``<model_name>/``:
+    integer version directories holding ``saved_model.pb``) rather than a base path of
+    models ({} otherwise): ``estflow serve serving_models/taxi`` for ``serving_models``."""
+    return {version: folder for version, folder in version_dirs(path).items()
+            if (folder / "saved_model.pb").is_file()}
 
 
 def checked_base_path(base_path: str | Path) -> Path | Mirror:

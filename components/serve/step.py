@@ -1,6 +1,6 @@
 """The command line's run (``python -m estflow.components.serve``, ``estflow serve``): bind,
-load the models with TensorFlow's start-up noise filtered out, print the ready line, serve
-until SIGTERM or Ctrl-C, shut down."""
+say what loads, load the models with TensorFlow's start-up noise filtered out, print the ready
+line, serve until SIGTERM or Ctrl-C, say it stops, shut down."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ from estflow.components.serve.metrics import DEFAULT_PATH as METRICS_PATH
 from estflow.components.serve.metrics import read_monitoring_config
 from estflow.components.serve.server import checked_limits
 from estflow.components.serve.server import checked_models
+from estflow.components.serve.server import model_folder
 from estflow.components.serve.server import start
 
 if TYPE_CHECKING:
     from estflow.components.serve.batching import BatchingParameters
 
 __all__ = ["run"]
+
+log = logging.getLogger("estflow.serve")
 
 
 def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
@@ -53,9 +56,16 @@ def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
     except (OSError, ValueError) as e:
         print(f"estflow serve: {e}", file=sys.stderr, flush=True)
         return 2
+    if base_path and isinstance(base, list):  # BASE_PATH is one model's folder
+        print(f"estflow serve: {base_path} is one model's folder (version directories "
+              f"{', '.join(map(str, sorted(model_folder(base[0].base_path))))}), not a base "
+              f"path of models: serving it as model {base[0].name!r} (to serve every model "
+              f"pushed beside it, give its parent: estflow serve "
+              f"{os.path.dirname(os.path.normpath(base_path)) or '.'})", flush=True)
     stderr = os.fdopen(os.dup(2), "w", buffering=1)  # the real stderr, while fd 2 is captured
-    logging.basicConfig(level=logging.INFO, stream=stderr,
-                        format="[serve] %(asctime)s %(levelname)s %(message)s")
+    _log_to(stderr)
+    log.info("starting: loading TensorFlow, then the models of %s ...",
+             base_path or model_base_path or model_config_file)
     try:
         with noise.filtered(stderr):
             server = start(listener, base, limits, poll_seconds, grpc_port=grpc_port,
@@ -70,11 +80,29 @@ def run(base_path: str | None, host: str, port: int, *, poll_seconds: float,
     batched = ", batching requests" if batching is not None else ""
     print(f"estflow serve: listening on {server.url}{grpc} (models: {models}){batched}",
           flush=True)
+    how = "an error"
     try:
-        _wait_for(stop)
+        how = _wait_for(stop)
     finally:
+        print(f"estflow serve: stopping ({how}): refusing new connections, finishing the "
+              "requests in progress ...", flush=True)
         server.shutdown()
+    print("estflow serve: stopped", flush=True)
     return 0
+
+
+def _log_to(stream) -> None:
+    """The server's log (``[serve] TIME LEVEL message``, the ``estflow.serve`` logger) on
+    ``stream``; TensorFlow's own Python logging (INFO such as "Restoring parameters",
+    deprecation WARNINGs) is left out, as its C++ logging is (TF_CPP_MIN_LOG_LEVEL=2, and
+    :mod:`.noise` at start): only its errors are shown."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("[serve] %(asctime)s %(levelname)s %(message)s"))
+    serve_log = logging.getLogger("estflow.serve")
+    serve_log.handlers[:] = [handler]
+    serve_log.setLevel(logging.INFO)
+    serve_log.propagate = False
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
 def _batching(enable: bool, parameters_file: str | None) -> BatchingParameters | None:
@@ -106,10 +134,11 @@ def _stop_event() -> threading.Event:
     return stop
 
 
-def _wait_for(stop: threading.Event) -> None:
-    """Until ``stop`` is set or Ctrl-C."""
+def _wait_for(stop: threading.Event) -> str:
+    """Until ``stop`` is set (SIGTERM) or Ctrl-C; returns which, as the stop line says it."""
     try:
         while not stop.wait(1.0):
             pass
     except KeyboardInterrupt:
-        pass
+        return "Ctrl-C"
+    return "SIGTERM"

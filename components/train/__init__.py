@@ -13,7 +13,10 @@ the step only, so a model_fn's tf.keras layers, optimizers and their checkpoints
 between the user's process and the step. tf.Transform's own layer uses the tf_keras package
 either way. An explicit setting in the environment is kept. (Here, not in ``__main__.py``: a
 prestarted step process runs only its entry module's imports before it is handed its
-arguments, and each of them imports this package first.)
+arguments, and each of them imports this package first.) tf.Transform then warns, on import,
+that it "is only compatible with Keras 2": its layer is, whatever the setting, so that one
+warning is dropped from the step's log (:func:`~estflow.components._runtime.quiet.
+drop_tft_keras_warning`).
 
 The package imports nothing heavy (no TensorFlow): a KFP task imports it and calls
 :func:`main`, which imports the entry point only then.
@@ -22,6 +25,10 @@ The package imports nothing heavy (no TensorFlow): a KFP task imports it and cal
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
+if os.environ["TF_USE_LEGACY_KERAS"] not in ("true", "True", "1"):
+    from estflow.components._runtime.quiet import drop_tft_keras_warning
+
+    drop_tft_keras_warning()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,9 @@
 The command declares a pipeline that only predicts (``Pipeline(predict=BatchPredict(...))``,
 checked like any declaration) and runs its one step's entry point
 (:data:`estflow.dsl.contracts.PREDICT_ONLY`) in place of this process, as ``estflow serve``
-does: this package never imports the components (TensorFlow, Beam). Exit status: 0 done, 1 the
+does: this package never imports the components (TensorFlow, Beam). The step runs under
+:data:`QUIET_MODULE`, which keeps TensorFlow's C++ start-up logging out of its stderr, as
+``estflow run`` shows only a step's own lines. Exit status: 0 done, 1 the
 step failed (no model, unreadable source, too many rejected rows, ...), 2 a usage error, 4 the
 rows are skewed from the model's training data and ``--fail-on-skew`` was given.
 """
@@ -27,7 +29,12 @@ from estflow.dsl.sources import TFRecordSource
 from estflow.pipelines import beam_options
 from estflow.pipelines._cli.usage import UsageError
 
-__all__ = ["add_commands", "prediction_pipeline", "input_format"]
+__all__ = ["add_commands", "prediction_pipeline", "input_format", "QUIET_MODULE"]
+
+QUIET_MODULE = "estflow.components._runtime.quiet"
+"""Runs ``python -m MODULE ARGS`` with TensorFlow's C++ start-up logging (which
+``TF_CPP_MIN_LOG_LEVEL`` does not reach: XLA's CUDA probe, absl's banner) left out of its
+stderr."""
 
 INPUT_FORMATS = ("csv", "tfrecord", "parquet")
 _SUFFIXES = (((".csv", ".tsv"), "csv"), ((".parquet", ".pq"), "parquet"),
@@ -146,8 +153,8 @@ def _predict(args: argparse.Namespace) -> int:
     except beam_options.BeamOptionsError as err:
         raise UsageError(str(err)) from None
     output = args.output if "://" in args.output else os.path.abspath(args.output)
-    argv = [sys.executable, "-m", PREDICT_ONLY.module, "--spec", pipeline.to_json(),
-            "--predictions", output, "--source-root", os.getcwd()]
+    argv = [sys.executable, "-m", QUIET_MODULE, PREDICT_ONLY.module, "--spec",
+            pipeline.to_json(), "--predictions", output, "--source-root", os.getcwd()]
     if beam:
         argv.append(f"--beam-options={shlex.join(beam)}")
     sys.stdout.flush()

@@ -23,8 +23,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "pushed by a pipeline) over TF Serving's REST API; picks up new versions as they are "
         "pushed.", add_help=True)
     cmd.add_argument("base_path", metavar="BASE_PATH", nargs="?",
-                     help="push base path: BASE_PATH/<model_name>/<integer version>/ (or "
-                     "--model-base-path or --model-config-file instead)")
+                     help="push base path: BASE_PATH/<model_name>/<integer version>/ (one "
+                     "model's folder, BASE_PATH/<integer version>/, is served as that model; "
+                     "or --model-base-path or --model-config-file instead)")
     add_options(cmd, SERVE_OPTIONS)
     cmd.set_defaults(handler=_serve)
 
