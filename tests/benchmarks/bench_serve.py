@@ -31,6 +31,7 @@ import argparse
 import base64
 import http.client
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -178,9 +179,9 @@ def save_estimator(export_dir: Path) -> None:
         model_dir=str(work / "model"), progress=lambda message: None)
     model.train(lambda: tf.data.Dataset.from_tensor_slices((features, labels)).repeat()
                 .batch(32), steps=5)
-    exported = model.export_saved_model(str(work / "export"),
-                                        estimator.parsing_serving_input_receiver_fn(
-                                            fc.make_parse_example_spec(wide + deep)))
+    exported = os.fsdecode(model.export_saved_model(  # bytes, as tf.estimator 2.15's
+        str(work / "export"), estimator.parsing_serving_input_receiver_fn(
+            fc.make_parse_example_spec(wide + deep))))
     shutil.copytree(exported, export_dir)
 
 

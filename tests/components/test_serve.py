@@ -7,6 +7,7 @@ server claims to be a transport for.
 import base64
 import http.client
 import json
+import os
 import random
 import re
 import shutil
@@ -465,9 +466,9 @@ def test_a_premade_estimators_export_answers_classify_and_predict(tmp_path):
                                   label_vocabulary=["no", "yes"], progress=lambda m: None)
     est.train(lambda: tf.data.Dataset.from_tensor_slices((
         {"x": x, "c": c}, np.where(x > 0, b"yes", b"no"))).repeat().batch(32), steps=5)
-    exported = est.export_saved_model(str(tmp_path / "export"),
-                                      estimator.parsing_serving_input_receiver_fn(
-                                          fc.make_parse_example_spec(cols)))
+    exported = os.fsdecode(est.export_saved_model(  # bytes, as tf.estimator 2.15's
+        str(tmp_path / "export"), estimator.parsing_serving_input_receiver_fn(
+            fc.make_parse_example_spec(cols))))
     shutil.copytree(exported, tmp_path / "serving" / "clf" / "1")
     reference = tf.saved_model.load(exported).signatures["predict"]
     rows = [{"x": 1.5, "c": "b"}, {"x": -2.0, "c": "a"}]
