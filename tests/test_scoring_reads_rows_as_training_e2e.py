@@ -210,7 +210,7 @@ _ROW = st.tuples(st.sampled_from(CLASSES), _CELLS["island"], _CELLS["bill"], _CE
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(_ROW, min_size=1, max_size=25))
 def test_training_batch_scoring_and_the_server_agree_row_for_row(project, tmp_path_factory,
