@@ -41,7 +41,7 @@ compile: $(STAMP)
 	$(VENV)/bin/estflow compile pipelines/examples/taxi.py -o taxi.yaml --push-base-path gs://estflow-examples/serving_models --image $(IMAGE_REPO):$(IMAGE_VERSION)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
