@@ -211,10 +211,17 @@ def test_export_writes_the_raw_feature_types_serve_reads(trained):
     out, _ = trained
     doc = json.loads((out / Files.EXPORT / "assets.extra" / "estflow_raw_features.json")
                      .read_text())
-    assert doc == {"columns": [{"name": "color", "dtype": "string", "required": False},
-                               {"name": "target", "dtype": "float", "required": False},
-                               {"name": "x", "dtype": "float", "required": True},
-                               {"name": "z", "dtype": "float", "required": False}]}
+    assert [{k: c[k] for k in ("name", "dtype", "required")} for c in doc["columns"]] == [
+        {"name": "color", "dtype": "string", "required": False},
+        {"name": "target", "dtype": "float", "required": False},
+        {"name": "x", "dtype": "float", "required": True},
+        {"name": "z", "dtype": "float", "required": False}]
+    # and how ingest read each CSV cell, for batch scoring to read rows the same way
+    from estflow.dsl.sources import NA_VALUES
+    columns = {c["name"]: c for c in doc["columns"]}
+    assert columns["color"]["na_values"] == [""] and columns["color"]["default"] == ""
+    assert columns["z"]["na_values"] == list(NA_VALUES) and columns["z"]["default"] == 0.0
+    assert "default" not in columns["x"]  # required: a row without it is rejected
 
 
 def test_the_served_export_takes_json_features_and_raw_instances(trained, tmp_path):
