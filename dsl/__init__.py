@@ -57,8 +57,52 @@ from estflow.dsl.specs import Split
 from estflow.dsl.specs import Threshold
 from estflow.dsl.specs import TrainSpec
 from estflow.dsl.specs import WarmStart
+from estflow.dsl.steps import Artifact
+from estflow.dsl.steps import ArtifactKind
+from estflow.dsl.steps import Dataset
+from estflow.dsl.steps import Evaluation
+from estflow.dsl.steps import Examples
+from estflow.dsl.steps import HTML
+from estflow.dsl.steps import Input
+from estflow.dsl.steps import Markdown
+from estflow.dsl.steps import Metrics
+from estflow.dsl.steps import ModelDir
+from estflow.dsl.steps import Output
+from estflow.dsl.steps import Predictions
+from estflow.dsl.steps import Pushed
+from estflow.dsl.steps import StepFunction
+from estflow.dsl.steps import Transformed
+from estflow.dsl.steps import TrainedModel
+from estflow.dsl.steps import UserStep
+from estflow.dsl.steps import Validation
+from estflow.dsl.steps import When
+from estflow.dsl.steps import blessed
+from estflow.dsl.steps import result
+from estflow.dsl.steps import step
 
 __all__ = [
+    "Artifact",
+    "ArtifactKind",
+    "Dataset",
+    "Evaluation",
+    "Examples",
+    "HTML",
+    "Input",
+    "Markdown",
+    "Metrics",
+    "ModelDir",
+    "Output",
+    "Predictions",
+    "Pushed",
+    "StepFunction",
+    "Transformed",
+    "TrainedModel",
+    "UserStep",
+    "Validation",
+    "When",
+    "blessed",
+    "result",
+    "step",
     "Accelerator",
     "BaselineClassifier",
     "BaselineRegressor",

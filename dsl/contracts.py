@@ -14,7 +14,7 @@ import dataclasses
 
 __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
-           "steps_for", "Files", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE"]
+           "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +183,9 @@ class Step:
     ui_outputs: tuple[UiOutput, ...] = ()
     summary: str | None = None
     outside_storage: bool = False
+    after: tuple[str, ...] = ()
+    when: object | None = None
+    retries: int = 0
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -395,6 +398,10 @@ TFJOB = Step(
     ), reads=_TRAIN_READS, requests=("250m", "512Mi"), summary=Files.TRAIN_RESULT)
 """The train step of a pipeline declaring a multi-process cluster, on Kubeflow: it submits
 the ``Cluster.job_kind`` the pipeline declares."""
+
+USER_STEP_MODULE = "estflow.components.user_step"
+"""The entry point of every user step (:mod:`estflow.dsl.steps`): it imports the step's function
+from the spec and calls it (``--step NAME`` names the step)."""
 
 SERVE_MODULE = "estflow.components.serve"
 """``estflow serve``: the TF-Serving-compatible REST server over pushed models."""

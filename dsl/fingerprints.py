@@ -191,6 +191,9 @@ def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
         if name == "resources":
             changes[name] = {k: v for k, v in value.items() if k in parts}
             continue
+        if name == "steps":  # the user steps named (a user step's own and its upstream ones)
+            changes[name] = tuple(s for s in value if s.name in parts)
+            continue
         stand_in = _stand_in(pipeline, name, partly=bool(parts) and value is not None)
         if parts and value is not None:
             kept = {p: getattr(value, p) for p in parts if hasattr(value, p)}
@@ -294,8 +297,9 @@ def _ref(data: dict) -> CallableRef:
 def _map_refs(tree: Any, change: Any, path: str = "") -> Any:
     """``tree`` (a spec's :func:`to_dict` form) with each CallableRef object at path P
     replaced by ``change(P, ref)``."""
-    if isinstance(tree, list):
-        return [_map_refs(v, change, f"{path}[{i}]") for i, v in enumerate(tree)]
+    if isinstance(tree, list):  # a user step by its name: the same path in every projection
+        return [_map_refs(v, change, f"{path}[{v['name'] if _is_user_step(v) else i}]")
+                for i, v in enumerate(tree)]
     if not isinstance(tree, dict):
         return tree
     kind = tree.get("kind")
@@ -306,6 +310,10 @@ def _map_refs(tree: Any, change: Any, path: str = "") -> Any:
                                   for k, v in tree["items"].items()}}
     return {k: v if k == "kind" else _map_refs(v, change, f"{path}.{k}" if path else k)
             for k, v in tree.items()}
+
+
+def _is_user_step(tree: Any) -> bool:
+    return isinstance(tree, dict) and tree.get("kind") == "UserStep"
 
 
 def baseline_key(version: Mapping[str, Any] | None) -> dict[str, Any] | None:

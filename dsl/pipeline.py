@@ -11,6 +11,10 @@ from estflow.dsl import _checks
 from estflow.dsl import models as m
 from estflow.dsl.batch import BatchPredict
 from estflow.dsl.checks import DataChecks
+from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import PREDICT_ONLY
+from estflow.dsl.contracts import STEPS
+from estflow.dsl.contracts import Step
 from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.features import CATEGORICAL_KINDS
@@ -32,6 +36,9 @@ from estflow.dsl.specs import PushTarget
 from estflow.dsl.specs import RunConfig
 from estflow.dsl.specs import Split
 from estflow.dsl.specs import TrainSpec
+from estflow.dsl.steps import UserStep
+from estflow.dsl.steps import as_user_step
+from estflow.dsl.steps import graph_errors
 
 __all__ = ["Pipeline", "SCHEMA_VERSION"]
 
@@ -68,6 +75,9 @@ class Pipeline:
         checks: the checks of each run's data (:class:`~estflow.dsl.checks.DataChecks`),
             run by the ``validate`` step after ingest; a blocking anomaly stops the run before
             training. None: no validate step.
+        steps: the user steps (functions decorated with :func:`~estflow.dsl.step`, called with
+            their parameters), placed in the DAG by the artifacts they read and write
+            (:mod:`estflow.dsl.steps`).
         schema_version: the spec format version; leave it at its default (a spec written by
             another estflow version is refused rather than misread).
 
@@ -125,14 +135,20 @@ class Pipeline:
     resources: Mapping[str, Resources] = dataclasses.field(default_factory=dict)
     predict: BatchPredict | None = None
     checks: DataChecks | None = None
+    steps: tuple[UserStep, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         _checks.pipeline_name(self.name)
         if self.predict is not None:
             _expect(self.predict, BatchPredict, "predict")
+        _checks.freeze(self, "steps", tuple(as_user_step(s, f"steps[{i}]")
+                                            for i, s in enumerate(_steps_tuple(self.steps))))
         if not self.trains:
             _check_prediction_only(self)
+            step_errors = _step_errors(self)
+            if step_errors:
+                raise DslErrors(step_errors)
             return
         expect_source(self.source)
         _checks.freeze(self, "features", _checks.tuple_of(
@@ -156,7 +172,7 @@ class Pipeline:
             raise DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec version)",
                            self.schema_version)
         _checks.freeze(self, "eval", _estflow_metric_names(self.eval, m.head_of(self.model)))
-        errors = _cross_check(self)
+        errors = _cross_check(self) + _step_errors(self)
         if errors:
             raise DslErrors(errors)
 
@@ -436,6 +452,32 @@ def _check_predict(p: Pipeline) -> list[DslError]:
 
 
 _TRAINING_ONLY = ("push", "derive", "columns", "split", "eval", "run_config", "checks")
+
+
+def _steps_tuple(value) -> tuple:
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise DslError("steps", "a tuple of user steps (functions decorated with @ef.step)", value)
+
+
+def builtin_steps(p: Pipeline) -> tuple[Step, ...]:
+    """The built-in contract rows ``p`` runs, in order: those whose ``needs`` it declares (push
+    with a push target, validate with checks, batch prediction with ``predict``); a pipeline
+    that only predicts runs that one step."""
+    if not p.trains:
+        return (PREDICT_ONLY,)
+    return tuple(s for s in (*STEPS, BATCH_PREDICT)
+                 if s.needs is None or getattr(p, s.needs) is not None)
+
+
+def _step_errors(p: Pipeline) -> list[DslError]:
+    """The user steps' errors in the DAG the pipeline makes (:func:`graph_errors`)."""
+    if not p.steps:
+        return []
+    rows = builtin_steps(p)
+    return graph_errors(p.steps, [r.name for r in rows],
+                        {a: r.name for r in rows for a in r.outputs},
+                        {r.name: (r.result.key,) for r in rows if r.result is not None})
 
 
 def _check_prediction_only(p: Pipeline) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Files
+from estflow.dsl.steps import RESULT_FILE
+from estflow.dsl.steps import result_artifact
 from estflow.pipelines import runs
 from estflow.pipelines._cluster import ClusterExecutor
 from estflow.pipelines._cluster import Topology
@@ -152,6 +154,7 @@ class PlanRun:
     fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     reused: list[str] = dataclasses.field(default_factory=list)
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> why
     prestarter: Prestarter | None = None
     claim: Claim | None = None
 
@@ -234,7 +237,52 @@ class PlanRun:
             self.echo(f"Warm processes for the next run: {', '.join(left)} (their imports "
                       f"done; they wait up to {seconds:.0f}s; ESTFLOW_WARM=0 leaves none)")
 
+    def skip_reason(self, step: PlannedStep) -> str | None:
+        """Why ``step`` does not run (None: it runs): a step it waits for was skipped, or its
+        ``when`` does not hold for the value the earlier step wrote."""
+        for artifact, producer in step.inputs:
+            if producer in self.skipped:
+                return f"its input {artifact!r} was not written (step {producer!r} was skipped)"
+        for name in step.after:
+            if name in self.skipped:
+                return f"it runs after step {name!r}, which was skipped"
+        when = step.when
+        if when is None:
+            return None
+        if when.step in self.skipped:
+            return f"its condition {when} reads step {when.step!r}, which was skipped"
+        gate = next((s for s in self.plan.steps if s.name == when.step), None)
+        artifact, file = ((gate.result.artifact, gate.result.file) if gate and gate.result
+                          else (result_artifact(when.step), RESULT_FILE))
+        path = Path(self.paths.get(artifact, "")) / file
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            return f"its condition {when} could not be read ({path}: {err})"
+        if when.key not in found:
+            return f"its condition {when}: {when.step!r}'s result has no {when.key!r}"
+        if when.holds(found[when.key]):
+            return None
+        return f"its condition {when} does not hold ({when.step}.{when.key} = " \
+               f"{found[when.key]!r})"
+
+    def skip(self, index: int, step: PlannedStep, reason: str) -> None:
+        """Record ``step`` as skipped (its outputs unwritten: the steps reading them skip)."""
+        self.skipped[step.name] = reason
+        if self.prestarter is not None:
+            self.prestarter.drop(step.name)
+        if self.record is not None:
+            rec = self.record.step(step.name)
+            rec.clear()
+            rec.update(status="skipped", reason=reason, seconds=0.0)
+        self.echo(f"==> step {index}/{len(self.plan.steps)}: {step.name} skipped: {reason}")
+        self.save()
+
     def step(self, index: int, step: PlannedStep, spec: Path) -> None:
+        reason = self.skip_reason(step)
+        if reason is not None:
+            self.skip(index, step, reason)
+            return
         info = self.keys.get(step.name)
         folder = self.workdir / step.name
         folder.mkdir(parents=True, exist_ok=True)
@@ -310,9 +358,17 @@ class PlanRun:
                    *step.argv(spec_arg, self.paths, late=late))
         start = time.monotonic()
         try:
-            executor_for(step, self.topology, self.prestarter).execute(
-                StepRun(step.name, command, folder, _as_linked(self.echo, folder, outputs),
-                        self.env))
+            for attempt in range(step.retries + 1):
+                try:
+                    executor_for(step, self.topology, self.prestarter).execute(
+                        StepRun(step.name, command, folder,
+                                _as_linked(self.echo, folder, outputs), self.env))
+                    break
+                except StepFailed as err:
+                    if attempt == step.retries:
+                        raise
+                    self.echo(f"--- {step.name} failed ({err}); retrying: attempt "
+                              f"{attempt + 2} of {step.retries + 1}")
         except StepFailed as err:
             rec.update(status="failed", seconds=round(time.monotonic() - start, 3),
                        exit_code=getattr(err, "returncode", None), log=str(folder / "log.txt"))

@@ -115,6 +115,7 @@ class RunResult:
     seconds: dict[str, float]
     reused: tuple[str, ...] = ()
     record: runs.RunRecord | None = None
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> why
 
     def read(self, artifact: str, file: str) -> dict:
         return json.loads((self.artifacts[artifact] / file).read_text())
@@ -336,7 +337,8 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
             run.leave_warm(warm)
     except KeyboardInterrupt:
         run.save(quiet=True)
-        done = tuple(s.name for s in plan.steps if s.name in run.seconds or s.name in run.reused)
+        done = tuple(s.name for s in plan.steps
+                     if s.name in run.seconds or s.name in run.reused or s.name in run.skipped)
         raise RunInterrupted(workdir, step.name if step else "", done, run.run_id) from None
     except StepFailed as err:
         run.save(quiet=True)
@@ -355,7 +357,7 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
         if run.claim is not None:
             run.claim.release()
     return RunResult(workdir, {k: Path(v) for k, v in run.paths.items()}, run.seconds,
-                     tuple(run.reused), record)
+                     tuple(run.reused), record, dict(run.skipped))
 
 
 def _estflow_version() -> str:
@@ -477,8 +479,10 @@ def _shown(result: RunResult, artifact: str) -> Path:
 def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> None:
     echo("")
     order = list(result.record.data["steps"]) if result.record else list(result.seconds)
-    timings = [f"{k} {result.seconds[k]:.1f}s" if k in result.seconds else f"{k} reused"
-               for k in order if k in result.seconds or k in result.reused]
+    timings = [f"{k} {result.seconds[k]:.1f}s" if k in result.seconds else
+               f"{k} {'skipped' if k in result.skipped else 'reused'}"
+               for k in order if k in result.seconds or k in result.reused
+               or k in result.skipped]
     echo(f"Pipeline finished in {seconds:.1f}s ({', '.join(timings)})")
     if "evaluation" in result.artifacts:  # a pipeline that trains (not one that only predicts)
         _training_summary(result, echo)

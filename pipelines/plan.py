@@ -23,12 +23,15 @@ from estflow.dsl.contracts import SOURCE_DIGEST
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Result
 from estflow.dsl.contracts import Step
+from estflow.dsl.contracts import USER_STEP_MODULE
 from estflow.dsl.contracts import UiOutput
 from estflow.dsl.fingerprints import StepKeyInput
 from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.steps import contract_row
+from estflow.dsl.steps import upstream
 
 __all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan", "fingerprint_step",
-           "late_input", "LATE_INPUTS", "TRAINING_STEPS"]
+           "late_input", "LATE_INPUTS", "TRAINING_STEPS", "with_user_steps"]
 
 TRAINING_STEPS: tuple[Step, ...] = (*STEPS, BATCH_PREDICT)
 """The contract rows a training pipeline may run, in order (each one whose
@@ -69,6 +72,9 @@ class PlannedStep:
     ui_outputs: tuple[UiOutput, ...] = ()
     summary: str | None = None
     outside_storage: bool = False
+    after: tuple[str, ...] = ()
+    when: object | None = None
+    retries: int = 0
 
     @classmethod
     def from_step(cls, step: Step, producers: Mapping[str, str],
@@ -166,7 +172,8 @@ def build_plan(pipeline: Pipeline, *, source_root: str,
             :data:`TRAINING_STEPS`); those whose ``needs`` the pipeline declares are planned.
             A pipeline that only predicts runs :data:`~estflow.dsl.contracts.PREDICT_ONLY`.
     """
-    plan = _plan(pipeline, _steps(pipeline, TRAINING_STEPS if steps is None else steps),
+    rows = _steps(pipeline, TRAINING_STEPS if steps is None else steps)
+    plan = _plan(pipeline, with_user_steps(pipeline, rows),
                  {"source-root": source_root,
                   **({"sdk-image": sdk_image} if sdk_image else {}),
                   **{flag: late_input(name) for flag, name in LATE_INPUTS.items()}},
@@ -188,6 +195,59 @@ def _steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
     if not pipeline.trains:
         return (PREDICT_ONLY,)
     return tuple(s for s in rows if s.needs is None or getattr(pipeline, s.needs) is not None)
+
+
+def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
+    """``rows`` (the built-in steps, in their order) with the pipeline's user steps placed among
+    them: each as soon as the steps it runs after (its inputs' writers, its ``after``, its
+    ``when``'s step) are placed, in declaration order. Each user step's key covers its own
+    declaration, its upstream user steps' and the fields that make the built-in steps it needs
+    exist (``push`` for the ``pushed`` artifact, ...), so its projected spec is a valid
+    pipeline and editing another step's function does not rerun it."""
+    if not pipeline.steps:
+        return tuple(rows)
+    row_of = {r.name: r for r in rows}
+    writers = {a: r.name for r in rows for a in r.outputs}
+    by_name = {s.name: s for s in pipeline.steps}
+    for s in pipeline.steps:
+        writers.update({a: s.name for a in (s.result_artifact, *(p.name for p in s.outputs))})
+    user_rows = []
+    for s in pipeline.steps:
+        closure: list[str] = []
+        todo = [s.name]
+        while todo:
+            for up in upstream(by_name[todo.pop()], writers):
+                if up in by_name and up not in closure and up != s.name:
+                    closure.append(up)
+                    todo.append(up)
+        needed = {n for u in (s.name, *closure) for n in upstream(by_name[u], writers)
+                  if n in row_of}
+        fields = sorted({row_of[n].needs for n in needed if row_of[n].needs})
+        user_rows.append(contract_row(s, reads=(*(f"steps.{u}" for u in sorted(closure)),
+                                                *fields)))
+    return _ordered(tuple(rows), user_rows, writers)
+
+
+def _ordered(rows: tuple[Step, ...], user_rows: list[Step],
+             writers: Mapping[str, str]) -> tuple[Step, ...]:
+    """Built-in ``rows`` in their order, each user row as early as what it waits for allows."""
+    deps: dict[str, set[str]] = {r.name: ({rows[i - 1].name} if i else set())
+                                 for i, r in enumerate(rows)}
+    for r in user_rows:
+        deps[r.name] = ({writers[a] for a in r.inputs} | set(r.after)
+                        | ({r.when.step} if r.when is not None else set()))
+    order: list[Step] = []
+    done: set[str] = set()
+    left = [*user_rows, *rows]  # user rows first: each runs as soon as it can
+    while left:
+        ready = next((r for r in left if deps[r.name] <= done), None)
+        if ready is None:
+            raise ValueError(f"Received steps waiting on each other: "
+                             f"{sorted((r.name, sorted(deps[r.name] - done)) for r in left)}")
+        order.append(ready)
+        done.add(ready.name)
+        left.remove(ready)
+    return tuple(order)
 
 
 def build_preprocess_plan(pipeline: Pipeline, *, source_root: str, gzip_level: int = 1,
@@ -215,6 +275,8 @@ def _plan(pipeline: Pipeline, steps: tuple[Step, ...], values: Mapping[str, str]
         _check_gate(step, planned)
         declared = {o.flag for o in step.options}
         options = {k: v for k, v in values.items() if k in declared}
+        if step.module == USER_STEP_MODULE:
+            options["step"] = step.name
         if beam_options is not None and step.beam:
             options["beam-options"] = beam_options
         planned.append(PlannedStep.from_step(step, producers, options))

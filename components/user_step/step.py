@@ -1,0 +1,105 @@
+"""Run one user step: import its function, call it, write its result.
+
+The function gets each input artifact's directory and each output's (emptied first: a retried
+or resumed step starts clean), and its parameters as declared. What it returns (None, a
+mapping or a ``NamedTuple`` of JSON scalars) is its result, written to ``result.json`` in the
+step's result artifact: the step's metrics in the run's record, and what a later step's
+``when`` reads. A result missing a name its ``NamedTuple`` declares, or holding a value that is
+not a JSON scalar, fails the step, naming it.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from estflow.components._io.jsonfile import write_json
+from estflow.components._runtime import entry
+from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.steps import RESULT_FILE
+from estflow.dsl.steps import StepFunction
+from estflow.dsl.steps import UserStep
+
+__all__ = ["run", "find_step", "StepResultError"]
+
+
+class StepResultError(ValueError):
+    """The function's return value is not a result estflow can record."""
+
+
+def find_step(pipeline: Pipeline, name: str) -> UserStep:
+    """The user step ``name`` of ``pipeline`` (a clear error when the spec has none)."""
+    for declared in pipeline.steps:
+        if declared.name == name:
+            return declared
+    raise ValueError(f"Received --step {name!r}, expected a user step of the spec, one of "
+                     f"{[s.name for s in pipeline.steps]}")
+
+
+def run(declared: UserStep, artifacts: Mapping[str, str], *,
+        say=print) -> dict[str, Any]:
+    """Call ``declared``'s function; returns (and writes) its result.
+
+    Args:
+        declared: the step.
+        artifacts: artifact name -> directory, for its inputs and outputs (its result artifact
+            among them).
+    """
+    function = entry.resolve(declared.fn)
+    if isinstance(function, StepFunction):
+        function = function.python_func
+    kwargs: dict[str, Any] = dict(declared.arguments())
+    for port in declared.inputs:
+        kwargs[port.name] = Path(artifacts[port.name])
+    for port in (*declared.outputs,):
+        kwargs[port.name] = _empty(Path(artifacts[port.name]))
+    result_dir = _empty(Path(artifacts[declared.result_artifact]))
+    say(f"calling {declared.fn}({', '.join(sorted(kwargs))})")
+    returned = function(**kwargs)
+    found = _as_result(returned, declared)
+    write_json(result_dir / RESULT_FILE, found)
+    if found:
+        say("result: " + ", ".join(f"{k}={v!r}" for k, v in found.items()))
+    return found
+
+
+def _empty(folder: Path) -> Path:
+    """``folder``, created and emptied (an earlier attempt's files removed)."""
+    if folder.exists():
+        for child in folder.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _as_result(value: Any, declared: UserStep) -> dict[str, Any]:
+    where = f"{declared.fn} (step {declared.name!r})"
+    if value is None:
+        found: dict[str, Any] = {}
+    elif hasattr(value, "_asdict"):
+        found = dict(value._asdict())
+    elif isinstance(value, Mapping):
+        found = dict(value)
+    else:
+        raise StepResultError(f"{where} returned {type(value).__name__} {value!r}, expected "
+                              "None, a mapping or a NamedTuple of JSON scalars")
+    for key, item in found.items():
+        if hasattr(item, "item") and callable(item.item):  # a numpy scalar
+            item = found[key] = item.item()
+        if not isinstance(key, str) or not (
+                item is None or isinstance(item, (bool, int, str))
+                or (isinstance(item, float) and math.isfinite(item))):
+            raise StepResultError(f"{where} returned {key!r}: {item!r}, expected a JSON scalar "
+                                  "(str, int, finite float, bool, None) for each name")
+    missing = [k for k in declared.returns if k not in found]
+    if missing:
+        raise StepResultError(f"{where} returned {sorted(found)}, expected every name its "
+                              f"NamedTuple declares: {list(declared.returns)} (missing "
+                              f"{missing})")
+    return found
