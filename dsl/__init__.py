@@ -57,12 +57,11 @@ from estflow.dsl.specs import Split
 from estflow.dsl.specs import Threshold
 from estflow.dsl.specs import TrainSpec
 from estflow.dsl.specs import WarmStart
+from estflow.dsl.steps import HTML
 from estflow.dsl.steps import Artifact
-from estflow.dsl.steps import ArtifactKind
 from estflow.dsl.steps import Dataset
 from estflow.dsl.steps import Evaluation
 from estflow.dsl.steps import Examples
-from estflow.dsl.steps import HTML
 from estflow.dsl.steps import Input
 from estflow.dsl.steps import Markdown
 from estflow.dsl.steps import Metrics
@@ -70,9 +69,8 @@ from estflow.dsl.steps import ModelDir
 from estflow.dsl.steps import Output
 from estflow.dsl.steps import Predictions
 from estflow.dsl.steps import Pushed
-from estflow.dsl.steps import StepFunction
-from estflow.dsl.steps import Transformed
 from estflow.dsl.steps import TrainedModel
+from estflow.dsl.steps import Transformed
 from estflow.dsl.steps import UserStep
 from estflow.dsl.steps import Validation
 from estflow.dsl.steps import When
@@ -82,7 +80,6 @@ from estflow.dsl.steps import step
 
 __all__ = [
     "Artifact",
-    "ArtifactKind",
     "Dataset",
     "Evaluation",
     "Examples",
@@ -94,7 +91,6 @@ __all__ = [
     "Output",
     "Predictions",
     "Pushed",
-    "StepFunction",
     "Transformed",
     "TrainedModel",
     "UserStep",

@@ -89,6 +89,12 @@ TOPICS: tuple[Topic, ...] = (
           "`Pipeline.checks`: what each run's data must look like before a model trains on "
           "it; `CsvSource(..., spans=...)`: the source's partitions. See the "
           "[data validation page](../data-validation.md).", "checks"),
+    Topic("Your own steps", ("step", "Input", "Output", "UserStep", "When", "blessed",
+                             "result", "Artifact", "Examples", "Validation", "Transformed",
+                             "TrainedModel", "Evaluation", "Pushed", "Predictions", "Dataset",
+                             "ModelDir", "Metrics", "HTML", "Markdown"),
+          "`Pipeline.steps`: functions declared as steps of the pipeline's DAG, next to the "
+          "built-in ones. See the [own steps page](../own-steps.md).", "steps"),
     Topic("The pipeline", ("Pipeline",), "", "pipeline"),
     Topic("Errors", ("DslError", "DslErrors"), "", "errors"),
 )
@@ -293,10 +299,14 @@ def _arguments(cls) -> list[tuple[str, str, str, str]]:
                 default = None
             rows.append((f.name, "", _type(f.type, module), default))
         return rows
-    if cls.__init__ is object.__init__ or "__init__" not in cls.__dict__:
+    if inspect.isfunction(cls):  # a public function: its parameters
+        parameters = list(inspect.signature(cls).parameters.values())
+    elif cls.__init__ is object.__init__ or "__init__" not in cls.__dict__:
         return []
+    else:
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
     rows = []
-    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+    for p in parameters:
         note = " (keyword-only)" if p.kind is p.KEYWORD_ONLY else ""
         default = None if p.default is p.empty else _default(p.default)
         annotation = "" if p.annotation is p.empty else _type(p.annotation, module)
@@ -310,6 +320,8 @@ def _constants(cls) -> list[tuple[str, object]]:
 
 def _members(cls, problems: list[str]) -> list[str]:
     """Bullets of the public methods and properties the class (or an estflow.dsl base) defines."""
+    if not isinstance(cls, type):
+        return []
     fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
     seen: set[str] = set()
     bullets = []

@@ -70,51 +70,189 @@ __all__ = ["ArtifactKind", "Input", "Output", "step", "StepFunction", "UserStep"
            "Predictions", "Dataset", "ModelDir", "Metrics", "HTML", "Markdown", "Artifact"]
 
 
-@dataclasses.dataclass(frozen=True)
-class ArtifactKind:
-    """What an artifact is. estflow's own kinds name the built-in artifact they are (``builtin``);
-    the user kinds (:data:`Dataset`, :data:`ModelDir`, :data:`Metrics`, :data:`HTML`,
-    :data:`Markdown`, :data:`Artifact`) are what user steps write. An input of kind
-    :data:`Artifact` takes any kind."""
+class Artifact:
+    """The kind of an artifact: any files. As an input's kind (``Input[ef.Artifact]``) it takes
+    an artifact of any kind; the other kinds are its subclasses. estflow's own kinds name the
+    built-in artifact they are (``builtin``); the others are what user steps write.
 
-    name: str
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Artifact.builtin, ef.Evaluation.builtin, issubclass(ef.Dataset, ef.Artifact)
+        (None, 'evaluation', True)
+    """
+
     builtin: str | None = None
     kfp_type: str = "system.Artifact"
 
-    def __repr__(self) -> str:
-        return self.name
+
+class Examples(Artifact):
+    """The ingest step's output: ``train/`` and ``eval/`` TFRecords of raw tf.Examples, and
+    ``statistics.pb``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.Examples]
+        Input[Examples]
+    """
+
+    builtin = 'examples'
+    kfp_type = 'system.Dataset'
 
 
-Examples = ArtifactKind("Examples", "examples", "system.Dataset")
-"""The ingest step's output: ``train/`` and ``eval/`` TFRecords of raw tf.Examples and
-``statistics.pb``."""
-Validation = ArtifactKind("Validation", "validation")
-"""The validate step's output: ``validation.json``, ``data_report.html``."""
-Transformed = ArtifactKind("Transformed", "transformed", "system.Dataset")
-"""The transform step's output: the tf.Transform graph and the transformed splits."""
-TrainedModel = ArtifactKind("TrainedModel", "model", "system.Model")
-"""The train step's output: ``checkpoints/`` and ``export/`` (the serving SavedModel)."""
-Evaluation = ArtifactKind("Evaluation", "evaluation")
-"""The evaluate step's output: ``metrics.json``, ``blessing.json``, ``report.html``."""
-Pushed = ArtifactKind("Pushed", "pushed")
-"""The push step's output: ``push.json`` (the version pushed, or why none was)."""
-Predictions = ArtifactKind("Predictions", "predictions", "system.Dataset")
-"""The batch prediction step's output: the prediction files and ``predict.json``."""
-Dataset = ArtifactKind("Dataset", kfp_type="system.Dataset")
-ModelDir = ArtifactKind("ModelDir", kfp_type="system.Model")
-Metrics = ArtifactKind("Metrics", kfp_type="system.Metrics")
-HTML = ArtifactKind("HTML", kfp_type="system.HTML")
-Markdown = ArtifactKind("Markdown", kfp_type="system.Markdown")
-Artifact = ArtifactKind("Artifact")
-"""Any files; as an input's kind, it takes an artifact of any kind."""
+class Validation(Artifact):
+    """The validate step's output: ``validation.json`` and ``data_report.html``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.Validation]
+        Input[Validation]
+    """
+
+    builtin = 'validation'
+    kfp_type = 'system.Artifact'
+
+
+class Transformed(Artifact):
+    """The transform step's output: the tf.Transform graph and the transformed splits.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.Transformed]
+        Input[Transformed]
+    """
+
+    builtin = 'transformed'
+    kfp_type = 'system.Dataset'
+
+
+class TrainedModel(Artifact):
+    """The train step's output (the artifact ``model``): ``checkpoints/`` and ``export/``, the
+    serving SavedModel.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.TrainedModel]
+        Input[TrainedModel]
+    """
+
+    builtin = 'model'
+    kfp_type = 'system.Model'
+
+
+class Evaluation(Artifact):
+    """The evaluate step's output: ``metrics.json``, ``blessing.json`` and ``report.html``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.Evaluation]
+        Input[Evaluation]
+    """
+
+    builtin = 'evaluation'
+    kfp_type = 'system.Artifact'
+
+
+class Pushed(Artifact):
+    """The push step's output: ``push.json`` (the version pushed, or why none was).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.Pushed]
+        Input[Pushed]
+    """
+
+    builtin = 'pushed'
+    kfp_type = 'system.Artifact'
+
+
+class Predictions(Artifact):
+    """The batch prediction step's output: the prediction files and ``predict.json``.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Input[ef.Predictions]
+        Input[Predictions]
+    """
+
+    builtin = 'predictions'
+    kfp_type = 'system.Dataset'
+
+
+class Dataset(Artifact):
+    """Rows a user step writes or reads (any files: CSV, Parquet, a database file).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Output[ef.Dataset]
+        Output[Dataset]
+    """
+
+    builtin = None
+    kfp_type = 'system.Dataset'
+
+
+class ModelDir(Artifact):
+    """A model a user step writes or reads (a directory of any files).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Output[ef.ModelDir]
+        Output[ModelDir]
+    """
+
+    builtin = None
+    kfp_type = 'system.Model'
+
+
+class Metrics(Artifact):
+    """Metrics a user step writes (a ``metrics.json`` of names and numbers, say).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Output[ef.Metrics]
+        Output[Metrics]
+    """
+
+    builtin = None
+    kfp_type = 'system.Metrics'
+
+
+class HTML(Artifact):
+    """An HTML page a user step writes (a report).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Output[ef.HTML]
+        Output[HTML]
+    """
+
+    builtin = None
+    kfp_type = 'system.HTML'
+
+
+class Markdown(Artifact):
+    """A Markdown page a user step writes.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.Output[ef.Markdown]
+        Output[Markdown]
+    """
+
+    builtin = None
+    kfp_type = 'system.Markdown'
+
+
+ArtifactKind = type[Artifact]
+"""An artifact kind: :class:`Artifact` or one of its subclasses."""
 
 BUILTIN_ARTIFACTS: dict[str, ArtifactKind] = {
     k.builtin: k for k in (Examples, Validation, Transformed, TrainedModel, Evaluation, Pushed,
                            Predictions)}
 """estflow's own artifacts by name -> their kind."""
 ARTIFACT_KINDS: dict[str, ArtifactKind] = {
-    k.name: k for k in (*BUILTIN_ARTIFACTS.values(), Dataset, ModelDir, Metrics, HTML,
-                        Markdown, Artifact)}
+    k.__name__: k for k in (*BUILTIN_ARTIFACTS.values(), Dataset, ModelDir, Metrics, HTML,
+                            Markdown, Artifact)}
 """Every kind by name (how a declaration stores it)."""
 
 RESULT_FILE = "result.json"
@@ -131,13 +269,30 @@ class _Marker:
     direction: str  # "input" | "output"
     kind: ArtifactKind
 
+    def __repr__(self) -> str:
+        return f"{self.direction.capitalize()}[{self.kind.__name__}]"
+
+
+def _is_kind(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, Artifact)
+
 
 class Input:
     """``Input[Kind]``: the annotation of a parameter that is an artifact the step reads (the
-    function gets its directory). The parameter's name is the artifact's name."""
+    function gets its directory, a :class:`pathlib.Path`). The parameter's name is the
+    artifact's name: one of estflow's own or another step's output.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> @ef.step
+        ... def count_rows(examples: ef.Input[ef.Examples]) -> dict:
+        ...     return {"files": len(list((examples / "train").iterdir()))}
+        >>> count_rows.declaration().inputs
+        (Port(name='examples', type='Examples'),)
+    """
 
     def __class_getitem__(cls, kind: ArtifactKind) -> _Marker:
-        if not isinstance(kind, ArtifactKind):
+        if not _is_kind(kind):
             raise DslError("Input[...]", f"an artifact kind, one of {sorted(ARTIFACT_KINDS)}",
                            kind)
         return _Marker("input", kind)
@@ -145,10 +300,20 @@ class Input:
 
 class Output:
     """``Output[Kind]``: the annotation of a parameter that is an artifact the step writes (the
-    function gets an empty directory). The parameter's name is the artifact's name."""
+    function gets an empty directory to fill). The parameter's name is the artifact's name,
+    which later steps read it by.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> @ef.step
+        ... def write_report(evaluation: ef.Input[ef.Evaluation], report: ef.Output[ef.HTML]):
+        ...     (report / "index.html").write_text("<h1>ok</h1>")
+        >>> write_report.declaration().outputs
+        (Port(name='report', type='HTML'),)
+    """
 
     def __class_getitem__(cls, kind: ArtifactKind) -> _Marker:
-        if not isinstance(kind, ArtifactKind):
+        if not _is_kind(kind):
             raise DslError("Output[...]", f"an artifact kind, one of {sorted(ARTIFACT_KINDS)}",
                            kind)
         return _Marker("output", kind)
@@ -176,11 +341,24 @@ OPERATORS = ("==", "!=", ">", ">=", "<", "<=")
 @serializable
 @dataclasses.dataclass(frozen=True)
 class When:
-    """Run a step only when ``<step's value key> <op> value`` holds.
+    """Run a step only when ``<step's value key> <op> value`` holds (build one with
+    :func:`blessed` or :func:`result`).
 
-    ``step``: ``"evaluate"`` (its value ``blessed``: whether the evaluation blessed the model) or
-    a user step (a name of its result, declared by its ``NamedTuple`` return annotation).
-    Build one with :func:`blessed` or :func:`result`.
+    Args:
+        step: ``"evaluate"`` (its value ``blessed``: whether the evaluation blessed the
+            model) or a user step.
+        key: the name of the value: ``blessed``, or a name of the user step's result (declared
+            by its ``NamedTuple`` return annotation).
+        op: one of ``==``, ``!=``, ``>``, ``>=``, ``<``, ``<=``.
+        value: what the value is compared with.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> gate = ef.result("business_check")["auc"] >= 0.7
+        >>> gate
+        When(step='business_check', key='auc', op='>=', value=0.7)
+        >>> gate.holds(0.75), gate.holds(0.5)
+        (True, False)
     """
 
     step: str
@@ -214,7 +392,13 @@ class When:
 
 
 def blessed() -> When:
-    """The condition "the evaluate step blessed the model"."""
+    """The condition "the evaluate step blessed the model" (a :class:`When`).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.blessed()
+        When(step='evaluate', key='blessed', op='==', value=True)
+    """
     return When("evaluate", "blessed", "==", True)
 
 
@@ -255,7 +439,17 @@ class _Result:
 
 
 def result(step_name: str | StepFunction | UserStep) -> _Result:
-    """A user step's result, to compare in a ``when``: ``ef.result("check")["auc"] > 0.7``."""
+    """A user step's result, to compare in a ``when``: ``ef.result("check")["auc"] > 0.7`` is
+    the :class:`When` "step check's result ``auc`` is above 0.7".
+
+    Args:
+        step_name: the user step (its name, or the step itself).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> ef.result("check")["rows"] != 0
+        When(step='check', key='rows', op='!=', value=0)
+    """
     name = step_name if isinstance(step_name, str) else step_name.name
     return _Result(name)
 
@@ -296,7 +490,8 @@ class UserStep:
     Args:
         name: the step's name (a lower-case identifier, unique in the pipeline).
         fn: the function (its reference; the step's process imports it).
-        inputs, outputs: the artifacts it reads and writes (:class:`Port`).
+        inputs: the artifacts it reads (:class:`Port`: name and kind).
+        outputs: the artifacts it writes.
         parameters: its arguments, a JSON object as text.
         returns: the names of its result (from a ``NamedTuple`` return annotation; empty:
             undeclared).
@@ -308,6 +503,15 @@ class UserStep:
         packages: pip requirements installed in its Kubeflow task before it runs.
         cache: whether a run may reuse its earlier outputs (False: it runs every time, and so
             does every step reading its outputs).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> @ef.step(retries=1)
+        ... def export(predictions: ef.Input[ef.Predictions], table: str = "scores") -> dict:
+        ...     return {"rows": 0}
+        >>> declared = export(table="daily")
+        >>> declared.name, declared.parameters, declared.retries
+        ('export', '{"table": "daily"}', 1)
     """
 
     name: str
@@ -361,6 +565,7 @@ class UserStep:
 
     @property
     def retries(self) -> int:
+        """Times a failed run of the step is run again (its resources' ``retries``)."""
         return self.resources.retries if self.resources is not None else 0
 
     @property
@@ -437,6 +642,8 @@ def step(fn: Callable | None = None, *, name: str | None = None, when: When | No
     """Declare a function as a pipeline step: ``@ef.step`` or ``@ef.step(when=ef.blessed())``.
 
     Args:
+        fn: the function (``@ef.step`` alone passes it; ``@ef.step(...)`` returns the
+            decorator).
         name: the step's name (default: the function's).
         when: run only when this holds (:func:`blessed`, :func:`result`).
         after: steps (names or step functions) it runs after, besides its inputs' writers.
@@ -449,6 +656,14 @@ def step(fn: Callable | None = None, *, name: str | None = None, when: When | No
     The function's parameters are checked now: each artifact annotated ``Input[Kind]`` or
     ``Output[Kind]``, each other parameter with a JSON default (or none: then a value must be
     given when the step is declared).
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> @ef.step(when=ef.blessed(), cache=False)
+        ... def notify(pushed: ef.Input[ef.Pushed], url: str) -> None:
+        ...     pass
+        >>> notify(url="http://127.0.0.1:9/hook").when
+        When(step='evaluate', key='blessed', op='==', value=True)
     """
     def decorate(function: Callable) -> StepFunction:
         if not callable(function) or not hasattr(function, "__code__"):
@@ -484,7 +699,7 @@ def _signature(fn: Callable) -> tuple[tuple[Port, ...], tuple[Port, ...], dict[s
             if param.default is not param.empty:
                 raise DslError(path, "no default for an artifact", param.default)
             try:
-                port = Port(pname, annotation.kind.name)
+                port = Port(pname, annotation.kind.__name__)
             except DslError as err:
                 raise DslError(path, err.expected, err.received) from None
             (inputs if annotation.direction == "input" else outputs).append(port)
@@ -569,15 +784,14 @@ def graph_errors(steps: Sequence[UserStep], builtin_steps: Sequence[str],
                                    note=f"a {what} step has this name"))
         names.append(s.name)
     writers: dict[str, tuple[str, str]] = {  # artifact -> (writing step, kind name)
-        a: (w, BUILTIN_ARTIFACTS[a].name if a in BUILTIN_ARTIFACTS else "Artifact")
+        a: (w, BUILTIN_ARTIFACTS[a].__name__ if a in BUILTIN_ARTIFACTS else "Artifact")
         for a, w in builtin_artifacts.items()}
     for i, s in enumerate(steps):
-        first = all(x.name != s.name for x in steps[:i])  # a second one is named already
+        if any(x.name == s.name for x in steps[:i]):
+            continue  # a second step of one name: named above (its outputs are the first's)
         for j, port in enumerate((Port(s.result_artifact, "Metrics"), *s.outputs)):
             path = f"steps[{i}].outputs[{j - 1}]" if j else f"steps[{i}].name"
             if port.name in writers:
-                if not first and not j:
-                    continue
                 errors.append(DslError(path, "an artifact name no other step writes",
                                        port.name, note=f"step {writers[port.name][0]!r} "
                                        "writes it"))

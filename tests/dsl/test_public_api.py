@@ -25,6 +25,10 @@ PUBLIC = {
     "BatchPredict",
     # data checks and spans (dsl/checks.py: Pipeline.checks, CsvSource.spans)
     "DataChecks", "Spans",
+    # user steps (dsl/steps.py: Pipeline.steps)
+    "step", "Input", "Output", "UserStep", "When", "blessed", "result", "Artifact", "Examples",
+    "Validation", "Transformed", "TrainedModel", "Evaluation", "Pushed", "Predictions",
+    "Dataset", "ModelDir", "Metrics", "HTML", "Markdown",
 }
 
 

@@ -9,6 +9,7 @@ import ast
 import dataclasses
 import doctest
 import importlib
+import inspect
 import pkgutil
 import re
 import subprocess
@@ -208,6 +209,13 @@ def test_example_runs_and_declares_its_object(name, index, block):
     declared = getattr(ef, name)
     if name == "ModeKeys":  # a namespace of constants, never instantiated
         assert "ef.ModeKeys." in block and value == (ef.ModeKeys.PREDICT, True)
+        return
+    if not dataclasses.is_dataclass(declared) and (
+            inspect.isfunction(declared) or name in ("Input", "Output")
+            or issubclass(declared, ef.Artifact)):
+        # a function, an annotation or an artifact kind: declares nothing itself; its example
+        # uses it (and ran)
+        assert f"ef.{name}" in block, f"the {name} example does not use ef.{name}"
         return
     made = [v for v in [*namespace.values(), value] if isinstance(v, declared)]
     assert made, f"the {name} example declares no {name}"

@@ -4,6 +4,8 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.dsl import serialization
+from estflow.dsl.steps import Port
+from estflow.dsl.steps import UserStep
 from estflow.pipelines.examples import taxi
 
 EXAMPLES = [
@@ -73,6 +75,14 @@ EXAMPLES = [
     ef.Pipeline(name="nightly", predict=ef.BatchPredict(model="models/taxi",
                                                         source=ef.CsvSource("new.csv"))),
     taxi.pipeline,
+    UserStep(name="export", fn=ef.CallableRef("my.steps", "export"),
+             inputs=(Port("evaluation", "Evaluation"),), outputs=(Port("table", "Dataset"),),
+             parameters='{"table": "daily", "tags": [1, null]}', returns=("rows",),
+             when=ef.result("check")["auc"] >= 0.5, after=("push",),
+             resources=ef.Resources(cpu_request="1", retries=2), image="img:1",
+             packages=("psycopg2-binary",), cache=False),
+    Port("scores", "Dataset"),
+    ef.blessed(),
 ]
 
 

@@ -1,0 +1,1 @@
+"""User steps declared in an importable module (not a pipeline file), for the user-step tests."""
