@@ -17,8 +17,8 @@ import sys
 import threading
 from collections.abc import Mapping
 
-from estflow.pipelines._processes import PRESTART_MODULE
-from estflow.pipelines._processes import full_env
+from estflow.pipelines._step_env import PRESTART_MODULE
+from estflow.pipelines._step_env import full_env
 from estflow.pipelines._warm import claim_warm
 
 __all__ = ["Prestarter"]

@@ -8,13 +8,14 @@ executor knows nothing of plans or pipelines, only the :class:`StepRun` it is gi
 kfp.local's task handlers get one task). With a
 :class:`~estflow.pipelines._prestart.Prestarter`, the step runs in its process started ahead
 when there is one for the same module and environment; either way with the same output, log,
-exit status and Ctrl-C handling (:mod:`estflow.pipelines._stopping`).
+exit status and Ctrl-C handling (:mod:`estflow.pipelines._stopping`), and the same environment
+(:func:`~estflow.pipelines._step_env.full_env`, re-exported here with
+:data:`~estflow.pipelines._step_env.PRESTART_MODULE`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -23,6 +24,8 @@ from typing import TYPE_CHECKING
 from typing import Protocol
 
 from estflow.pipelines._files import naming
+from estflow.pipelines._step_env import PRESTART_MODULE
+from estflow.pipelines._step_env import full_env
 from estflow.pipelines._stopping import StepFailed
 from estflow.pipelines._stopping import StepInterrupted
 from estflow.pipelines._stopping import stop_process
@@ -35,18 +38,6 @@ __all__ = ["StepRun", "Executor", "ProcessExecutor", "run_process", "full_env",
 
 # How many of a failed step's last output lines its error quotes (the log has them all).
 _TAIL_LINES = 30
-# Added to the runner's environment: unbuffered output, so progress streams as it happens, and
-# TensorFlow's C++ logging kept to errors.
-_QUIET_ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-PRESTART_MODULE = "estflow.components._runtime.prestart"
-"""The module a step's process started ahead runs (it imports the step's, then waits for its
-arguments)."""
-
-
-def full_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a step's process: the runner's, quieted, plus the step's."""
-    return {**os.environ, **_QUIET_ENV, **env}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,8 +22,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from estflow.pipelines._processes import PRESTART_MODULE
-from estflow.pipelines._processes import full_env
+from estflow.pipelines._step_env import PRESTART_MODULE
+from estflow.pipelines._step_env import full_env
 
 __all__ = ["WARM_ENV", "WARM_AT_A_TERMINAL", "WARM_STEPS", "warm_seconds", "warm_socket",
            "spawn_warm", "stop_warm", "claim_warm", "WarmProcess"]

@@ -126,7 +126,7 @@ def build_parser(local_only: bool = False, compile_only: bool = False
     if local_only:
         init.add_commands(commands)
         local_runs.add_commands(commands)
-        backfill.add_commands(commands)
+        backfill.add_commands(commands, main)
         run_history.add_commands(commands)
         return parser
     from estflow.pipelines._cli import compilation  # noqa: PLC0415 (imports kfp)
@@ -139,7 +139,7 @@ def build_parser(local_only: bool = False, compile_only: bool = False
     init.add_commands(commands)
     compilation.add_commands(commands)
     local_runs.add_commands(commands)
-    backfill.add_commands(commands)
+    backfill.add_commands(commands, main)
     run_history.add_commands(commands)
     kfp_runs.add_commands(commands)
     serving.add_commands(commands)

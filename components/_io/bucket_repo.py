@@ -16,8 +16,10 @@ import contextlib
 import time
 from pathlib import Path
 
-from estflow.components._io import model_repo
 from estflow.components._io import storage
+from estflow.components._io.staging import STAGING_PREFIX
+from estflow.components._io.staging import check_listing
+from estflow.components._io.staging import staging_name
 
 __all__ = ["BucketDestination"]
 
@@ -53,7 +55,7 @@ class BucketDestination:
         if self.is_complete(version) and not take_next:
             raise FileExistsError(f"version {version} already exists at {self._join(version)}; "
                                   "versions are never overwritten")
-        staging = self._join(model_repo.staging_name(version))
+        staging = self._join(staging_name(version))
         try:
             manifest = storage.upload_tree(export, staging, clients=self.clients)
             self._verify(staging, manifest, "the staged copy")
@@ -90,7 +92,7 @@ class BucketDestination:
 
     def _verify(self, root: str, expected: dict[str, int], what: str) -> None:
         found = {o.name: o.size for o in storage.list_files(root, clients=self.clients)}
-        model_repo.check_listing(found, expected, root, what)
+        check_listing(found, expected, root, what)
 
     def remove_version(self, version: int) -> None:
         storage.delete_tree(self._join(version), clients=self.clients)
@@ -99,7 +101,7 @@ class BucketDestination:
         removed = []
         now_ns = time.time_ns()
         for name in storage.list_dir(self.model_base, clients=self.clients):
-            if not name.startswith(model_repo.STAGING_PREFIX):
+            if not name.startswith(STAGING_PREFIX):
                 continue
             path = self._join(name)
             files = storage.list_files(path, clients=self.clients)

@@ -38,17 +38,18 @@ import importlib
 import os
 import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Protocol
 
 from estflow.components._io import storage
+from estflow.components._io.staging import STAGING_PREFIX
+from estflow.components._io.staging import check_listing
+from estflow.components._io.staging import staging_name
 
 __all__ = ["PushDestination", "LocalDestination", "GFileDestination", "destination_for",
            "latest_servable", "version_dirs", "served_checkpoint_dir", "STAGING_PREFIX",
            "STALE_STAGING_SECONDS", "SERVED_CHECKPOINT", "read_file", "staging_name"]
 
-STAGING_PREFIX = ".tmp-"
 STALE_STAGING_SECONDS = 3600.0
 _SAVED_MODEL = "saved_model.pb"
 SERVED_CHECKPOINT = "assets.extra/estflow_checkpoint"
@@ -124,11 +125,6 @@ def latest_servable(destination: PushDestination) -> int | None:
 def served_checkpoint_dir(destination: PushDestination, version: int) -> str:
     """The directory of ``version``'s training checkpoint (:data:`SERVED_CHECKPOINT`)."""
     return f"{destination.model_base}/{version}/{SERVED_CHECKPOINT}"
-
-
-def staging_name(version: int) -> str:
-    """A fresh staging directory name for ``version`` (ignored by servers: not an integer)."""
-    return f"{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:12]}"
 
 
 class LocalDestination:
@@ -371,18 +367,6 @@ def _verify(gfile, root: str, expected: dict[str, int], what: str) -> None:
             path = f"{folder.rstrip('/')}/{name}"
             found[path[len(root) + 1:]] = gfile.stat(path).length
     check_listing(found, expected, root, what)
-
-
-def check_listing(found: dict[str, int], expected: dict[str, int], root: str, what: str,
-                  ) -> None:
-    """OSError unless ``found`` (relative path -> size, as listed under ``root``) is exactly
-    ``expected``, naming a few missing and wrong-size files."""
-    if found != expected:
-        missing = sorted(set(expected) - set(found))
-        wrong = sorted(k for k in found if k in expected and found[k] != expected[k])
-        raise OSError(f"{what} at {root} does not match the export: expected "
-                      f"{len(expected)} files, found {len(found)}; missing {missing[:5]}, "
-                      f"wrong size {wrong[:5]}")
 
 
 def _newest_mtime_ns(gfile, root: str) -> int:

@@ -1,7 +1,7 @@
 """Model versions for ``estflow serve``: loading (:func:`load_model`) and the inference core
 (:meth:`ServedModel.predict`, :meth:`ServedModel.classify`, :meth:`ServedModel.regress`), which
-REST and gRPC both call. Which versions are served is :mod:`.registry`'s
-(:class:`ModelRegistry` is re-exported here).
+REST and gRPC both call, on a :class:`Signature` (:mod:`.signature`, re-exported here). Which
+versions are served is :mod:`.registry`'s (:class:`~.registry.ModelRegistry`).
 
 A TF 2 SavedModel is loaded with ``tf.saved_model.load``; a TF 1 SavedModel (no object graph),
 or one ``tf.saved_model.load`` refuses, runs in a Session as in TF Serving
@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,10 @@ from estflow.components.serve.config import MODEL_NAME_PATTERN
 from estflow.components.serve.errors import ServingError
 from estflow.components.serve.session_model import SessionModel as _SessionTypes
 from estflow.components.serve.session_model import load_session
+from estflow.components.serve.signature import CLASSIFY
+from estflow.components.serve.signature import PREDICT
+from estflow.components.serve.signature import REGRESS
+from estflow.components.serve.signature import Signature
 
 __all__ = ["ServingError", "Signature", "ServedModel", "load_model",
            "read_raw_features", "RAW_FEATURES_FILE", "MODEL_NAME_PATTERN", "PREDICT", "CLASSIFY",
@@ -38,29 +41,7 @@ log = logging.getLogger("estflow.serve")
 RAW_FEATURES_FILE = raw_features.TYPES_FILE
 read_raw_features = raw_features.read_types
 _INTERNAL_SIGNATURES = ("__saved_model_init_op",)
-PREDICT, CLASSIFY, REGRESS = (f"tensorflow/serving/{m}" for m in ("predict", "classify",
-                                                                  "regress"))
 _TF_BOILERPLATE = ("Graph execution error", "Detected at node", "<stack traces", "[[", "File ")
-
-
-@dataclasses.dataclass(frozen=True)
-class Signature:
-    """One callable signature of a loaded SavedModel.
-
-    Attributes:
-        function: called with the inputs as keyword arguments (tensors or arrays); returns
-            output name -> tensor or array.
-        inputs: input name -> TensorSpec (the keyword arguments of ``function``), sorted. A
-            spec of unknown rank (the Session path) means the tensor is fed as sent.
-        outputs: output names, sorted.
-        method_name: the SignatureDef's method name (:data:`PREDICT`, :data:`CLASSIFY`, ...).
-    """
-
-    name: str
-    function: Callable[..., dict[str, Any]]
-    inputs: dict[str, tf.TensorSpec]
-    outputs: tuple[str, ...]
-    method_name: str = PREDICT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,15 +301,3 @@ def _load_object_graph(version_dir: Path, defs: dict[str, Any]) -> tuple[Any, di
         signatures[key] = Signature(key, function, dict(sorted(kwargs.items())),
                                     tuple(sorted(function.structured_outputs)), method)
     return loaded, signatures
-
-
-
-
-def __getattr__(name: str) -> Any:
-    """``ModelRegistry``, the registry of served versions (discovery, policies, labels), lives in
-    :mod:`.registry`, which imports this module: it is looked up there on first use."""
-    if name == "ModelRegistry":
-        from estflow.components.serve.registry import ModelRegistry
-
-        return ModelRegistry
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

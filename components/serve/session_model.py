@@ -20,6 +20,9 @@ import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
+from estflow.components.serve.signature import PREDICT
+from estflow.components.serve.signature import Signature
+
 __all__ = ["SessionModel", "load_session"]
 
 _SERVE_TAG = "serve"
@@ -58,11 +61,8 @@ def _serve_tags(version_dir: Path) -> list[str]:
 
 
 def load_session(version_dir: Path, defs: dict[str, Any]) -> tuple[SessionModel, dict]:
-    """The model in a Session and its signatures (``models.Signature``), from ``defs``
+    """The model in a Session and its signatures (:class:`~.signature.Signature`), from ``defs``
     (the SignatureDefs as JSON, see ``models._signature_defs``)."""
-    from estflow.components.serve.models import PREDICT
-    from estflow.components.serve.models import Signature
-
     model = SessionModel(version_dir)
     signatures = {}
     for key, sig in defs.items():

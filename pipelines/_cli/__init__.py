@@ -10,4 +10,6 @@ holds ``main()`` and assembles them.
 
 Each command module has ``add_commands(commands)``, registering its parsers on what
 ``ArgumentParser.add_subparsers()`` returned; each parser's ``handler(args) -> int`` runs it.
+:mod:`.backfill`'s also takes ``main`` (it runs ``estflow run`` once per span): no module here
+imports :mod:`estflow.pipelines.cli`, which imports them.
 """

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import glob
 import os
 import shlex
 import sys
+from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime
 from datetime import timedelta
 
@@ -186,8 +189,11 @@ def checks_stopped(err: Exception) -> int | None:
     return None
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Register ``backfill``."""
+def add_commands(commands: argparse._SubParsersAction,
+                 estflow: Callable[[Sequence[str]], int]) -> None:
+    """Register ``backfill``, which runs ``estflow(["run", PIPELINE, "--span", S])`` per span
+    (the ``estflow`` command's ``main``, passed in by :mod:`estflow.pipelines.cli`, which
+    imports this module)."""
     cmd = commands.add_parser(
         "backfill", help="run a pipeline once per span, in order",
         description="Run the pipeline once per span from --from to --to (inclusive), in "
@@ -197,7 +203,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("pipeline", metavar="PIPELINE", help=PIPELINE_HELP)
     cmd.add_argument("--from", dest="first", required=True, metavar="SPAN")
     cmd.add_argument("--to", dest="last", required=True, metavar="SPAN")
-    cmd.set_defaults(handler=_backfill)
+    cmd.set_defaults(handler=functools.partial(_backfill, estflow=estflow))
 
 
 def spans_between(loaded, first: str, last: str) -> list[str]:
@@ -220,9 +226,7 @@ def spans_between(loaded, first: str, last: str) -> list[str]:
     return out
 
 
-def _backfill(args: argparse.Namespace) -> int:
-    from estflow.pipelines import cli  # noqa: PLC0415 (cli imports this module)
-
+def _backfill(args: argparse.Namespace, estflow: Callable[[Sequence[str]], int]) -> int:
     loaded = load_target(args.pipeline)
     if getattr(loaded.pipeline.source, "spans", None) is None:
         raise UsageError(f"the source of {args.pipeline} declares no spans to backfill")
@@ -232,7 +236,7 @@ def _backfill(args: argparse.Namespace) -> int:
     for span in spans:
         print(f"estflow backfill: span {span} ({spans.index(span) + 1} of {len(spans)})",
               flush=True)
-        status = cli.main(["run", args.pipeline, "--span", span])
+        status = estflow(["run", args.pipeline, "--span", span])
         if status != 0:
             again = ["estflow", "backfill", args.pipeline, "--from", span, "--to", args.last]
             print(f"estflow backfill: span {span} stopped with exit status {status}; after "

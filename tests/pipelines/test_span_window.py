@@ -54,13 +54,10 @@ def test_a_format_without_a_day_takes_the_last_n_present(tmp_path):
         backfill.select(loaded, "2024-01")
 
 
-def test_backfill_runs_each_day_in_order_and_stops_at_the_first_failure(tmp_path, monkeypatch,
-                                                                          capsys):
+def test_backfill_runs_each_day_in_order_and_stops_at_the_first_failure(tmp_path, capsys):
     """The loop around ``estflow run --span`` (each run itself is the five-night test's):
     every day from --from to --to, a missing one included, stopping at the first non-zero
     status with the command that continues."""
-    from estflow.pipelines import cli
-
     _project(tmp_path, ["2024-01-01", "2024-01-02", "2024-01-04"])
     ran = []
 
@@ -68,10 +65,9 @@ def test_backfill_runs_each_day_in_order_and_stops_at_the_first_failure(tmp_path
         ran.append(argv[-1])
         return 4 if argv[-1] == "2024-01-03" else 0
 
-    monkeypatch.setattr(cli, "main", run)
     pipeline = str(tmp_path / "pipeline.py")
     status = backfill._backfill(type("Args", (), {"pipeline": pipeline, "first": "2024-01-01",
-                                                  "last": "2024-01-04"})())
+                                                  "last": "2024-01-04"})(), run)
     assert status == 4 and ran == ["2024-01-01", "2024-01-02", "2024-01-03"]
     assert f"continue with: estflow backfill {pipeline} --from 2024-01-03 --to 2024-01-04" in \
         capsys.readouterr().err
