@@ -10,6 +10,13 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   ``model``, ``evaluation``, ``pushed``); the data dependencies are the DAG's edges;
 * evaluation gates push: evaluate returns whether the model is blessed, and push runs inside
   ``dsl.If(blessed == True)`` (a condition group displayed as ``blessed``);
+* user steps (``Pipeline.steps``, :mod:`estflow.pipelines._kfp.user_steps`): one task each, running
+  ``estflow.components.user_step``, returning its ``NamedTuple`` names as output parameters;
+  its ``when`` is a ``dsl.If`` on that output (``ef.blessed()``: push's ``blessed`` group), and
+  a step reading from, running after or comparing a conditional step sits in its condition
+  (conditions that do not nest are refused, naming the steps); its own ``resources``,
+  ``image``, ``packages`` (pip-installed first) and ``cache`` apply to its task; a function
+  defined in a pipeline file that is not an importable module gets a note;
 * multi-worker training: when ``run_config.cluster`` asks for several processes, the train
   task runs ``estflow.components.tfjob`` instead, which submits a Kubeflow TFJob whose replicas
   get the train step's compute resources (the task keeps only its storage, secrets and
@@ -56,6 +63,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import operator
 import os
 import shlex
 from collections.abc import Callable
@@ -80,6 +88,7 @@ from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines._kfp import images as kfp_images
 from estflow.pipelines._kfp import lean
 from estflow.pipelines._kfp import tasks as kfp_tasks
+from estflow.pipelines._kfp import user_steps
 from estflow.pipelines._kfp.settings import TASK_SETTINGS
 from estflow.pipelines._kfp.settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
@@ -222,6 +231,8 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         _collect(problems, _check_image, small_image)
     for ref in (step_images or {}).values():
         _collect(problems, _check_image, ref)
+    for ref in user_steps.declared_images(pipeline).values():
+        _collect(problems, _check_image, ref)
     target = _collect(problems, _check_backend, kfp_backend)
     _collect(problems, _check_push_target, pipeline, given=push_base_path is not None)
     notes: tuple[str, ...] = ()
@@ -233,10 +244,13 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                       beam_options=kfp_components.param_placeholder("beam_options"),
                       sdk_image=image, steps=steps)
     _collect(problems, _check_caching, caching or {}, plan)
-    images = _collect(problems, _step_images, plan, image, step_images or {})
+    images = _collect(problems, _step_images, plan, image,
+                      {**user_steps.declared_images(pipeline), **(step_images or {})})
+    _collect(problems, _check_user_steps, plan)
     if problems:
         raise CompileError(*problems)
-    declared = {step: r.caching for step, r in pipeline.resources.items()
+    notes = (*notes, *user_steps.unreachable_functions(pipeline))
+    declared = {step: r.caching for step, r in user_steps.declared_resources(pipeline).items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
                            caching={**{s.name: s.caching for s in plan.steps}, **declared,
@@ -265,17 +279,28 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     plan = _with_span_inputs(plan)
     keyed = plan.fingerprint is not None
     step_images = step_images or {}
-    components = {s.name: kfp_components.build_component(
-        s, image if _runs_tfjob(s.name, plan.pipeline) else step_images.get(s.name, image),
-        keyed=keyed) for s in _task_steps(plan, image, step_images)}
-    if keyed:
-        components[plan.fingerprint.name] = kfp_components.build_component(
-            plan.fingerprint, image,
-            result=kfp_components.fingerprint_result([s.name for s in plan.steps]))
     # Before 2.17 a dsl.If group in the exit handler leaves its state RUNNING: gated steps sit
     # in the exit handler's DAG and skip themselves (kfp_tasks.build_gated_component).
     in_task_gates = (kfp_backends.FINAL_STATUS.since <= target
                      < kfp_backends.EXIT_HANDLER_STATE.since)
+    chains = _conditions(plan)
+    types = _result_types(plan.pipeline)
+    users = user_steps.declared(plan.pipeline)
+    by_name = {s.name: s for s in plan.steps}
+    components = {}
+    for s in _task_steps(plan, image, step_images):
+        step_image = image if _runs_tfjob(s.name, plan.pipeline) else step_images.get(
+            s.name, image)
+        if user_steps.is_user_step(s):
+            components[s.name] = _user_component(
+                s, users[s.name], step_image, keyed=keyed, types=types[s.name],
+                in_task_gate=in_task_gates and bool(chains[s.name]), plan_steps=by_name)
+        else:
+            components[s.name] = kfp_components.build_component(s, step_image, keyed=keyed)
+    if keyed:
+        components[plan.fingerprint.name] = kfp_components.build_component(
+            plan.fingerprint, image,
+            result=kfp_components.fingerprint_result([s.name for s in plan.steps]))
     if in_task_gates:
         components.update({s.name: kfp_tasks.build_gated_component(
             s, plan.step(s.runs_if).result.key, _image_of(components[s.name]), keyed=keyed)
@@ -284,15 +309,16 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     report = kfp_tasks.build_report_component(
         plan.pipeline.name, small_image,
         final_status=target >= kfp_backends.FINAL_STATUS.since)
+    resources = user_steps.declared_resources(plan.pipeline)
     placements = {step: kfp_tasks.build_placement_component(step, small_image, r)
-                  for step, r in plan.pipeline.resources.items() if r.placement_parameters}
+                  for step, r in resources.items() if r.placement_parameters}
     defaults = {"spec": (str, _compact_json(plan.pipeline.to_json())),
                 "source_root": (str, source_root), "beam_options": (str, beam_options)}
     if _has_spans(plan.pipeline):
         defaults["span"] = (str, "")  # the run's span (or a time in it); empty: the schedule
-    for step, resources in plan.pipeline.resources.items():
+    for step, declared in resources.items():
         defaults.update({p.name: (p.type, p.default)
-                         for p in kfp_tasks.placement_parameters(step, resources)})
+                         for p in kfp_tasks.placement_parameters(step, declared)})
 
     schedule_time = (dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER
                      if target >= SCHEDULE_TIME_SINCE else "")
@@ -303,7 +329,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
             _add_steps(plan, _task_steps(plan, image, step_images), components, placements,
-                       arguments, caching, in_task_gates=in_task_gates)
+                       arguments, caching, in_task_gates=in_task_gates, chains=chains)
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan, target))
@@ -377,27 +403,28 @@ def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | No
 
 def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, placements: dict,
                arguments: dict, caching: Mapping[str, bool], *,
-               in_task_gates: bool = False) -> None:
-    """The fingerprint task, then one task per step (in plan order: ``steps``, the plan's as
-    their tasks run them), each fed by the artifacts of the steps before it and keyed by the
-    fingerprint task; the steps ``runs_if`` an earlier one inside its condition, consecutive
-    gated steps in one group (as KFP requires of a task that consumes another's output inside
-    a condition), or, ``in_task_gates``, given its result as an input (the gate's key)."""
+               in_task_gates: bool = False,
+               chains: Mapping[str, tuple] | None = None) -> None:
+    """The fingerprint task, then one task per step (``steps``, the plan's as their tasks run
+    them), each fed by the artifacts of the steps before it and keyed by the fingerprint task.
+    A step runs inside the conditions of ``chains`` (:func:`user_steps.conditions`: its own
+    ``when`` or gate and those of the steps it reads from, runs after or compares), each one
+    ``dsl.If`` group holding every step under it (as KFP requires of a task that consumes
+    another's output inside a condition): the tasks are added group by group, in plan order
+    where the data allows (:func:`_in_groups`). ``in_task_gates``: no groups; a gated step is
+    given its gate's result as an input (the gate's key) and skips itself."""
     available = dict(arguments)
     fingerprint = _add_fingerprint(plan, components, arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
-    gates, open_gate = contextlib.ExitStack(), None
-    for step in steps:
+    by_name = {s.name: s for s in steps}
+    chains = chains if chains is not None else _conditions(plan)
+
+    def add(step: PlannedStep) -> None:
         resources = _task_resources(step.name, plan.pipeline)
-        if in_task_gates and step.runs_if is not None:
-            gate = plan.step(step.runs_if)
-            available[gate.result.key] = tasks[gate.name].outputs[
-                kfp_components.RESULT_OUTPUT]
-        elif step.runs_if != open_gate:
-            gates.close()
-            if step.runs_if is not None:
-                gates.enter_context(_gate(plan.step(step.runs_if), tasks))
-            open_gate = step.runs_if
+        gate = user_steps.gate_of(step, by_name)
+        if in_task_gates and gate is not None and not user_steps.is_user_step(
+                by_name[gate.step]):
+            available[gate.key] = tasks[gate.step].outputs[kfp_components.RESULT_OUTPUT]
         placement = None
         if step.name in placements:
             placement = _add_placement(step.name, resources, placements[step.name],
@@ -413,9 +440,101 @@ def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, place
             # the data checks gate training: validate fails on a blocking anomaly, and a
             # train task that waits for it never starts then
             task.after(tasks["validate"])
+        for name in step.after:  # a user step's `after`: an order without data
+            task.after(tasks[name])
         tasks[step.name] = task
         available.update({a: task.outputs[a] for a in step.outputs})
-    gates.close()
+
+    placed = {s.name: () if in_task_gates else chains.get(s.name, ()) for s in steps}
+    _in_groups(list(steps), placed, (), add, lambda when: _condition(when, by_name, tasks))
+
+
+def _in_groups(steps: list[PlannedStep], chains: Mapping[str, tuple], prefix: tuple,
+               add: Callable[[PlannedStep], None], condition: Callable) -> None:
+    """Add ``steps`` (all under the conditions ``prefix``): those under no further condition
+    directly, the others in one ``condition(when)`` group per next condition, recursively.
+    The items (a step, a group) are added in dependency order, the earliest in plan order
+    first: so a pipeline without user steps keeps its plan order."""
+    index = {s.name: i for i, s in enumerate(steps)}
+    items: dict[object, list[PlannedStep]] = {}  # a step's name, or the next condition
+    for step in steps:
+        chain = chains[step.name]
+        key = ("step", step.name) if len(chain) == len(prefix) else ("if", chain[len(prefix)])
+        items.setdefault(key, []).append(step)
+    item_of = {s.name: key for key, members in items.items() for s in members}
+    deps = {key: {item_of[up] for s in members for up in user_steps.upstream_steps(s)
+                  if up in item_of and item_of[up] != key} for key, members in items.items()}
+    done: set = set()
+    while len(done) < len(items):
+        ready = [k for k in items if k not in done and deps[k] <= done]
+        if not ready:  # conditions.chains nest, so the items form no cycle
+            raise CompileError(f"Received steps waiting on each other across conditions: "
+                               f"{sorted(s.name for k in items if k not in done for s in items[k])}")
+        key = min(ready, key=lambda k: index[items[k][0].name])
+        done.add(key)
+        if key[0] == "step":
+            add(items[key][0])
+        else:
+            with condition(key[1]):
+                _in_groups(items[key], chains, (*prefix, key[1]), add, condition)
+
+
+_OPERATORS = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+              "<": operator.lt, "<=": operator.le}
+
+
+def _condition(when, steps: Mapping[str, PlannedStep],
+               tasks: dict) -> contextlib.AbstractContextManager:
+    """The ``dsl.If`` group of ``when``: on a built-in step's result (push runs only when
+    evaluate blessed the model: ``blessed``), its one ``Output``; on a user step's, the output
+    parameter of that name (displayed as the condition)."""
+    gate = steps[when.step]
+    if not user_steps.is_user_step(gate):
+        value = tasks[gate.name].outputs[kfp_components.RESULT_OUTPUT]
+        name = when.key if (when.op, when.value) == ("==", True) else str(when)
+    else:
+        value, name = tasks[gate.name].outputs[when.key], str(when)
+    return dsl.If(_OPERATORS[when.op](value, when.value), name=name)
+
+
+def _conditions(plan: Plan) -> dict[str, tuple]:
+    try:
+        return user_steps.conditions(plan.steps)
+    except user_steps.UserStepError as err:
+        raise CompileError(str(err)) from None
+
+
+def _result_types(pipeline: Pipeline) -> dict[str, dict[str, str]]:
+    try:
+        return user_steps.result_types(pipeline)
+    except user_steps.UserStepError as err:
+        raise CompileError(str(err)) from None
+
+
+def _user_component(step: PlannedStep, user, image: str, **options):
+    try:
+        return user_steps.build_component(step, user, image, **options)
+    except user_steps.UserStepError as err:
+        raise CompileError(str(err)) from None
+
+
+def _check_user_steps(plan: Plan) -> None:
+    """CompileError for user steps KFP cannot place as declared: conditions that do not nest,
+    a result name compared with values of two types, a result name that is an artifact's."""
+    problems: list[str] = []
+    _collect(problems, _conditions, plan)
+    types = _collect(problems, _result_types, plan.pipeline)
+    users = user_steps.declared(plan.pipeline)
+    for step in plan.steps:
+        if types is not None and user_steps.is_user_step(step):
+            declared = users[step.name]
+            clash = sorted(set(declared.returns) & {*dict(step.inputs), *step.outputs})
+            if clash:
+                problems.append(f"Received step {step.name!r} returning {clash}, expected "
+                                f"result names other than its artifacts' (its Kubeflow task "
+                                f"has one output per name)")
+    if problems:
+        raise CompileError(*problems)
 
 
 # -- multi-worker training: the train task submits a TFJob (contracts.TFJOB) ------------------
@@ -470,20 +589,13 @@ def _task_resources(step_name: str, pipeline: Pipeline) -> Resources:
     (the replicas get the compute, accelerator, node pool and node selector, and the retries,
     as the TFJob's ``backoffLimit``: components/tfjob/; a KFP retry of the task on top
     would run up to (retries + 1)^2 attempts)."""
-    resources = pipeline.resources.get(step_name, Resources())
+    resources = user_steps.declared_resources(pipeline).get(step_name, Resources())
     if not _runs_tfjob(step_name, pipeline):
         return resources
     return dataclasses.replace(resources, cpu_request=None, cpu_limit=None, memory_request=None,
                                memory_limit=None, accelerator=None, node_pool=None,
                                node_selector={}, gke_node_labels=True, tolerations=(),
                                ephemeral_storage=None, retries=0, retry_backoff_max=None)
-
-
-def _gate(gate: PlannedStep, tasks: dict) -> contextlib.AbstractContextManager:
-    """The condition the steps ``runs_if`` ``gate`` run under, named as its result (push runs
-    only when evaluate blessed the model: ``blessed``)."""
-    value = tasks[gate.name].outputs[kfp_components.RESULT_OUTPUT]
-    return dsl.If(value == True, name=gate.result.key)  # noqa: E712 (a KFP condition)
 
 
 def _image_of(component) -> str:
@@ -617,8 +729,9 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
     declared values), the notes saying so; CompileError for what has no replacement."""
     notes: list[str] = []
     problems: list[str] = []
-    resources = dict(pipeline.resources)
-    for step, r in pipeline.resources.items():
+    declared = user_steps.declared_resources(pipeline)
+    resources = dict(declared)
+    for step, r in declared.items():
         if r.placement_parameters and target < kfp_backends.PARAMETERISED_PLACEMENT.since:
             resources[step] = dataclasses.replace(r, placement_parameters=False)
             notes.append(f"resources[{step!r}].placement_parameters: KFP backend {target} "
@@ -635,7 +748,7 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
                      f"{target}; needs {kfp_backends.FINAL_STATUS.since}): it logs UNKNOWN")
     if problems:
         raise CompileError(*problems)
-    return dataclasses.replace(pipeline, resources=resources), tuple(notes)
+    return user_steps.with_resources(pipeline, resources), tuple(notes)
 
 
 def _check_storage(step: str, resources: Resources,

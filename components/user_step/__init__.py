@@ -5,3 +5,13 @@ function from the spec and calls it with its artifacts' directories and its para
 writes its result. The package imports nothing heavy: the user's function brings its own
 imports.
 """
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the step with command-line arguments (``__main__.main``; a Kubeflow task calls it
+    this way); returns the exit status."""
+    from estflow.components.user_step.__main__ import main as entry_main
+
+    return entry_main(argv)

@@ -9,7 +9,8 @@ A pipeline is compiled with one base image (``--image REPO:VERSION``); each task
   step there would fail at its start, after a GPU node was scaled up for it);
 * the report and placement tasks (no TensorFlow, no Beam): ``-slim`` (:func:`small_image_for`);
 * every other step: the base image;
-* a step named in ``step_images`` (``--step-image STEP=REF``): that image, whatever it declares.
+* a step named in ``step_images`` (``--step-image STEP=REF``): that image, whatever it declares;
+  a user step declaring ``image=`` is named there with it (unless ``--step-image`` names it).
 
 A reference pinned by digest (``REPO@sha256:...``) or without a tag has no derivable variant:
 a digest names one image, so an accelerated step then needs its own ``--step-image``.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from estflow.pipelines._kfp import tasks as kfp_tasks
+from estflow.pipelines._kfp import user_steps
 from estflow.pipelines.plan import Plan
 
 __all__ = ["DEFAULT_IMAGE", "ENV", "VARIANTS", "ImageError", "base_image", "small_image_for",
@@ -102,7 +104,8 @@ def variant_for(image: str, kind: str) -> str | None:
 def accelerators(plan: Plan) -> dict[str, str]:
     """Step -> accelerator kind (``"gpu"``, ``"tpu"``) of ``plan``'s steps declaring one."""
     names = {s.name for s in plan.steps}
-    return {step: r.accelerator.kind for step, r in plan.pipeline.resources.items()
+    return {step: r.accelerator.kind
+            for step, r in user_steps.declared_resources(plan.pipeline).items()
             if r.accelerator is not None and step in names}
 
 
@@ -150,7 +153,8 @@ def task_images(plan: Plan, image: str, small_image: str, step_images: Mapping[s
         if step.name == tfjob:
             images[step.name], images[f"{step.name}-replicas"] = image, images[step.name]
     images.update({kfp_tasks.placement_task_name(step): small_image
-                   for step, r in plan.pipeline.resources.items() if r.placement_parameters})
+                   for step, r in user_steps.declared_resources(plan.pipeline).items()
+                   if r.placement_parameters})
     return {**images, kfp_tasks.REPORT: small_image}
 
 
