@@ -12,7 +12,10 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from collections.abc import Collection
@@ -30,6 +33,9 @@ from estflow.pipelines._prestart import Prestarter
 from estflow.pipelines._processes import Executor
 from estflow.pipelines._processes import ProcessExecutor
 from estflow.pipelines._processes import StepRun
+from estflow.pipelines._schedule import Budget
+from estflow.pipelines._schedule import run_at_once
+from estflow.pipelines._stopping import STOP_GRACE_S
 from estflow.pipelines._stopping import StepFailed
 from estflow.pipelines._warm import WARM_STEPS
 from estflow.pipelines._warm import spawn_warm
@@ -155,6 +161,11 @@ class PlanRun:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     reused: list[str] = dataclasses.field(default_factory=list)
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> why
+    # steps not started because a step they wait for failed (running several at once)
+    blocked: dict[str, str] = dataclasses.field(default_factory=dict)
+    # the processes of the steps in flight (running several at once: Ctrl-C stops them all)
+    processes: dict[str, subprocess.Popen] = dataclasses.field(default_factory=dict)
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
     prestarter: Prestarter | None = None
     claim: Claim | None = None
 
@@ -169,7 +180,8 @@ class PlanRun:
         if self.record is None:
             return
         try:
-            self.record.save()
+            with self.lock:  # steps running at once save the one record
+                self.record.save()
         except OSError:
             if not quiet:
                 raise
@@ -236,6 +248,63 @@ class PlanRun:
         if left:
             self.echo(f"Warm processes for the next run: {', '.join(left)} (their imports "
                       f"done; they wait up to {seconds:.0f}s; ESTFLOW_WARM=0 leaves none)")
+
+    def run_at_once(self, spec: Path, budget: Budget) -> None:
+        """Run the plan's steps, several at once where they do not wait for each other
+        (:mod:`estflow.pipelines._schedule`); each line prefixed by its step."""
+        index = {s.name: i for i, s in enumerate(self.plan.steps, start=1)}
+
+        def install(echo: Callable[[str], None]) -> None:
+            self.echo = echo
+
+        stopped: list[str] = []
+        try:
+            run_at_once(self.plan, lambda step: self.step(index[step.name], step, spec),
+                        budget=budget, echo=self.echo, install_echo=install,
+                        block=self.block, stop_all=lambda: stopped.extend(self.stop_running()))
+        except KeyboardInterrupt:
+            if self.record is not None:
+                for name in stopped:
+                    self.record.step(name).update(status="interrupted")
+            raise
+
+    def block(self, step: PlannedStep, reason: str) -> None:
+        """Record ``step`` as not started: a step it waits for failed."""
+        self.blocked[step.name] = reason
+        if self.prestarter is not None:
+            self.prestarter.drop(step.name)
+        if self.record is not None:
+            rec = self.record.step(step.name)
+            rec.clear()
+            rec.update(status="skipped", reason=reason)
+        self.echo(f"--- {step.name} not run: {reason}")
+        self.save(quiet=True)
+
+    def stop_running(self) -> list[str]:
+        """Stop the processes of the steps in flight (Ctrl-C): each still running is sent
+        SIGINT (a Ctrl-C at a terminal sent it already), then SIGTERM and SIGKILL if it does not
+        leave within the grace periods a lone step gets; returns their steps' names. Their
+        threads see the processes end (their output is read to its end there)."""
+        with self.lock:
+            procs = dict(self.processes)
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in procs.values():
+            for grace, then in zip(STOP_GRACE_S[1:], (signal.SIGTERM, signal.SIGKILL),
+                                   strict=True):
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(then)
+        return list(procs)
+
+    def _started(self, name: str) -> Callable[[subprocess.Popen], None]:
+        def started(proc: subprocess.Popen) -> None:
+            with self.lock:
+                self.processes[name] = proc
+        return started
 
     def skip_reason(self, step: PlannedStep) -> str | None:
         """Why ``step`` does not run (None: it runs): a step it waits for was skipped, or its
@@ -362,7 +431,8 @@ class PlanRun:
                 try:
                     executor_for(step, self.topology, self.prestarter).execute(
                         StepRun(step.name, command, folder,
-                                _as_linked(self.echo, folder, outputs), self.env))
+                                _as_linked(self.echo, folder, outputs), self.env,
+                                on_start=self._started(step.name)))
                     break
                 except StepFailed as err:
                     if attempt == step.retries:
@@ -378,6 +448,9 @@ class PlanRun:
             rec.update(status="interrupted", seconds=round(time.monotonic() - start, 3),
                        log=str(folder / "log.txt"))
             raise
+        finally:
+            with self.lock:
+                self.processes.pop(step.name, None)
         self.seconds[step.name] = time.monotonic() - start
         rec.update(status="ran", seconds=round(self.seconds[step.name], 3), exit_code=0,
                    log=str(folder / "log.txt"), metrics=_metrics_of(self.paths, step))

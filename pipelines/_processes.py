@@ -50,6 +50,9 @@ class StepRun:
     directory: Path
     echo: Callable[[str], None] = print
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # told the step's process once it runs (a runner running several steps at once stops
+    # them all on Ctrl-C)
+    on_start: Callable[[subprocess.Popen], None] | None = None
 
 
 class Executor(Protocol):
@@ -72,7 +75,8 @@ class ProcessExecutor:
     prestarter: Prestarter | None = None
 
     def execute(self, run: StepRun) -> None:
-        run_process(run, run.directory / "log.txt", run.env, prestarter=self.prestarter)
+        run_process(run, run.directory / "log.txt", run.env, on_start=run.on_start,
+                    prestarter=self.prestarter)
 
 
 def run_process(run: StepRun, log_path: Path, env: Mapping[str, str],

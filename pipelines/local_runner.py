@@ -92,6 +92,8 @@ from estflow.pipelines._files import write_atomically
 from estflow.pipelines._plan_run import PlanRun
 from estflow.pipelines._plan_run import executor_for
 from estflow.pipelines._plan_run import steps_after
+from estflow.pipelines._schedule import Budget
+from estflow.pipelines._schedule import runs_one_at_a_time
 from estflow.pipelines._stopping import StepFailed
 from estflow.pipelines._warm import warm_seconds
 from estflow.pipelines.loader import LoadedPipeline
@@ -301,7 +303,8 @@ def where_things_go(pipeline: Pipeline, pipeline_file: Path | str | None = None,
 def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
              env: dict[str, str] | None = None, topology: Topology = _ONE_PROCESS,
              cache: StepCache | None = None, no_cache: Collection[str] = (),
-             resume: bool = False, record: runs.RunRecord | None = None) -> RunResult:
+             resume: bool = False, record: runs.RunRecord | None = None,
+             budget: Budget | None = None) -> RunResult:
     """Run every step of ``plan`` under ``workdir``; raise :class:`StepFailed` on the first
     failure (its output stays in ``<workdir>/<step>/log.txt``), :class:`RunInterrupted` on
     Ctrl-C (the running step's process stopped first). The train step runs as the processes
@@ -314,6 +317,9 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
         resume: continue the cache's partial outputs of a stopped run (training from its
             last checkpoint) instead of starting those steps afresh.
         record: the run's record, updated as the steps go.
+        budget: the cores and memory steps may take at once (default: the machine's); steps
+            that do not wait for each other run at once within it (:mod:`._schedule`). A plan
+            whose steps each wait for the one before runs them in order.
     """
     spec = workdir / Files.SPEC
     run = PlanRun(plan, workdir, echo, dict(env or {}), topology, cache,
@@ -329,9 +335,14 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
             run.fingerprint(spec)
             run.claim_entries()
         run.prestart(warm=warm > 0)
-        for index, step in enumerate(plan.steps, start=1):
-            at = step.name
-            run.step(index, step, spec)
+        budget = budget or Budget()
+        if budget.jobs == 1 or runs_one_at_a_time(plan):
+            for index, step in enumerate(plan.steps, start=1):
+                at = step.name
+                run.step(index, step, spec)
+        else:
+            at = None
+            run.run_at_once(spec, budget)
         at = None
         if warm > 0:
             run.leave_warm(warm)
@@ -339,7 +350,11 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
         run.save(quiet=True)
         done = tuple(s.name for s in plan.steps
                      if s.name in run.seconds or s.name in run.reused or s.name in run.skipped)
-        raise RunInterrupted(workdir, step.name if step else "", done, run.run_id) from None
+        stopped = ", ".join(s.name for s in plan.steps
+                            if run.record is not None and s.name not in done
+                            and run.record.step(s.name).get("status") == "interrupted")
+        raise RunInterrupted(workdir, stopped or (step.name if step else ""), done,
+                             run.run_id) from None
     except StepFailed as err:
         run.save(quiet=True)
         err.run_id, err.workdir = run.run_id, workdir
@@ -370,7 +385,8 @@ def _estflow_version() -> str:
 def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
               echo: Callable[[str], None] = print, workers: int | None = None,
               no_cache: Collection[str] | bool = (),
-              resume: runs.RunRecord | None = None) -> RunResult:
+              resume: runs.RunRecord | None = None, jobs: int | None = None,
+              memory: int | None = None) -> RunResult:
     """Run a loaded pipeline end to end on this machine and print a summary.
 
     Args:
@@ -381,6 +397,9 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
         resume: a failed or interrupted run to continue (:func:`runs.resumable_run`): its
             directory, record and recorded spec; finished steps are reused, the stopped one
             continues where it was (training from its last checkpoint).
+        jobs, memory: steps that do not wait for each other run at once, within this many
+            cores (default: the machine's) and bytes of memory (default: the machine's), by
+            the cpu and memory each step requests; ``jobs=1``: one step at a time.
 
     Raises:
         ValueError: ``workers`` does not fit the pipeline's strategy.
@@ -430,7 +449,8 @@ def run_local(loaded: LoadedPipeline, workdir: str | None = None, *,
     try:
         result = run_plan(plan, root, echo=echo, topology=topology,
                           cache=StepCache(runs.cache_root()), no_cache=forced,
-                          resume=resume is not None, record=record)
+                          resume=resume is not None, record=record,
+                          budget=Budget(jobs, memory))
         _finish_record(record, result)
         record.finish("succeeded", time.monotonic() - start)
     except KeyboardInterrupt:

@@ -204,8 +204,11 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
     declaration, its upstream user steps' and the fields that make the built-in steps it needs
     exist (``push`` for the ``pushed`` artifact, ...), so its projected spec is a valid
     pipeline and editing another step's function does not rerun it."""
+    # The built-in steps run one after another (validate gates transform without feeding it).
+    rows = tuple(dataclasses.replace(r, after=(*r.after, rows[i - 1].name)) if i else r
+                 for i, r in enumerate(rows))
     if not pipeline.steps:
-        return tuple(rows)
+        return rows
     row_of = {r.name: r for r in rows}
     writers = {a: r.name for r in rows for a in r.outputs}
     by_name = {s.name: s for s in pipeline.steps}
@@ -225,7 +228,7 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
         fields = sorted({row_of[n].needs for n in needed if row_of[n].needs})
         user_rows.append(contract_row(s, reads=(*(f"steps.{u}" for u in sorted(closure)),
                                                 *fields)))
-    return _ordered(tuple(rows), user_rows, writers)
+    return _ordered(rows, user_rows, writers)
 
 
 def _ordered(rows: tuple[Step, ...], user_rows: list[Step],

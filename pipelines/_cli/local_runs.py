@@ -47,6 +47,7 @@ from estflow.pipelines._cli.usage import data_mismatch
 from estflow.pipelines._cli.usage import load_target
 from estflow.pipelines._cli.usage import positive_int
 from estflow.pipelines._preprocess_run import run_preprocess
+from estflow.pipelines._schedule import parse_memory
 from estflow.pipelines._stopping import DECLARATION
 from estflow.pipelines._stopping import OUTSIDE
 from estflow.pipelines._stopping import Stops
@@ -104,21 +105,36 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="train with N worker processes on localhost ports (TF_CONFIG as a "
                      "Kubeflow TFJob sets it; MultiWorkerMirroredStrategy, worker 0 writes the "
                      "model); default: the pipeline's run_config.cluster, else 1")
+    cmd.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                     help="steps that do not wait for each other (your own steps beside the "
+                     "built-in ones) run at once within N cores, by the cpu each step "
+                     "requests (default: this machine's cores); 1: one step at a time")
+    cmd.add_argument("--memory", type=_memory, default=None, metavar="SIZE",
+                     help="and within SIZE of memory (512Mi, 8Gi), by the memory each step "
+                     "requests (default: this machine's)")
     backfill.add_span_option(cmd)
     cmd.set_defaults(handler=_run)
+
+
+def _memory(text: str) -> int:
+    try:
+        return parse_memory(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 _ALL = "all"
 
 
-def _forced_steps(text: str | None) -> set[str] | bool:
-    """``--no-cache``'s value: True (every step), or the named steps."""
+def _forced_steps(text: str | None, pipeline=None) -> set[str] | bool:
+    """``--no-cache``'s value: True (every step), or the named steps (built-in ones, or the
+    ``pipeline``'s own)."""
     if text is None:
         return set()
     if text == _ALL:
         return True
     names = {n.strip() for n in text.split(",") if n.strip()}
-    known = [s.name for s in STEPS]
+    known = [s.name for s in STEPS] + [s.name for s in getattr(pipeline, "steps", ())]
     unknown = sorted(names - set(known))
     if unknown:
         raise UsageError(f"Received --no-cache {text}, expected step names, some of {known} "
@@ -221,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         local_runner.topology_for(loaded.pipeline, args.workers)
     except ValueError as err:  # --workers does not fit the declared strategy
         raise UsageError(str(err)) from None
-    forced = _forced_steps(args.no_cache)
+    forced = _forced_steps(args.no_cache, loaded.pipeline)
     resume = None
     if args.resume is not None:
         if args.workdir:
@@ -237,7 +253,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with stop_like_ctrl_c() as stops:
             result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
-                                            no_cache=forced, resume=resume,
+                                            no_cache=forced, resume=resume, jobs=args.jobs,
+                                            memory=args.memory,
                                             echo=_colour.terminal_echo())
     except local_runner.DeclarationChanged as err:  # --resume would rerun the old one
         print(f"estflow run: {err}", file=sys.stderr)
