@@ -802,13 +802,15 @@ def graph_errors(steps: Sequence[UserStep], builtin_steps: Sequence[str],
                 continue
             writers[port.name] = (s.name, port.type)
     by_name = {s.name: s for s in steps}
+    results_of = {s.result_artifact for s in steps}
     results = {**{k: tuple(v) for k, v in builtin_results.items()},
                **{s.name: s.returns for s in steps}}
     for i, s in enumerate(steps):
         for j, port in enumerate(s.inputs):
             path = f"steps[{i}].inputs[{j}]"
             if port.name not in writers:
-                known = sorted(writers)
+                # (a step's result artifact may be read too, but is not offered)
+                known = sorted(a for a in writers if a not in results_of)
                 hint = _hint(port.name, known)
                 unavailable = (" (estflow writes it only when the pipeline declares the step "
                                "that writes it: checks, push or predict)"
@@ -839,8 +841,8 @@ def graph_errors(steps: Sequence[UserStep], builtin_steps: Sequence[str],
                 note = _hint(w.key, declared) or (
                     f"declare what {w.step}() returns with a NamedTuple return annotation"
                     if not declared else "")
-                errors.append(DslError(f"steps[{i}].when.key", f"a name of step {w.step!r}'s "
-                                       f"result, one of {declared}", w.key, note=note))
+                errors.append(DslError(f"steps[{i}].when.key", "a name in the result of step "
+                                       f"{w.step!r}, one of {declared}", w.key, note=note))
     errors += _cycles(steps, by_name, writers)
     return errors
 

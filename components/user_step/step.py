@@ -5,13 +5,17 @@ or resumed step starts clean), and its parameters as declared. What it returns (
 mapping or a ``NamedTuple`` of JSON scalars) is its result, written to ``result.json`` in the
 step's result artifact: the step's metrics in the run's record, and what a later step's
 ``when`` reads. A result missing a name its ``NamedTuple`` declares, or holding a value that is
-not a JSON scalar, fails the step, naming it.
+not a JSON scalar, fails the step, naming it. What the function prints becomes the step's
+progress lines (``[step 1.2s] ...``): the runner shows them as it shows a built-in step's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -58,12 +62,44 @@ def run(declared: UserStep, artifacts: Mapping[str, str], *,
         kwargs[port.name] = _empty(Path(artifacts[port.name]))
     result_dir = _empty(Path(artifacts[declared.result_artifact]))
     say(f"calling {declared.fn}({', '.join(sorted(kwargs))})")
-    returned = function(**kwargs)
+    lines = _Lines(say, sys.stdout)
+    try:
+        with contextlib.redirect_stdout(lines):  # its prints: progress lines of the step
+            returned = function(**kwargs)
+    finally:
+        lines.flush()
     found = _as_result(returned, declared)
     write_json(result_dir / RESULT_FILE, found)
     if found:
         say("result: " + ", ".join(f"{k}={v!r}" for k, v in found.items()))
     return found
+
+
+class _Lines(io.TextIOBase):
+    """A text stream passing each whole line written to ``say`` (the step's progress lines,
+    which the runner shows; a partial last line when flushed at the end)."""
+
+    def __init__(self, say, real) -> None:
+        self.say, self.real, self.pending = say, real, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self._say(line)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            line, self.pending = self.pending, ""
+            self._say(line)
+
+    def _say(self, line: str) -> None:
+        with contextlib.redirect_stdout(self.real):  # ``say`` prints
+            self.say(line)
 
 
 def _empty(folder: Path) -> Path:

@@ -125,7 +125,9 @@ def _compile(args: argparse.Namespace) -> int:
         source_root_note = (f"{args.pipeline} is not an importable module, so the source_root "
                             f"parameter defaults to the local directory {loaded.file.parent}, "
                             "which the image may not have; pass --source-root")
-    caching = dict.fromkeys(kfp_compiler.DEFAULT_CACHING, False) if args.no_cache else None
+    caching = (dict.fromkeys([*kfp_compiler.DEFAULT_CACHING,
+                              *(s.name for s in loaded.pipeline.steps)], False)
+               if args.no_cache else None)
     try:
         compiled = kfp_compiler.compile_pipeline(
             loaded, args.output, image=image,
