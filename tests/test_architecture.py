@@ -120,3 +120,18 @@ def test_the_wheel_lists_every_package_folder():
             parts = init.parent.relative_to(root).parts
             folders[".".join((package, *parts))] = init.parent
     assert sorted(config["packages"]) == sorted(folders)
+
+
+def test_the_architecture_pages_steps_table_is_drawn_from_the_contract():
+    """docs/pages/architecture.md's table of steps is generated from dsl/contracts.py's rows
+    (python -m estflow.dsl._contract_table --write): a row changed without regenerating fails
+    here."""
+    from estflow.dsl import _contract_table
+
+    assert _contract_table.main(["--check"]) == 0
+    table = _contract_table.render()
+    from estflow.dsl.contracts import STEPS
+
+    for step in STEPS:  # every built-in row is in it, with its module
+        assert f"| `{step.name}` | `{step.module}` |" in table
+    assert "`estflow.components.user_step`" in table
