@@ -192,7 +192,9 @@ def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
             changes[name] = {k: v for k, v in value.items() if k in parts}
             continue
         if name == "steps":  # the user steps named (a user step's own and its upstream ones)
-            changes[name] = tuple(s for s in value if s.name in parts)
+            changes[name] = tuple(_step_part(s, parts) for s in value
+                                  if s.name in parts or any(p.startswith(s.name + "[")
+                                                            for p in parts))
             continue
         stand_in = _stand_in(pipeline, name, partly=bool(parts) and value is not None)
         if parts and value is not None:
@@ -201,6 +203,18 @@ def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
                 p: v for p, v in kept.items() if hasattr(stand_in, p)})
         changes[name] = stand_in
     return dataclasses.replace(pipeline, **changes)
+
+
+def _step_part(step: Any, parts: Sequence[str]) -> Any:
+    """User step ``step`` as ``parts`` read it: whole (``name``), or one item ``i`` of a mapped
+    step (``name[i]``): its items before ``i`` as ``{}`` stand-ins, those after it left out,
+    so the item's key covers its own parameters (and its place) only."""
+    if step.name in parts:
+        return step
+    index = next(int(p[len(step.name) + 1:-1]) for p in parts if p.startswith(step.name + "["))
+    items = step.items
+    return dataclasses.replace(step, over=json.dumps([{}] * index + [items[index]],
+                                                     sort_keys=True))
 
 
 def _stand_in(pipeline: Pipeline, field: str, partly: bool = False) -> Any:

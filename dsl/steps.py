@@ -66,6 +66,7 @@ from estflow.dsl.serialization import serializable
 __all__ = ["ArtifactKind", "Input", "Output", "step", "StepFunction", "UserStep", "Port",
            "When", "blessed", "result", "BUILTIN_ARTIFACTS", "ARTIFACT_KINDS", "RESULT_FILE",
            "result_artifact", "OPERATORS", "as_user_step", "graph_errors", "upstream", "contract_row",
+           "item_row", "item_name", "ITEMS_FILE",
            "Examples", "Validation", "Transformed", "TrainedModel", "Evaluation", "Pushed",
            "Predictions", "Dataset", "ModelDir", "Metrics", "HTML", "Markdown", "Artifact"]
 
@@ -503,6 +504,10 @@ class UserStep:
         packages: pip requirements installed in its Kubeflow task before it runs.
         cache: whether a run may reuse its earlier outputs (False: it runs every time, and so
             does every step reading its outputs).
+        over: a mapped step's items (:meth:`StepFunction.map`): a JSON list, as text, of one
+            object per item holding the parameters that vary (the others are
+            ``parameters``); the step runs once per item and its outputs are collected.
+            ``""``: not mapped.
 
     Example:
         >>> import estflow.dsl as ef
@@ -526,6 +531,7 @@ class UserStep:
     image: str | None = None
     packages: tuple[str, ...] = ()
     cache: bool = True
+    over: str = ""
 
     def __post_init__(self) -> None:
         _check_identifier(self.name, "name")
@@ -558,10 +564,36 @@ class UserStep:
             raise DslError("image", "an image reference (str)", self.image)
         if not isinstance(self.cache, bool):
             raise DslError("cache", "True or False", self.cache)
+        if self.over not in ("", "[]"):
+            try:
+                items = json.loads(self.over)
+            except (TypeError, ValueError):
+                raise DslError("over", "a JSON list of objects (text)", self.over) from None
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise DslError("over", "a JSON list of objects (text)", self.over)
+            if self.when is not None:
+                raise DslError("when", "no when on a mapped step (its items run or not "
+                               "together; put the when on the step reading its outputs)",
+                               str(self.when))
 
     def arguments(self) -> dict[str, Any]:
-        """The step's parameters (JSON values) by name."""
+        """The step's parameters (JSON values) by name (a mapped step's: those common to its
+        items; :meth:`item_arguments` gives one item's)."""
         return json.loads(self.parameters)
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """A mapped step's items: the parameters varying per item (empty: not mapped)."""
+        return json.loads(self.over) if self.over else []
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the step is mapped over items (:meth:`StepFunction.map`)."""
+        return bool(self.items)
+
+    def item_arguments(self, index: int) -> dict[str, Any]:
+        """Item ``index``'s parameters: the common ones and the item's own."""
+        return {**self.arguments(), **self.items[index]}
 
     @property
     def retries(self) -> int:
@@ -626,6 +658,57 @@ class StepFunction:
                         parameters=json.dumps(values, sort_keys=True), returns=self._returns,
                         **self._options)
 
+    def map(self, **arguments: Any) -> UserStep:
+        """Declare the step mapped over items: each argument given as a list varies per item
+        (all such lists of one length, at least one item), the others are common to every
+        item; the step runs once per item (``score.map(threshold=[0.3, 0.5], table="t")``
+        runs ``score(threshold=0.3, table="t")`` and ``score(threshold=0.5, table="t")``).
+        Each output ``out`` is *collected*: the steps after it read one artifact ``out`` holding
+        ``0/``, ``1/``, ... (one item's directory each) and ``items.json`` (each item's
+        parameters); its result is ``{"items": [result_0, result_1, ...]}``. A mapped step
+        takes no ``when``, and no ``when`` reads its result.
+
+        Example:
+            >>> import estflow.dsl as ef
+            >>> @ef.step
+            ... def score(scores: ef.Output[ef.Dataset], threshold: float = 0.5,
+            ...           table: str = "t") -> dict:
+            ...     return {}
+            >>> mapped = score.map(threshold=[0.3, 0.7], table="daily")
+            >>> mapped.items, mapped.item_arguments(1)
+            ([{'threshold': 0.3}, {'threshold': 0.7}], {'table': 'daily', 'threshold': 0.7})
+        """
+        lists = {k: v for k, v in arguments.items() if isinstance(v, (list, tuple))}
+        if not lists:
+            raise DslError(f"steps[{self.name!r}].map", "at least one parameter given as a "
+                           "list of per-item values", arguments)
+        lengths = {k: len(v) for k, v in lists.items()}
+        first = next(iter(lists))
+        for key, length in lengths.items():
+            if length != lengths[first]:
+                raise DslError(f"steps[{self.name!r}].{key}", f"a list of {lengths[first]} "
+                               f"items, as {first!r} has (every mapped parameter has one "
+                               f"value per item)", f"{length} items",
+                               note=f"lengths: {lengths}")
+        if lengths[first] == 0:
+            raise DslError(f"steps[{self.name!r}].{first}", "at least one item", "[]")
+        if self._options["when"] is not None:
+            raise DslError(f"steps[{self.name!r}].when", "no when on a mapped step (its "
+                           "items run or not together; put the when on the step reading its "
+                           "outputs)", str(self._options["when"]))
+        common = {k: v for k, v in arguments.items() if k not in lists}
+        first_item = {k: v[0] for k, v in lists.items()}
+        declared = self(**common, **first_item)  # checks names, defaults, JSON
+        items = []
+        for i in range(lengths[first]):
+            item = {}
+            for key, values in lists.items():
+                item[key] = _json_value(values[i], f"steps[{self.name!r}].{key}[{i}]")
+            items.append(item)
+        kept = {k: v for k, v in declared.arguments().items() if k not in lists}
+        return dataclasses.replace(declared, parameters=json.dumps(kept, sort_keys=True),
+                                   over=json.dumps(items, sort_keys=True))
+
     def declaration(self) -> UserStep:
         """The step with every parameter at its default."""
         return self()
@@ -656,6 +739,13 @@ def step(fn: Callable | None = None, *, name: str | None = None, when: When | No
     The function's parameters are checked now: each artifact annotated ``Input[Kind]`` or
     ``Output[Kind]``, each other parameter with a JSON default (or none: then a value must be
     given when the step is declared).
+
+    Fan-out: ``fn.map(threshold=[0.3, 0.5, 0.7], table="daily")`` declares the step mapped over
+    items, one per value of the parameters given as lists (all of one length): it runs once per
+    item (``<name>_0``, ``<name>_1``, ...: at once locally, a ``dsl.ParallelFor`` on Kubeflow;
+    each cached on its own), and the steps after it read each output ``out`` collected, one
+    directory ``out/<i>/`` per item plus ``out/items.json`` (each item's parameters); its result
+    is ``{"items": [...]}``, the items' results. A mapped step takes no ``when``.
 
     Example:
         >>> import estflow.dsl as ef
@@ -832,7 +922,11 @@ def graph_errors(steps: Sequence[UserStep], builtin_steps: Sequence[str],
                                        note=_hint(other, names)))
         if s.when is not None:
             w = s.when
-            if w.step not in results or w.step == s.name:
+            if w.step in by_name and by_name[w.step].mapped and w.step != s.name:
+                errors.append(DslError(f"steps[{i}].when.step", "a step with a result that is "
+                                       "not mapped (a mapped step's result is the list of "
+                                       "its items' results)", w.step))
+            elif w.step not in results or w.step == s.name:
                 known = [n for n in results if n != s.name]
                 errors.append(DslError(f"steps[{i}].when.step", "a step with a result, one "
                                        f"of {known}", w.step, note=_hint(w.step, known)))
@@ -843,8 +937,25 @@ def graph_errors(steps: Sequence[UserStep], builtin_steps: Sequence[str],
                     if not declared else "")
                 errors.append(DslError(f"steps[{i}].when.key", "a name in the result of step "
                                        f"{w.step!r}, one of {declared}", w.key, note=note))
+    taken = {*names, *writers}
+    for i, s in enumerate(steps):
+        if s.mapped:
+            made = [n for j in range(len(s.items)) for n in (
+                item_name(s.name, j), result_artifact(item_name(s.name, j)),
+                *(item_name(p.name, j) for p in s.outputs))]
+            clash = sorted(set(made) & taken)
+            if clash:
+                errors.append(DslError(f"steps[{i}]", "names no other step or artifact has "
+                                       f"(mapped step {s.name!r} runs its items as steps "
+                                       f"{s.name}_0, {s.name}_1, ... writing "
+                                       "<artifact>_0, ...)", clash))
     errors += _cycles(steps, by_name, writers)
     return errors
+
+
+def item_name(name: str, index: int) -> str:
+    """The name of item ``index`` of mapped step (or of its output) ``name``: ``name_index``."""
+    return f"{name}_{index}"
 
 
 def upstream(s: UserStep, writers: Mapping[str, str]) -> list[str]:
@@ -905,6 +1016,8 @@ def contract_row(s: UserStep, reads: Sequence[str] = ()) -> Step:
     the built-in artifacts it reads exist)."""
     cpu = (s.resources.cpu_request if s.resources is not None else None) or "500m"
     memory = (s.resources.memory_request if s.resources is not None else None) or "1Gi"
+    if s.mapped:
+        return _collect_row(s, reads)
     return Step(
         s.name, USER_STEP_MODULE, tuple(p.name for p in s.inputs),
         (s.result_artifact, *(p.name for p in s.outputs)), f"{s.fn} (a user step)",
@@ -913,3 +1026,46 @@ def contract_row(s: UserStep, reads: Sequence[str] = ()) -> Step:
         reads=(*_SCHEMA, f"steps.{s.name}", *reads), side_effects=not s.cache,
         caching=s.cache, requests=(cpu, memory), summary=RESULT_FILE, after=s.after,
         when=s.when, retries=s.retries)
+
+
+ITEMS_FILE = "items.json"
+"""The file of a mapped step's collected output listing each item's parameters."""
+
+
+def item_row(s: UserStep, index: int, reads: Sequence[str] = ()) -> Step:
+    """The contract row of item ``index`` of mapped step ``s``: step ``<name>_<index>``
+    running ``python -m estflow.components.user_step --step <name> --item <index>``, writing
+    its result to ``<name>_<index>_result`` and each output ``out`` to ``out_<index>``. Its key
+    covers ``steps.<name>[<index>]``: the step with that item only (see
+    :func:`estflow.dsl.fingerprints.project`), so editing another item does not rerun it."""
+    row = dataclasses.replace(s, over="")
+    name = item_name(s.name, index)
+    cpu = (s.resources.cpu_request if s.resources is not None else None) or "500m"
+    memory = (s.resources.memory_request if s.resources is not None else None) or "1Gi"
+    return Step(
+        name, USER_STEP_MODULE, tuple(p.name for p in row.inputs),
+        (result_artifact(name), *(item_name(p.name, index) for p in s.outputs)),
+        f"{s.fn} (a user step, item {index})",
+        options=(Option("step", "the user step to run (its declaration in the spec)",
+                        default=s.name, required=True),
+                 Option("item", "the item of the mapped step to run", type="int",
+                        default=index, required=True)),
+        reads=(*_SCHEMA, f"steps.{s.name}[{index}]", *reads), side_effects=not s.cache,
+        caching=s.cache, requests=(cpu, memory), summary=RESULT_FILE, after=s.after,
+        retries=s.retries)
+
+
+def _collect_row(s: UserStep, reads: Sequence[str]) -> Step:
+    """The row collecting mapped step ``s``'s items: step ``<name>`` (what the steps after it
+    wait for), reading every item's artifacts, writing ``<name>_result`` (``{"items": [...]}``)
+    and each output ``out`` (``0/``, ``1/``, ... and :data:`ITEMS_FILE`)."""
+    count = len(s.items)
+    inputs = tuple(n for i in range(count) for n in (
+        result_artifact(item_name(s.name, i)), *(item_name(p.name, i) for p in s.outputs)))
+    return Step(
+        s.name, USER_STEP_MODULE, inputs, (s.result_artifact, *(p.name for p in s.outputs)),
+        f"{s.fn} (a user step: collects its {count} items)",
+        options=(Option("step", "the user step to run (its declaration in the spec)",
+                        default=s.name, required=True),),
+        reads=(*_SCHEMA, f"steps.{s.name}", *reads), side_effects=not s.cache,
+        caching=s.cache, requests=("100m", "256Mi"))

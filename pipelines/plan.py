@@ -28,6 +28,7 @@ from estflow.dsl.contracts import UiOutput
 from estflow.dsl.fingerprints import StepKeyInput
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.steps import contract_row
+from estflow.dsl.steps import item_row
 from estflow.dsl.steps import upstream
 
 __all__ = ["PlannedStep", "Plan", "build_plan", "build_preprocess_plan", "fingerprint_step",
@@ -226,8 +227,13 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
         needed = {n for u in (s.name, *closure) for n in upstream(by_name[u], writers)
                   if n in row_of}
         fields = sorted({row_of[n].needs for n in needed if row_of[n].needs})
-        user_rows.append(contract_row(s, reads=(*(f"steps.{u}" for u in sorted(closure)),
-                                                *fields)))
+        reads = (*(f"steps.{u}" for u in sorted(closure)), *fields)
+        if s.mapped:  # one row per item, then the row collecting them (named as the step)
+            items = [item_row(s, i, reads=reads) for i in range(len(s.items))]
+            for row in items:
+                writers.update({a: row.name for a in row.outputs})
+            user_rows += items
+        user_rows.append(contract_row(s, reads=reads))
     return _ordered(rows, user_rows, writers)
 
 
@@ -278,8 +284,10 @@ def _plan(pipeline: Pipeline, steps: tuple[Step, ...], values: Mapping[str, str]
         _check_gate(step, planned)
         declared = {o.flag for o in step.options}
         options = {k: v for k, v in values.items() if k in declared}
-        if step.module == USER_STEP_MODULE:
+        if step.module == USER_STEP_MODULE:  # --step (and a mapped step's --item)
             options["step"] = step.name
+            options.update({o.flag: str(o.default) for o in step.options
+                            if o.default is not None})
         if beam_options is not None and step.beam:
             options["beam-options"] = beam_options
         planned.append(PlannedStep.from_step(step, producers, options))

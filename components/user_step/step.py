@@ -7,12 +7,18 @@ step's result artifact: the step's metrics in the run's record, and what a later
 ``when`` reads. A result missing a name its ``NamedTuple`` declares, or holding a value that is
 not a JSON scalar, fails the step, naming it. What the function prints becomes the step's
 progress lines (``[step 1.2s] ...``): the runner shows them as it shows a built-in step's.
+
+A mapped step runs once per item (:func:`run_item`: the item's parameters, its own artifacts),
+then :func:`collect` gathers the items: each output ``out`` gets ``0/``, ``1/``, ... (a copy of
+each item's) and ``items.json`` (each item's parameters); its result is ``{"items": [...]}``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
+import json
 import math
 import shutil
 import sys
@@ -23,11 +29,14 @@ from typing import Any
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import entry
 from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.steps import ITEMS_FILE
 from estflow.dsl.steps import RESULT_FILE
 from estflow.dsl.steps import StepFunction
 from estflow.dsl.steps import UserStep
+from estflow.dsl.steps import item_name
+from estflow.dsl.steps import result_artifact
 
-__all__ = ["run", "find_step", "StepResultError"]
+__all__ = ["run", "run_item", "collect", "find_step", "StepResultError"]
 
 
 class StepResultError(ValueError):
@@ -72,6 +81,44 @@ def run(declared: UserStep, artifacts: Mapping[str, str], *,
     write_json(result_dir / RESULT_FILE, found)
     if found:
         say("result: " + ", ".join(f"{k}={v!r}" for k, v in found.items()))
+    return found
+
+
+def run_item(declared: UserStep, index: int, artifacts: Mapping[str, str], *,
+             say=print) -> dict[str, Any]:
+    """Run item ``index`` of mapped step ``declared`` (:func:`run` with the item's parameters);
+    ``artifacts`` as its row names them (``out_<index>``, ``<name>_<index>_result``)."""
+    one = dataclasses.replace(declared, over="", parameters=json.dumps(
+        declared.item_arguments(index), sort_keys=True))
+    name = item_name(declared.name, index)
+    mine = {**{p.name: artifacts[p.name] for p in declared.inputs},
+            **{p.name: artifacts[item_name(p.name, index)] for p in declared.outputs},
+            declared.result_artifact: artifacts[result_artifact(name)]}
+    say(f"item {index}: {json.dumps(declared.items[index], sort_keys=True)}")
+    return run(one, mine, say=say)
+
+
+def collect(declared: UserStep, artifacts: Mapping[str, str], *,
+            say=print) -> dict[str, Any]:
+    """Collect mapped step ``declared``'s items: each output ``out`` gets ``<i>/`` (a copy of
+    item ``i``'s ``out_<i>``) and :data:`~estflow.dsl.steps.ITEMS_FILE` (each item's
+    parameters); its result artifact ``{"items": [result_0, ...]}``; returns the result."""
+    count = len(declared.items)
+    parameters = [declared.item_arguments(i) for i in range(count)]
+    for port in declared.outputs:
+        folder = _empty(Path(artifacts[port.name]))
+        for i in range(count):
+            shutil.copytree(artifacts[item_name(port.name, i)], folder / str(i),
+                            symlinks=True)
+        write_json(folder / ITEMS_FILE, parameters)
+    results = []
+    for i in range(count):
+        path = Path(artifacts[result_artifact(item_name(declared.name, i))]) / RESULT_FILE
+        results.append(json.loads(path.read_text()) if path.is_file() else {})
+    found = {"items": results}
+    write_json(_empty(Path(artifacts[declared.result_artifact])) / RESULT_FILE, found)
+    say(f"collected {count} items" + (f" of {', '.join(p.name for p in declared.outputs)}"
+                                      if declared.outputs else ""))
     return found
 
 
