@@ -277,6 +277,14 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     the steps of ``step_images`` run their image instead of ``image``."""
     target = kfp_backends.parse(kfp_backend)
     plan = _with_span_inputs(plan)
+    folded, items = user_steps.fold_items(plan.steps, plan.pipeline)  # fan-out: ParallelFor
+    plan = dataclasses.replace(plan, steps=folded)
+    if items and target < kfp_backends.EXIT_HANDLER_STATE.since:
+        raise CompileError(
+            f"Received mapped steps {[t[:-len(user_steps.ITEM_SUFFIX)] for t in items]} for "
+            f"KFP backend {target}, expected --kfp-backend 2.17 or later: a mapped step's items "
+            "run in a dsl.ParallelFor, a group inside the pipeline's exit handler, whose state "
+            "backends before 2.17 do not pass up (kubeflow/pipelines#11979)")
     keyed = plan.fingerprint is not None
     step_images = step_images or {}
     # Before 2.17 a dsl.If group in the exit handler leaves its state RUNNING: gated steps sit
@@ -291,16 +299,28 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
     for s in _task_steps(plan, image, step_images):
         step_image = image if _runs_tfjob(s.name, plan.pipeline) else step_images.get(
             s.name, image)
-        if user_steps.is_user_step(s):
+        name = user_steps.declared_name(s) if user_steps.is_user_step(s) else s.name
+        if name != s.name or name in items:  # a mapped step's item template or collector
+            step_image = step_images.get(name, image)
+        if user_steps.is_item_template(s):
+            components[s.name] = _user_component(
+                s, dataclasses.replace(users[name], returns=()), step_image, keyed=keyed,
+                types={}, in_task_gate=False, plan_steps=by_name)
+        elif user_steps.is_user_step(s) and users[name].mapped:
+            components[s.name] = user_steps.build_collector(s, users[name], step_image,
+                                                            keyed=keyed)
+        elif user_steps.is_user_step(s):
             components[s.name] = _user_component(
                 s, users[s.name], step_image, keyed=keyed, types=types[s.name],
                 in_task_gate=in_task_gates and bool(chains[s.name]), plan_steps=by_name)
         else:
             components[s.name] = kfp_components.build_component(s, step_image, keyed=keyed)
     if keyed:
+        names = [s.name for s in plan.steps if s.name not in items]
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
-            result=kfp_components.fingerprint_result([s.name for s in plan.steps]))
+            result=(user_steps.fingerprint_result(names, items) if items
+                    else kfp_components.fingerprint_result(names)))
     if in_task_gates:
         components.update({s.name: kfp_tasks.build_gated_component(
             s, plan.step(s.runs_if).result.key, _image_of(components[s.name]), keyed=keyed)
@@ -329,7 +349,8 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
             _add_steps(plan, _task_steps(plan, image, step_images), components, placements,
-                       arguments, caching, in_task_gates=in_task_gates, chains=chains)
+                       arguments, caching, in_task_gates=in_task_gates, chains=chains,
+                       items=items, keyed=keyed, small_image=small_image)
 
     return dsl.pipeline(_with_signature(body, defaults), name=plan.pipeline.name,
                         description=_description(plan, target))
@@ -404,7 +425,9 @@ def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | No
 def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, placements: dict,
                arguments: dict, caching: Mapping[str, bool], *,
                in_task_gates: bool = False,
-               chains: Mapping[str, tuple] | None = None) -> None:
+               chains: Mapping[str, tuple] | None = None,
+               items: Mapping[str, Sequence[str]] | None = None, keyed: bool = True,
+               small_image: str = DEFAULT_IMAGE) -> None:
     """The fingerprint task, then one task per step (``steps``, the plan's as their tasks run
     them), each fed by the artifacts of the steps before it and keyed by the fingerprint task.
     A step runs inside the conditions of ``chains`` (:func:`user_steps.conditions`: its own
@@ -412,15 +435,21 @@ def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, place
     ``dsl.If`` group holding every step under it (as KFP requires of a task that consumes
     another's output inside a condition): the tasks are added group by group, in plan order
     where the data allows (:func:`_in_groups`). ``in_task_gates``: no groups; a gated step is
-    given its gate's result as an input (the gate's key) and skips itself."""
+    given its gate's result as an input (the gate's key) and skips itself. ``items``: each
+    mapped step's item template (:func:`user_steps.fold_items`) -> its items: the template's
+    task runs in a ``dsl.ParallelFor`` over them, and the mapped step's task reads its outputs
+    ``dsl.Collected``."""
     available = dict(arguments)
     fingerprint = _add_fingerprint(plan, components, arguments)
     tasks: dict[str, pipeline_task.PipelineTask] = {}
     by_name = {s.name: s for s in steps}
     chains = chains if chains is not None else _conditions(plan)
 
+    items = items or {}
+
     def add(step: PlannedStep) -> None:
-        resources = _task_resources(step.name, plan.pipeline)
+        name = user_steps.declared_name(step) if user_steps.is_user_step(step) else step.name
+        resources = _task_resources(name, plan.pipeline)
         gate = user_steps.gate_of(step, by_name)
         if in_task_gates and gate is not None and not user_steps.is_user_step(
                 by_name[gate.step]):
@@ -430,9 +459,30 @@ def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, place
             placement = _add_placement(step.name, resources, placements[step.name],
                                        arguments)
         component = components[step.name]
+        if step.name in items:  # a mapped step's items: one task per item, at once
+            loop = dsl.ParallelFor(user_steps.loop_items(
+                fingerprint, step.name, len(items[step.name]), keyed and fingerprint is not None,
+                small_image))
+            with loop as item:
+                given = {**available, "item": item.index, "model_fingerprint": "",
+                         "source_digest": "", "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
+                if fingerprint is not None:
+                    given.update({"spec": item.spec, kfp_components.CACHE_KEY: item.key,
+                                  "model_fingerprint": fingerprint.outputs["model_fingerprint"],
+                                  "source_digest": fingerprint.outputs["source_digest"]})
+                task = component(**{n: given[n] for n in component.component_spec.inputs})
+                _apply_settings(task, TaskContext(
+                    name=step.name, caching=caching.get(name, step.caching),
+                    resources=resources, placement=placement, default_requests=step.requests))
+                for after in step.after:
+                    task.after(tasks[after])
+            tasks[step.name] = task
+            available.update({f"{a}_list": dsl.Collected(task.outputs[a])
+                              for a in step.outputs})
+            return
         given = {**available, **_step_inputs(step, fingerprint)}
         task = component(**{name: given[name] for name in component.component_spec.inputs})
-        ctx = TaskContext(name=step.name, caching=caching.get(step.name, step.caching),
+        ctx = TaskContext(name=step.name, caching=caching.get(name, step.caching),
                           resources=resources, placement=placement,
                           default_requests=step.requests)
         _apply_settings(task, ctx)
@@ -526,7 +576,7 @@ def _check_user_steps(plan: Plan) -> None:
     types = _collect(problems, _result_types, plan.pipeline)
     users = user_steps.declared(plan.pipeline)
     for step in plan.steps:
-        if types is not None and user_steps.is_user_step(step):
+        if types is not None and user_steps.is_user_step(step) and step.name in users:
             declared = users[step.name]
             clash = sorted(set(declared.returns) & {*dict(step.inputs), *step.outputs})
             if clash:

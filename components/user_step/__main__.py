@@ -4,7 +4,8 @@ user step ``NAME`` of the spec (:mod:`estflow.components.user_step.step`).
 A mapped step (``ef.step.map``): ``--item I`` runs its item ``I`` (its artifacts as the plan's
 row ``NAME_I`` names them: ``--out_I``, ``--NAME_I_result``); without ``--item`` the step
 collects its items' artifacts (``--out_0 ... --NAME_0_result ...``) into its own (``--out``,
-``--NAME_result``).
+``--NAME_result``). An item's outputs may also be given by the step's own names (``--out``,
+``--NAME_result``), as its Kubeflow task (one for every item) gives them.
 
 Exit status: 0 when the function returned; 1 when it raised (its traceback on stderr) or
 returned what is not a result; 2 for arguments that do not fit the step.
@@ -23,7 +24,9 @@ from estflow.components.user_step.step import find_step
 from estflow.components.user_step.step import run
 from estflow.components.user_step.step import run_item
 from estflow.dsl.steps import contract_row
+from estflow.dsl.steps import item_name
 from estflow.dsl.steps import item_row
+from estflow.dsl.steps import result_artifact
 
 __all__ = ["main"]
 
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
             return 2
         row = item_row(declared, known.item)
+        argv = _item_flags(declared, known.item, sys.argv[1:] if argv is None else argv)
     else:
         row = contract_row(declared)
     args = entry.step_parser(row, __doc__).parse_args(argv)
@@ -66,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     progress("done")
     return 0
+
+
+def _item_flags(declared, index: int, argv: list[str]) -> list[str]:
+    """``argv`` with an item's outputs given by the step's own names (``--out``,
+    ``--NAME_result``: a Kubeflow task, one for every item) renamed to the item's (``--out_I``,
+    ``--NAME_I_result``)."""
+    names = {f"--{p.name}": f"--{item_name(p.name, index)}" for p in declared.outputs}
+    names[f"--{declared.result_artifact}"] = f"--{result_artifact(item_name(declared.name, index))}"
+    return [names.get(a, a) for a in argv]
 
 
 if __name__ == "__main__":

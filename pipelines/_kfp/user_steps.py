@@ -33,6 +33,7 @@ from kfp import dsl
 from kfp.dsl import python_component
 
 from estflow.dsl.contracts import USER_STEP_MODULE
+from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.dsl.steps import RESULT_FILE
@@ -41,10 +42,13 @@ from estflow.dsl.steps import When
 from estflow.pipelines._kfp import components
 from estflow.pipelines._kfp.tasks import SKIPPED_FILE
 from estflow.pipelines.plan import PlannedStep
+from estflow.pipelines.plan import late_input
 
 __all__ = ["UserStepError", "declared", "declared_resources", "declared_images",
            "with_resources", "result_types", "conditions", "gate_of", "build_component",
-           "unreachable_functions", "is_user_step"]
+           "unreachable_functions", "is_user_step", "ITEM_SUFFIX", "declared_name",
+           "is_item_template", "fold_items", "loop_items", "fingerprint_result",
+           "build_collector"]
 
 _PYTHON_TYPES = {bool: "bool", float: "float", str: "str"}
 # How a skipped task (in-task gates) fills each output parameter: KFP wants a typed value.
@@ -319,3 +323,141 @@ def unreachable_functions(pipeline: Pipeline) -> list[str]:
             f"file in a package installed in the image and compile it as package.module, or "
             f"define the step in such a package")
     return notes
+
+
+# --- fan-out: a mapped step as a dsl.ParallelFor ------------------------------------------------
+
+ITEM_SUFFIX = "_item"
+"""A mapped step ``score``'s items run as one task template ``score_item`` in a
+``dsl.ParallelFor``; its task ``score`` collects them (``dsl.Collected``)."""
+
+
+def declared_name(step: PlannedStep) -> str:
+    """The user step a planned user step runs (its ``--step``): itself, an item's mapped step."""
+    return dict(step.options).get("step", step.name)
+
+
+def is_item_template(step: PlannedStep) -> bool:
+    return is_user_step(step) and dict(step.options).get("item") == late_input("item")
+
+
+def fold_items(steps: Sequence[PlannedStep], pipeline: Pipeline,
+               ) -> tuple[tuple[PlannedStep, ...], dict[str, list[str]]]:
+    """``steps`` with each mapped step's item steps (``score_0`` ...) replaced by one template
+    ``score_item`` (at the first item's place: ``--item`` a run-time input, its outputs by the
+    step's own names, ``--score_result``, ``--scores``, which the entry point takes for the
+    item's) and its collecting step reading the template's outputs; and template -> the item
+    steps it stands for (in order: what the fingerprint task lists per iteration)."""
+    mapped = {s.name: s for s in pipeline.steps if s.mapped}
+    if not mapped:
+        return tuple(steps), {}
+    by_name = {s.name: s for s in steps}
+    folded: list[PlannedStep] = []
+    items: dict[str, list[str]] = {}
+    for step in steps:
+        name = declared_name(step) if is_user_step(step) else None
+        if name in mapped and step.name != name:  # an item
+            template = name + ITEM_SUFFIX
+            if template not in items:
+                user = mapped[name]
+                items[template] = [f"{name}_{i}" for i in range(len(user.items))]
+                folded.append(dataclasses.replace(
+                    step, name=template,
+                    outputs=(user.result_artifact, *(p.name for p in user.outputs)),
+                    options=(("step", name), ("item", late_input("item"))),
+                    description=f"{user.fn} (a user step: one item of {len(user.items)}, "
+                                "in a ParallelFor)"))
+            continue
+        if name in mapped:  # the collecting step: reads the template's outputs, collected
+            template = by_name[f"{name}_0"]
+            folded.append(dataclasses.replace(step, inputs=tuple(
+                (a, name + ITEM_SUFFIX) for a in (
+                    mapped[name].result_artifact, *(p.name for p in mapped[name].outputs)))))
+            continue
+        folded.append(step)
+    return tuple(folded), items
+
+
+def loop_items(fingerprint, template: str, count: int, keyed: bool, image: str):
+    """What ``template``'s ParallelFor iterates over: the fingerprint task's ``<template>s``
+    output (each item's index, spec and cache key), passed through a one-output task
+    ``<template>s`` (kfp.local 2.17 resolves a ParallelFor's items from a task's output only
+    when that output is its single ``Output``); or without a fingerprint task the constant list
+    of ``{"index": ...}``."""
+    if not keyed:
+        return [{"index": str(i)} for i in range(count)]
+    source = (f"def {template}s(items: list) -> list:\n"
+              f"    {repr(f'estflow: the items of mapped step {template}.')}\n"
+              "    return items\n")
+    component = dsl.component(components.define(f"{template}s", source), base_image=image,
+                              install_kfp_package=False)
+    task = component(items=fingerprint.outputs[f"{template}s"])
+    task.set_caching_options(False)
+    return task.output
+
+
+def fingerprint_result(steps: Sequence[str], items: Mapping[str, Sequence[str]],
+                       ) -> tuple[str, tuple[str, ...]]:
+    """The fingerprint task's return (see ``components.fingerprint_result``) with, per mapped
+    step's template, ``<template>s``: a list of ``{"index", "spec", "key"}``, one per item
+    (the ParallelFor's items)."""
+    names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + [
+        "model_fingerprint", "source_digest"]
+    fields = ", ".join([*(f"('{n}', str)" for n in names),
+                        *(f"('{t}s', list)" for t in items)])
+    annotation = f"NamedTuple('Outputs', [{fields}])"
+    lines = (
+        "import json",
+        "import os",
+        "from typing import NamedTuple",
+        f"with open(os.path.join(fingerprints.path, {Files.FINGERPRINTS!r})) as f:",
+        "    found = json.load(f)",
+        "keyed = found['steps']",
+        "values = []",
+        f"for name in {list(steps)!r}:",
+        "    values += [keyed[name]['spec'], keyed[name]['key']]",
+        "model = [k['outputs']['model'] for k in keyed.values() if 'model' in k['outputs']]",
+        "values.append(model[0] if model else '')",
+        "values.append((found.get('source') or {}).get('digest') or '')",
+        f"for names in {[list(v) for v in items.values()]!r}:",
+        "    values.append([{'index': str(i), 'spec': keyed[n]['spec'], 'key': keyed[n]['key']}",
+        "                   for i, n in enumerate(names)])",
+        "print('estflow step fingerprint: keys ' + ', '.join("
+        "'%s %s' % (n, keyed[n]['key'][:12]) for n in keyed))",
+        f"return NamedTuple('Outputs', [{fields}])(*values)",
+    )
+    return annotation, lines
+
+
+def build_collector(step: PlannedStep, user: UserStep, image: str, *,
+                    keyed: bool) -> python_component.PythonComponent:
+    """The component of mapped step ``user``'s collecting task: each of its template's outputs
+    ``a`` collected as input ``a_list`` (``Input[List[...]]``, one per item, in order), passed
+    to ``python -m estflow.components.user_step --step NAME`` as ``--a_0 ... --a_<n-1>``."""
+    collected = [a for a, _ in step.inputs]
+    kinds = dict.fromkeys((*collected, *step.outputs), "Artifact")  # as a user step's task's
+    signature = ["spec: str", *([f"{components.CACHE_KEY}: str"] if keyed else []),
+                 *(f"{a}_list: Input[List[{kinds[a]}]]" for a in collected),
+                 *(f"{a}: Output[{kinds[a]}]" for a in step.outputs)]
+    item_name = {user.result_artifact: f"'{user.name}_%d_result'",
+                 **{p.name: f"'{p.name}_%d'" for p in user.outputs}}
+    lines = [f"def {step.name}(", *(f"    {s}," for s in signature), "):",
+             f"    {repr(f'estflow step {step.name}: {step.description}.')}",
+             *([f"    print('estflow step {step.name}: cache key %s' % {components.CACHE_KEY})"]
+               if keyed else []),
+             "    from estflow.components import user_step as step",
+             "    argv = ['--spec', spec]"]
+    for a in collected:
+        lines += [f"    for i, found in enumerate({a}_list):",
+                  f"        argv += ['--' + {item_name[a]} % i, found.path]"]
+    lines += [f"    argv += [{', '.join(f'{chr(39)}--{a}{chr(39)}, {a}.path' for a in step.outputs)}]",
+              f"    argv += ['--step', {user.name!r}]",
+              "    exit_code = step.main(argv)",
+              "    if exit_code:",
+              f"        raise RuntimeError('estflow step {step.name} exited with code %s' % "
+              "exit_code)",
+              ""]
+    source = "from typing import List\n" + "\n".join(lines)
+    return dsl.component(components.define(step.name, source), base_image=image,
+                         install_kfp_package=False)
+
