@@ -22,6 +22,7 @@ from estflow.dsl import _checks
 from estflow.dsl.checks import Spans
 from estflow.dsl.checks import check_source_spans
 from estflow.dsl.errors import DslError
+from estflow.dsl.serialization import kind_name
 from estflow.dsl.serialization import serializable
 
 __all__ = ["SchemaCheck", "Source", "CsvSource", "TFRecordSource", "ParquetSource",
@@ -74,12 +75,18 @@ class Source:
     JSON round trip of specs. Reading it is one row in the steps' source lookup (its reader).
     What a check before any step runs needs to know of a kind is a method here, which a kind
     overrides where it differs (never a test of which class a source is).
+
+    A kind declared outside estflow is written in a spec as ``"module:ClassName"``: a step's
+    process imports that module to read it (:mod:`estflow.dsl.serialization`), so the kind
+    lives in a module the steps can import (an installed package, a module on the path) or in
+    the pipeline file itself, and that module registers the kind's reader when imported
+    (``estflow.components._sources.registry.register``).
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        serializable(cls)
-        _KINDS[cls.__name__] = cls
+        serializable(cls, importable=True)
+        _KINDS[kind_name(cls)] = cls
 
     def header_delimiter(self) -> str | None:
         """The delimiter of the header row its files start with (a row naming its columns,

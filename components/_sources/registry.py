@@ -3,7 +3,9 @@ the fingerprint step all ask it, never which class a source is.
 
 A new source kind is a declaration (a :class:`~estflow.dsl.sources.Source` subclass) plus one
 reader module (its driver-side check and its Beam reader) and one row here: in
-:data:`READERS`, or added with :func:`register`.
+:data:`READERS`, or added with :func:`register`. A kind declared outside estflow registers its
+row in the module that declares it, when imported: a step's process imports that module when
+it reads the kind from its spec (:mod:`estflow.dsl.serialization`), and with it the row.
 
 This module imports neither Beam nor pyarrow: the built-in rows name their reader modules'
 functions, imported when first called (:func:`late`), so the fingerprint step (which must not
@@ -130,6 +132,13 @@ def reader_for(source) -> Reader:
     """
     reader = READERS.get(type(source))
     if reader is None:
+        kind = type(source)
+        hint = ""
+        if not kind.__module__.startswith("estflow."):
+            hint = (f" (no reader is registered for {kind.__name__}: the module that declares "
+                    f"it, {kind.__module__!r}, registers its reader when imported, with "
+                    f"estflow.components._sources.registry.register({kind.__name__}, "
+                    "Reader(...)))")
         raise SourceError(f"source: expected one of {sorted(c.__name__ for c in READERS)}; "
-                          f"received a {type(source).__name__}")
+                          f"received a {kind.__name__}{hint}")
     return reader
