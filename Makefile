@@ -40,8 +40,9 @@ demo: $(STAMP)
 compile: $(STAMP)
 	$(VENV)/bin/estflow compile pipelines/examples/taxi.py -o taxi.yaml --push-base-path gs://estflow-examples/serving_models --image $(IMAGE_REPO):$(IMAGE_VERSION)
 
+# Two processes (pytest-xdist): each test module on one of them (tests/conftest.py).
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=30
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

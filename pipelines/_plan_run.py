@@ -388,7 +388,7 @@ class PlanRun:
             self.prestarter.drop(step.name)
         self.reused.append(step.name)
         made = entry.info.get("run") or "an earlier run"
-        rec.update(status="reused", reused_from=made, seconds=0.0,
+        rec.update(status="reused", reused_from=made, seconds=0.0, finished=runs.now(),
                    metrics=_metrics_of(self.paths, step))
         self._io(step, rec)
         self.echo(f"<== {step.name} reused: cache key {key[:12]}, made by run {made} in "
@@ -452,6 +452,7 @@ class PlanRun:
             with self.lock:
                 self.processes.pop(step.name, None)
         self.seconds[step.name] = time.monotonic() - start
-        rec.update(status="ran", seconds=round(self.seconds[step.name], 3), exit_code=0,
+        rec.update(status="ran", finished=runs.now(),
+                   seconds=round(self.seconds[step.name], 3), exit_code=0,
                    log=str(folder / "log.txt"), metrics=_metrics_of(self.paths, step))
         self.echo(f"<== {step.name} done in {self.seconds[step.name]:.1f}s")

@@ -10,6 +10,7 @@ of the same name is no redefinition of an unused import).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -40,7 +41,11 @@ def images():
         if os.environ.get("CI"):
             pytest.fail("no Docker engine runs here: .ci/run should have started one")
         pytest.skip("no Docker engine runs here")
-    done = subprocess.run(["make", "image"], cwd=REPO, capture_output=True, text=True,
-                          timeout=1800, env=kfp_local_fakes.env())
+    # make test runs modules on two processes: one build of the images at a time (the
+    # second finds them built)
+    with open(REPO / ".image-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(["make", "image"], cwd=REPO, capture_output=True, text=True,
+                              timeout=1800, env=kfp_local_fakes.env())
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return IMAGE, SLIM_IMAGE
