@@ -8,7 +8,7 @@ first run; each round forces the two user steps (``--no-cache a,b``) and measure
 ``estflow run`` command's wall, as a user sees it. Target: at once <= 0.65x one after another
 on two cores.
 
-Usage: ``python tests/benchmarks/bench_parallel_steps.py [--rounds 3] [--passes 40]``
+Usage: ``python tests/benchmarks/bench_parallel_steps.py [--rounds 3] [--passes 600]``
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _run(folder: Path, *args: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--passes", type=int, default=40)
+    parser.add_argument("--passes", type=int, default=600)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="estflow-bench-parallel-") as tmp:
         folder = Path(tmp)
