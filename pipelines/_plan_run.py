@@ -287,9 +287,13 @@ class PlanRun:
         threads see the processes end (their output is read to its end there)."""
         with self.lock:
             procs = dict(self.processes)
+        # a runner that ignores SIGINT (a background job of a non-interactive shell) started
+        # its steps ignoring it too: they are sent SIGTERM (as a lone step is)
+        first = (signal.SIGTERM if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+                 else signal.SIGINT)
         for proc in procs.values():
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(first)
         for proc in procs.values():
             for grace, then in zip(STOP_GRACE_S[1:], (signal.SIGTERM, signal.SIGKILL),
                                    strict=True):

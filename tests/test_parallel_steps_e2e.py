@@ -165,8 +165,11 @@ def test_ctrl_c_with_two_steps_in_flight_stops_both_and_resume_continues(workspa
         'return {"met": met}', 'return {"met": met, "v": 3}'))  # left and right: new keys
     (workspace / "hold").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ESTFLOW_", "PYTEST"))}
+    # SIGINT as at a terminal: a background job of a non-interactive shell (CI) inherits it
+    # ignored, and a process ignoring SIGINT gets no Ctrl-C
     runner = subprocess.Popen([ESTFLOW, "run", "branches.py"], cwd=workspace, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while not ((workspace / "left.marker").exists() and
