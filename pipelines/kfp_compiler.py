@@ -319,8 +319,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         names = [s.name for s in plan.steps if s.name not in items]
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
-            result=(user_steps.fingerprint_result(names, items) if items
-                    else kfp_components.fingerprint_result(names)))
+            result=kfp_components.fingerprint_result(names, items))
     if in_task_gates:
         components.update({s.name: kfp_tasks.build_gated_component(
             s, plan.step(s.runs_if).result.key, _image_of(components[s.name]), keyed=keyed)

@@ -36,6 +36,8 @@ import os
 import re
 import typing
 from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 from kfp import dsl
 from kfp.dsl import python_component
@@ -184,14 +186,24 @@ def build_component(step: PlannedStep, image: str, *, keyed: bool = False,
                          base_image=image, install_kfp_package=False)
 
 
-def fingerprint_result(steps: list[str]) -> tuple[str, tuple[str, ...]]:
+def fingerprint_result(steps: list[str], items: Mapping[str, Sequence[str]] | None = None,
+                       ) -> tuple[str, tuple[str, ...]]:
     """The fingerprint task's return (annotation, lines): per step ``<step>_spec`` (the part of
     the spec the step gets) and ``<step>_key`` (its cache key), ``model_fingerprint`` and
-    ``source_digest`` (empty for a source without one)."""
+    ``source_digest`` (empty for a source without one); and per mapped step's item template
+    in ``items`` (template -> the planned item steps), ``<template>s``: a list of ``{"index",
+    "spec", "key"}``, one per item (a ``dsl.ParallelFor``'s items)."""
+    items = items or {}
     names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + [
         "model_fingerprint", "source_digest"]
-    fields = ", ".join(f"('{n}', str)" for n in names)
+    fields = ", ".join([*(f"('{n}', str)" for n in names),
+                        *(f"('{t}s', list)" for t in items)])
     annotation = f"NamedTuple('Outputs', [{fields}])"
+    per_item = (
+        f"for names in {[list(v) for v in items.values()]!r}:",
+        "    values.append([{'index': str(i), 'spec': keyed[n]['spec'], 'key': keyed[n]['key']}",
+        "                   for i, n in enumerate(names)])",
+    ) if items else ()
     lines = (
         "import json",
         "import os",
@@ -200,13 +212,14 @@ def fingerprint_result(steps: list[str]) -> tuple[str, tuple[str, ...]]:
         "    found = json.load(f)",
         "keyed = found['steps']",
         "values = []",
-        f"for name in {steps!r}:",
+        f"for name in {list(steps)!r}:",
         "    values += [keyed[name]['spec'], keyed[name]['key']]",
         "model = [k['outputs']['model'] for k in keyed.values() if 'model' in k['outputs']]",
         "values.append(model[0] if model else '')",
         "values.append((found.get('source') or {}).get('digest') or '')",
+        *per_item,
         f"print('estflow step fingerprint: keys ' + ', '.join("
-        f"'%s %s' % (n, keyed[n]['key'][:12]) for n in {steps!r}))",
+        f"'%s %s' % (n, keyed[n]['key'][:12]) for n in {list(steps)!r}))",
         f"return NamedTuple('Outputs', [{fields}])(*values)",
     )
     return annotation, lines

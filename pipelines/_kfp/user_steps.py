@@ -33,7 +33,6 @@ from kfp import dsl
 from kfp.dsl import python_component
 
 from estflow.dsl.contracts import USER_STEP_MODULE
-from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.dsl.steps import RESULT_FILE
@@ -47,7 +46,7 @@ from estflow.pipelines.plan import late_input
 __all__ = ["UserStepError", "declared", "declared_resources", "declared_images",
            "with_resources", "result_types", "conditions", "gate_of", "build_component",
            "unreachable_functions", "is_user_step", "ITEM_SUFFIX", "declared_name",
-           "is_item_template", "fold_items", "loop_items", "fingerprint_result",
+           "is_item_template", "fold_items", "loop_items",
            "build_collector"]
 
 _PYTHON_TYPES = {bool: "bool", float: "float", str: "str"}
@@ -394,39 +393,6 @@ def loop_items(fingerprint, template: str, count: int, keyed: bool, image: str):
     task = component(items=fingerprint.outputs[f"{template}s"])
     task.set_caching_options(False)
     return task.output
-
-
-def fingerprint_result(steps: Sequence[str], items: Mapping[str, Sequence[str]],
-                       ) -> tuple[str, tuple[str, ...]]:
-    """The fingerprint task's return (see ``components.fingerprint_result``) with, per mapped
-    step's template, ``<template>s``: a list of ``{"index", "spec", "key"}``, one per item
-    (the ParallelFor's items)."""
-    names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + [
-        "model_fingerprint", "source_digest"]
-    fields = ", ".join([*(f"('{n}', str)" for n in names),
-                        *(f"('{t}s', list)" for t in items)])
-    annotation = f"NamedTuple('Outputs', [{fields}])"
-    lines = (
-        "import json",
-        "import os",
-        "from typing import NamedTuple",
-        f"with open(os.path.join(fingerprints.path, {Files.FINGERPRINTS!r})) as f:",
-        "    found = json.load(f)",
-        "keyed = found['steps']",
-        "values = []",
-        f"for name in {list(steps)!r}:",
-        "    values += [keyed[name]['spec'], keyed[name]['key']]",
-        "model = [k['outputs']['model'] for k in keyed.values() if 'model' in k['outputs']]",
-        "values.append(model[0] if model else '')",
-        "values.append((found.get('source') or {}).get('digest') or '')",
-        f"for names in {[list(v) for v in items.values()]!r}:",
-        "    values.append([{'index': str(i), 'spec': keyed[n]['spec'], 'key': keyed[n]['key']}",
-        "                   for i, n in enumerate(names)])",
-        "print('estflow step fingerprint: keys ' + ', '.join("
-        "'%s %s' % (n, keyed[n]['key'][:12]) for n in keyed))",
-        f"return NamedTuple('Outputs', [{fields}])(*values)",
-    )
-    return annotation, lines
 
 
 def build_collector(step: PlannedStep, user: UserStep, image: str, *,
