@@ -118,6 +118,7 @@ class RunResult:
     reused: tuple[str, ...] = ()
     record: runs.RunRecord | None = None
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> why
+    order: tuple[str, ...] = ()  # the plan's steps, in plan order (steps may finish in any)
 
     def read(self, artifact: str, file: str) -> dict:
         return json.loads((self.artifacts[artifact] / file).read_text())
@@ -372,7 +373,8 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
         if run.claim is not None:
             run.claim.release()
     return RunResult(workdir, {k: Path(v) for k, v in run.paths.items()}, run.seconds,
-                     tuple(run.reused), record, dict(run.skipped))
+                     tuple(run.reused), record, dict(run.skipped),
+                     tuple(s.name for s in plan.steps))
 
 
 def _estflow_version() -> str:
@@ -498,7 +500,8 @@ def _shown(result: RunResult, artifact: str) -> Path:
 
 def _summary(result: RunResult, seconds: float, echo: Callable[[str], None]) -> None:
     echo("")
-    order = list(result.record.data["steps"]) if result.record else list(result.seconds)
+    order = (list(result.order) or
+             (list(result.record.data["steps"]) if result.record else list(result.seconds)))
     timings = [f"{k} {result.seconds[k]:.1f}s" if k in result.seconds else
                f"{k} {'skipped' if k in result.skipped else 'reused'}"
                for k in order if k in result.seconds or k in result.reused

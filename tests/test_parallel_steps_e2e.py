@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -123,6 +124,13 @@ def test_independent_steps_run_at_once_each_line_named(workspace):
     lines = done.stdout.splitlines()
     assert any(line.startswith("left ") and "| ==> step" in line for line in lines)
     assert any(line.startswith("right ") and "result: met=1.0" in line for line in lines)
+    # The closing summary lists the steps in plan order ("step K/N"), not in the order they
+    # happened to finish (left and right finish together, either first)
+    planned = {m.group(2): int(m.group(1)) for line in lines
+               if (m := re.search(r"==> step (\d+)/\d+: (\w+)", line))}
+    summary = next(line for line in lines if line.startswith("Pipeline finished in"))
+    listed = re.findall(r"(\w+) (?:[\d.]+s|reused|skipped)", summary.split("(", 1)[1])
+    assert listed == sorted(planned, key=planned.get), summary
 
 
 def test_a_killed_branch_fails_alone_and_resume_runs_only_it(workspace):
