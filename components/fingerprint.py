@@ -34,8 +34,8 @@ from estflow.components._io import outside_facts
 from estflow.components._io import user_code
 from estflow.components._io.jsonfile import write_json
 from estflow.components._runtime import entry
-from estflow.components.validate import spans
-from estflow.components.validate.spans import EXIT_BLOCKED
+from estflow.components._sources import spans
+from estflow.components._sources.spans import EXIT_BLOCKED
 from estflow.dsl import fingerprints
 from estflow.dsl.contracts import FINGERPRINT
 from estflow.dsl.contracts import Files

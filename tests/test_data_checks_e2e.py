@@ -108,9 +108,9 @@ def test_a_rolling_window_trains_on_the_last_two_nights(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "spans 2024-01-02 to 2024-01-03 (2, the last 2)" in out.stdout
     (stats,) = (tmp_path / "estflow_runs" / "nightly-taxi").glob("*/ingest/*/statistics.pb")
-    from estflow.components.validate.statistics import read_statistics  # noqa: PLC0415
-    from estflow.components.validate.statistics import span_dataset  # noqa: PLC0415
-    from estflow.components.validate.statistics import split_datasets  # noqa: PLC0415
+    from estflow.components._statistics.statistics import read_statistics  # noqa: PLC0415
+    from estflow.components._statistics.statistics import span_dataset  # noqa: PLC0415
+    from estflow.components._statistics.statistics import split_datasets  # noqa: PLC0415
     written = read_statistics(str(stats))
     assert sum(d.num_examples for d in split_datasets(written)) == 800
     assert span_dataset(written).num_examples == 800

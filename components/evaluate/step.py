@@ -80,8 +80,8 @@ def _data_statistics(examples: Path, served, folder: Path) -> None:
     """Keep the run's data statistics with the evaluation (push stores them with the version:
     the served model's training data is then known), and show them in the report next to the
     served version's."""
-    from estflow.components.validate import report as data_report  # noqa: PLC0415
-    from estflow.components.validate import statistics as data_stats  # noqa: PLC0415
+    from estflow.components._statistics import report as data_report  # noqa: PLC0415
+    from estflow.components._statistics import statistics as data_stats  # noqa: PLC0415
 
     if not (examples / Files.STATISTICS).is_file():
         return

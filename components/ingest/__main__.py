@@ -50,12 +50,12 @@ from estflow.components._runtime import entry
 from estflow.components._runtime import progress as _progress
 from estflow.components._sources.report import DataRejected
 from estflow.components._sources.report import IngestError
+from estflow.components._sources.spans import EXIT_BLOCKED
 from estflow.components.ingest.job import Ingest
 from estflow.components.ingest.job import finish
 from estflow.components.ingest.job import prepare
 from estflow.components.ingest.job import reporter_for
 from estflow.components.ingest.job import run_job
-from estflow.components.validate.spans import EXIT_BLOCKED
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
 

@@ -5,7 +5,7 @@ fused ``estflow.components.preprocess`` job. Per split it writes GZIP TFRecords 
 tf.Examples; it writes every rejected row to ``rejected.jsonl`` and the merged statistics to a
 JSON file the driver reads after the run (a file rather than Beam metrics: it works the same
 on every runner and carries floats). In the same pass it combines the data's statistics per
-split (``estflow.components.validate.statistics``) into ``statistics.pb``, with the whole span
+split (``estflow.components._statistics.statistics``) into ``statistics.pb``, with the whole span
 (``All Examples``) after the splits and, on its features, the cells rejected for their type.
 """
 
@@ -42,10 +42,10 @@ from estflow.components._sources.report import check_summary
 from estflow.components._sources.report import summarize
 from estflow.components._sources.report import summary_lines
 from estflow.components._sources.split import assign_splits
-from estflow.components.validate.statistics import STATISTICS_FILE
-from estflow.components.validate.statistics import STATISTICS_TEXT
-from estflow.components.validate.statistics import WriteStatistics
-from estflow.components.validate.statistics import column_specs
+from estflow.components._statistics.statistics import STATISTICS_FILE
+from estflow.components._statistics.statistics import STATISTICS_TEXT
+from estflow.components._statistics.statistics import WriteStatistics
+from estflow.components._statistics.statistics import column_specs
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 

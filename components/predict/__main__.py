@@ -39,10 +39,10 @@ import sys
 from estflow.components._runtime import beam as _beam
 from estflow.components._runtime import entry
 from estflow.components._runtime import progress as _progress
+from estflow.components._sources.spans import EXIT_BLOCKED
 from estflow.components.predict.step import PredictError
 from estflow.components.predict.step import SkewError
 from estflow.components.predict.step import run
-from estflow.components.validate.spans import EXIT_BLOCKED
 from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import PREDICT_ONLY
 

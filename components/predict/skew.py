@@ -22,11 +22,11 @@ from apache_beam.io.filesystems import FileSystems
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from estflow.components._io import lineage
-from estflow.components.validate import anomalies as _anomalies
-from estflow.components.validate import distance as _distance
-from estflow.components.validate.schema import feature_name
-from estflow.components.validate.statistics import SplitStatistics
-from estflow.components.validate.statistics import read_statistics
+from estflow.components._statistics import anomalies as _anomalies
+from estflow.components._statistics import distance as _distance
+from estflow.components._statistics.schema import feature_name
+from estflow.components._statistics.statistics import SplitStatistics
+from estflow.components._statistics.statistics import read_statistics
 from estflow.dsl.contracts import Files
 
 __all__ = ["SERVING", "SERVING_STATISTICS", "Baseline", "baseline_of", "ServingStatistics",

@@ -28,6 +28,8 @@ from estflow.components._sources.chunks import empty_chunk_stats
 from estflow.components._sources.chunks import merge_chunk_stats
 from estflow.components._sources.report import IngestError
 from estflow.components._sources.report import check_summary
+from estflow.components._statistics import report as data_report
+from estflow.components._statistics.statistics import read_statistics
 from estflow.components.predict import skew as _skew
 from estflow.components.predict.formats import FormatError
 from estflow.components.predict.formats import Formatter
@@ -48,8 +50,6 @@ from estflow.components.predict.sinks import OutputDir
 from estflow.components.predict.sinks import OutputError
 from estflow.components.predict.summary import summarize
 from estflow.components.predict.summary import summary_lines
-from estflow.components.validate import report as data_report
-from estflow.components.validate.statistics import read_statistics
 from estflow.dsl.batch import BatchPredict
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline

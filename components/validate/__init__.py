@@ -1,9 +1,10 @@
-"""Data validation: statistics of each run's data, a schema, anomalies, drift and skew.
+"""The validate step: the run's data checked before a model trains on it (``Pipeline.checks``):
+its statistics against a schema, drift against the served model's training data, and the cells
+ingest rejected for their type. :mod:`.checks` is the step, :mod:`.__main__` its entry point.
 
-The statistics, schemas and anomaly kinds are tensorflow-metadata's and TF Data Validation's
-(``DatasetFeatureStatisticsList``, ``Schema``, ``AnomalyInfo.Type`` names), so TFDV and Facets
-read what estflow writes. The modules import Beam and tensorflow-metadata: import them only in
-steps, never from the DSL.
+The statistics, schema, anomalies and data report it works with are TFDV's and live in
+:mod:`estflow.components._statistics`, which ingest, evaluate and batch prediction share.
+Importing this package stays light: :func:`main` imports the step only when called.
 """
 
 

@@ -5,16 +5,16 @@ It reads the statistics ingest wrote (``examples/statistics.pb``), the schema th
 commit), and the statistics of the served model's training data (stored with each pushed
 version, ``assets.extra/estflow_statistics.pb``). Every check is computed over the whole span,
 as TFDV validates one dataset: the statistics' ``All Examples`` dataset (every split together,
-:func:`~.statistics.span_dataset`), the served version's likewise for drift. It finds every
-anomaly, once: the data against the schema, the number of examples (``min_examples``: the
-span's rows; an empty split is one too), missing values, drift against the served model's
-training data, and a column whose cells ingest rejected for their type (text in a numeric
-column) more often than in the served model's training data (UNEXPECTED_DATA_TYPE: those rows
-are in no statistics, so no other check sees them). Each is printed with its column, TFDV kind and observed vs allowed value; those that
-``warn_only`` does not name block: the step writes ``validation.json`` and
-``data_report.html``, then exits with :data:`EXIT_BLOCKED` so nothing after it trains or
-pushes (``estflow run`` exits with the same status; on Kubeflow the failed task stops the run
-before the train task).
+:func:`~estflow.components._statistics.statistics.span_dataset`), the served version's likewise
+for drift. It finds every anomaly, once: the data against the schema, the number of examples
+(``min_examples``: the span's rows; an empty split is one too), missing values, drift against
+the served model's training data, and a column whose cells ingest rejected for their type (text
+in a numeric column) more often than in the served model's training data (UNEXPECTED_DATA_TYPE:
+those rows are in no statistics, so no other check sees them). Each is printed with its column,
+TFDV kind and observed vs allowed value; those that ``warn_only`` does not name block: the step
+writes ``validation.json`` and ``data_report.html``, then exits with :data:`EXIT_BLOCKED` so
+nothing after it trains or pushes (``estflow run`` exits with the same status; on Kubeflow the
+failed task stops the run before the train task).
 
 ``python -m estflow.components.validate --spec S --examples DIR --validation DIR``
 (:mod:`.__main__`).
@@ -30,11 +30,11 @@ from pathlib import Path
 from apache_beam.io.filesystems import FileSystems
 
 from estflow.components._io import model_repo
-from estflow.components.validate import anomalies as _anomalies
-from estflow.components.validate import report as _report
-from estflow.components.validate import schema as _schema
-from estflow.components.validate import statistics as _statistics
-from estflow.components.validate.spans import EXIT_BLOCKED
+from estflow.components._sources.spans import EXIT_BLOCKED
+from estflow.components._statistics import anomalies as _anomalies
+from estflow.components._statistics import report as _report
+from estflow.components._statistics import schema as _schema
+from estflow.components._statistics import statistics as _statistics
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 

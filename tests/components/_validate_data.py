@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from estflow.components._sources.cells import ARROW_TYPES
-from estflow.components.validate.statistics import SplitStatistics
-from estflow.components.validate.statistics import statistics_pb2
+from estflow.components._statistics.statistics import SplitStatistics
+from estflow.components._statistics.statistics import statistics_pb2
 
 SPECS = (("x", "float", False), ("n", "int", False), ("color", "string", True),
          ("code", "int", True))
@@ -39,7 +39,7 @@ def span(splits: dict[str, dict[str, list]], specs=SPECS, rejects: dict | None =
          ) -> statistics_pb2.DatasetFeatureStatisticsList:
     """The statistics file ingest writes for ``{split: columns}``: each split, then the span
     (``All Examples``); ``rejects``: ingest's per-column figures (``type_errors``, ...)."""
-    from estflow.components.validate.statistics import gather  # noqa: PLC0415
+    from estflow.components._statistics.statistics import gather  # noqa: PLC0415
 
     return gather({name: accumulate(columns, name, specs) for name, columns in splits.items()},
                   specs, rejects)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from estflow.components.validate.anomalies import Thresholds
-from estflow.components.validate.anomalies import drift
-from estflow.components.validate.anomalies import skew
-from estflow.components.validate.anomalies import validate
-from estflow.components.validate.distance import jensen_shannon
-from estflow.components.validate.schema import infer_schema
-from estflow.components.validate.schema import read_schema
-from estflow.components.validate.schema import schema_pb2
-from estflow.components.validate.schema import write_schema
-from estflow.components.validate.statistics import ALL_EXAMPLES
+from estflow.components._statistics.anomalies import Thresholds
+from estflow.components._statistics.anomalies import drift
+from estflow.components._statistics.anomalies import skew
+from estflow.components._statistics.anomalies import validate
+from estflow.components._statistics.distance import jensen_shannon
+from estflow.components._statistics.schema import infer_schema
+from estflow.components._statistics.schema import read_schema
+from estflow.components._statistics.schema import schema_pb2
+from estflow.components._statistics.schema import write_schema
+from estflow.components._statistics.statistics import ALL_EXAMPLES
 from tests.components._validate_data import night
 from tests.components._validate_data import span
 from tests.components._validate_data import statistics

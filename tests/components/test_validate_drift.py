@@ -14,10 +14,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import jensenshannon
 
-from estflow.components.validate.distance import jensen_shannon
-from estflow.components.validate.distance import jensen_shannon_counts
-from estflow.components.validate.distance import l_infinity
-from estflow.components.validate.statistics import statistics_pb2
+from estflow.components._statistics.distance import jensen_shannon
+from estflow.components._statistics.distance import jensen_shannon_counts
+from estflow.components._statistics.distance import l_infinity
+from estflow.components._statistics.statistics import statistics_pb2
 
 
 def _histogram(edges, counts, kind=statistics_pb2.Histogram.STANDARD):

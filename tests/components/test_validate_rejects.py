@@ -16,14 +16,14 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.components import validate
+from estflow.components._statistics import anomalies
+from estflow.components._statistics.statistics import ALL_EXAMPLES
+from estflow.components._statistics.statistics import TYPE_ERROR_EXAMPLE
+from estflow.components._statistics.statistics import TYPE_ERRORS
+from estflow.components._statistics.statistics import read_statistics
+from estflow.components._statistics.statistics import span_dataset
+from estflow.components._statistics.statistics import type_errors
 from estflow.components.ingest import __main__ as ingest
-from estflow.components.validate import anomalies
-from estflow.components.validate.statistics import ALL_EXAMPLES
-from estflow.components.validate.statistics import TYPE_ERROR_EXAMPLE
-from estflow.components.validate.statistics import TYPE_ERRORS
-from estflow.components.validate.statistics import read_statistics
-from estflow.components.validate.statistics import span_dataset
-from estflow.components.validate.statistics import type_errors
 from estflow.dsl.contracts import Files
 from tests.components import _validate_data as vd
 

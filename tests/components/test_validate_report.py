@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import re
 
-from estflow.components.validate.report import side_by_side
+from estflow.components._statistics.report import side_by_side
 from tests.components import _validate_data as vd
 
 
@@ -33,7 +33,7 @@ def test_without_a_served_model_the_other_side_is_empty():
     assert _cells(page, "x")[1] == "-"
 
 
-# The whole report (components/validate/report.py render) -----------------------------------
+# The whole report (components/_statistics/report.py render) -----------------------------------
 
 def _summary(**anomaly) -> dict:
     row = {"column": "payment_type", "kind": "ENUM_TYPE_UNEXPECTED_STRING_VALUES",
@@ -52,7 +52,7 @@ def _anomaly_cells(page: str) -> list[str]:
 
 
 def test_an_allowed_zero_is_shown_as_0_not_as_all_rows():
-    from estflow.components.validate.report import render
+    from estflow.components._statistics.report import render
 
     page = render("taxi", _summary(), vd.stats_list(vd.statistics(vd.night(1, rows=50))), None)
     cells = _anomaly_cells(page)
@@ -64,14 +64,14 @@ def test_an_allowed_zero_is_shown_as_0_not_as_all_rows():
 
 
 def test_the_anomaly_keeps_its_example_values():
-    from estflow.components.validate.report import render
+    from estflow.components._statistics.report import render
 
     cells = _anomaly_cells(render("taxi", _summary(), None, None))
     assert "e.g. ['Bitcoin', 'Barter']" in cells[5]
 
 
 def test_the_report_has_a_stylesheet_and_a_coloured_verdict():
-    from estflow.components.validate.report import render
+    from estflow.components._statistics.report import render
 
     stopped = render("taxi", _summary(), None, None)
     style = re.search(r"<style>(.*?)</style>", stopped, re.S).group(1)

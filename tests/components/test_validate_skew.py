@@ -18,9 +18,9 @@ import pytest
 from scipy.spatial import distance as scipy_distance
 
 import estflow.dsl as ef
+from estflow.components._statistics.statistics import read_statistics
 from estflow.components.predict import step as predict
 from estflow.components.predict.skew import SERVING_STATISTICS
-from estflow.components.validate.statistics import read_statistics
 from estflow.dsl.contracts import Files
 from estflow.pipelines.examples import taxi
 from tests.components import _serving_fixtures as fx

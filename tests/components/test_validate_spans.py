@@ -11,7 +11,7 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.components import fingerprint
-from estflow.components.validate.spans import span_at
+from estflow.components._sources.spans import span_at
 from estflow.dsl.contracts import Files
 from estflow.dsl.fingerprints import StepKeyInput
 from estflow.pipelines.plan import build_plan

@@ -18,13 +18,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import estflow.dsl as ef
-from estflow.components.validate._sketch import QuantileSketch
-from estflow.components.validate.statistics import ALL_EXAMPLES
-from estflow.components.validate.statistics import read_statistics
-from estflow.components.validate.statistics import span_dataset
-from estflow.components.validate.statistics import split_datasets
-from estflow.components.validate.statistics import statistics_pb2
-from estflow.components.validate.statistics import type_errors
+from estflow.components._statistics._sketch import QuantileSketch
+from estflow.components._statistics.statistics import ALL_EXAMPLES
+from estflow.components._statistics.statistics import read_statistics
+from estflow.components._statistics.statistics import span_dataset
+from estflow.components._statistics.statistics import split_datasets
+from estflow.components._statistics.statistics import statistics_pb2
+from estflow.components._statistics.statistics import type_errors
 from tests.components._validate_data import statistics
 
 FLOATS = st.one_of(st.none(), st.floats(width=32, allow_nan=False, allow_infinity=False,
@@ -135,7 +135,7 @@ def test_sketch_is_exact_up_to_capacity_and_within_its_bound_past_it():
 
 
 def test_frequencies_past_the_counter_cap_stay_within_their_bound():
-    from estflow.components.validate._sketch import FrequencyCounter
+    from estflow.components._statistics._sketch import FrequencyCounter
 
     rng = np.random.default_rng(5)
     values = np.concatenate([rng.integers(0, 50_000, 100_000), np.full(20_000, 7),

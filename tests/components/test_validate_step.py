@@ -13,8 +13,8 @@ from pathlib import Path
 
 import estflow.dsl as ef
 from estflow.components import validate
+from estflow.components._statistics.statistics import write_statistics
 from estflow.components.validate import checks
-from estflow.components.validate.statistics import write_statistics
 from estflow.dsl.contracts import Files
 from estflow.pipelines.examples import taxi
 from tests.components import _validate_data as vd

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import html
 
-from estflow.components.validate.statistics import ALL_EXAMPLES
-from estflow.components.validate.statistics import span_dataset
+from estflow.components._statistics.statistics import ALL_EXAMPLES
+from estflow.components._statistics.statistics import span_dataset
 
 __all__ = ["line", "render", "side_by_side"]
 

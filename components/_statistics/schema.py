@@ -19,7 +19,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from estflow.components.validate.statistics import span_dataset
+from estflow.components._statistics.statistics import span_dataset
 
 __all__ = ["infer_schema", "read_schema", "write_schema", "feature_name", "DEFAULT_MIN_EXAMPLES"]
 

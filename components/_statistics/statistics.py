@@ -15,7 +15,8 @@ The file holds one dataset per split, in declaration order, then the whole span 
 together) as the dataset :data:`ALL_EXAMPLES`, TFDV's name for the default slice: its
 accumulator is the splits' accumulators merged, so its figures are those TFDV computes on all
 the rows ingest kept, and it is the dataset TFDV's ``validate_statistics`` picks from a list of
-several. The data checks (:mod:`.anomalies`, :mod:`.checks`) run on it (:func:`span_dataset`).
+several. The data checks (:mod:`.anomalies`, the validate step's
+:mod:`estflow.components.validate.checks`) run on it (:func:`span_dataset`).
 The rows ingest rejected are in no dataset; per column, the cells that were not a value of
 its declared type are recorded on the span's feature as custom statistics
 (:data:`TYPE_ERRORS`, :data:`TYPE_ERROR_FRACTION`, :data:`TYPE_ERROR_EXAMPLE`), written only
@@ -34,8 +35,8 @@ from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from estflow.components.validate._sketch import FrequencyCounter
-from estflow.components.validate._sketch import QuantileSketch
+from estflow.components._statistics._sketch import FrequencyCounter
+from estflow.components._statistics._sketch import QuantileSketch
 
 __all__ = ["STATISTICS_FILE", "STATISTICS_TEXT", "SplitStatistics", "WriteStatistics",
            "ColumnSpec", "column_specs", "read_statistics", "write_statistics", "gather",

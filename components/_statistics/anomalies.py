@@ -43,14 +43,14 @@ from collections.abc import Mapping
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from estflow.components.validate.distance import jensen_shannon
-from estflow.components.validate.distance import l_infinity
-from estflow.components.validate.distance import value_counts
-from estflow.components.validate.schema import feature_name
-from estflow.components.validate.statistics import ALL_EXAMPLES
-from estflow.components.validate.statistics import span_dataset
-from estflow.components.validate.statistics import split_datasets
-from estflow.components.validate.statistics import type_errors
+from estflow.components._statistics.distance import jensen_shannon
+from estflow.components._statistics.distance import l_infinity
+from estflow.components._statistics.distance import value_counts
+from estflow.components._statistics.schema import feature_name
+from estflow.components._statistics.statistics import ALL_EXAMPLES
+from estflow.components._statistics.statistics import span_dataset
+from estflow.components._statistics.statistics import split_datasets
+from estflow.components._statistics.statistics import type_errors
 
 __all__ = ["Anomaly", "Thresholds", "validate", "drift", "skew", "rejected_types",
            "records_rejects", "ERROR", "WARNING"]
