@@ -26,6 +26,7 @@ from estflow.dsl.models import BaselineClassifier
 from estflow.dsl.models import BaselineRegressor
 from estflow.dsl.models import BoostedTreesClassifier
 from estflow.dsl.models import BoostedTreesRegressor
+from estflow.dsl.models import Candidates
 from estflow.dsl.models import CustomModel
 from estflow.dsl.models import DNNClassifier
 from estflow.dsl.models import DNNLinearCombinedClassifier
@@ -116,6 +117,7 @@ __all__ = [
     "Column",
     "Crossed",
     "CsvSource",
+    "Candidates",
     "CustomModel",
     "DNNClassifier",
     "DNNLinearCombinedClassifier",

@@ -18,6 +18,7 @@ from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import FINGERPRINT
 from estflow.dsl.contracts import PREDICT_ONLY
 from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.contracts import SELECT
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Step
@@ -72,6 +73,8 @@ def render() -> str:
             "|---|---|---|---|---|---|---|"]
     rows.append(_row(FINGERPRINT))
     rows += [_row(s) for s in (*STEPS, BATCH_PREDICT)]
+    rows.append(_row(SELECT, "`select` (with `Candidates`: after each candidate's "
+                             "`train_<name>`, `evaluate_<name>`)"))
     rows.append(_row(TFJOB, "`train` (Kubeflow, multi-worker)"))
     rows.append(_row(PREPROCESS, "`preprocess` (`estflow preprocess`)"))
     rows.append(_row(PREDICT_ONLY, "`batch_predict` (a pipeline that only predicts)"))

@@ -62,9 +62,10 @@ TOPICS: tuple[Topic, ...] = (
                      "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor",
                      "BaselineClassifier", "BaselineRegressor", "BoostedTreesClassifier",
                      "BoostedTreesRegressor", "Embedding", "Indicator",
-                     "CustomModel", "CallableRef"),
-          "Used as `Pipeline.model`: a premade model, or a `CustomModel` with your own "
-          "`model_fn`.", "models"),
+                     "CustomModel", "CallableRef", "Candidates"),
+          "Used as `Pipeline.model`: a premade model, a `CustomModel` with your own "
+          "`model_fn`, or `Candidates` (several, side by side; the best blessed one is "
+          "pushed).", "models"),
     Topic("The model_fn contract", ("ModeKeys", "EstimatorSpec"),
           "For a `CustomModel`'s `model_fn`; what its predictions must hold is the "
           "[head output contract](#head-output-contract).", "model_fn"),

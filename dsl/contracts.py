@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+from collections.abc import Sequence
 
 __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
-           "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE"]
+           "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE",
+           "SELECT", "CANDIDATE_STEPS", "CANDIDATES_FILE", "candidate_artifact",
+           "for_candidate", "select_row"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +168,16 @@ class Step:
     ``outside_storage``: the step reads or writes storage outside the run's artifacts that the
     fingerprint step reads too (ingest's source, push's served versions), so the fingerprint
     task mounts this step's declared PVCs and secrets.
+
+    ``roles``: (artifact, flag) for an artifact the entry point takes under another name (a
+    candidate's ``model_linear`` is the train step's ``--model``); every other artifact is
+    its own flag. ``of``: the row this one was made from (``train`` for ``train_linear``:
+    its resources are ``Pipeline.resources["train"]``); None for a row of its own.
     """
+
+    def flag(self, artifact: str) -> str:
+        """The entry point's flag (without ``--``) for ``artifact``."""
+        return dict(self.roles).get(artifact, artifact)
 
     name: str
     module: str
@@ -186,6 +199,8 @@ class Step:
     after: tuple[str, ...] = ()
     when: object | None = None
     retries: int = 0
+    roles: tuple[tuple[str, str], ...] = ()
+    of: str | None = None
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -470,6 +485,56 @@ PREDICT_ONLY = Step(
     beam=True, side_effects=True, caching=False, requests=("1", "4Gi"))
 """The one step of a pipeline that only predicts (and of ``estflow predict``): the same entry
 point as :data:`BATCH_PREDICT`, with the model the spec names instead of a pushed one."""
+
+
+CANDIDATE_STEPS = ("train", "evaluate")
+"""The rows a pipeline with :class:`~estflow.dsl.models.Candidates` runs once per candidate
+(:func:`for_candidate`), before :data:`SELECT` picks one."""
+_PER_CANDIDATE = ("model", "evaluation")  # the artifacts each candidate has its own of
+
+SELECT = Step(
+    "select", "estflow.components.select", (), ("model", "evaluation"),
+    "pick the best blessed candidate by Candidates.best_by: its model and evaluation, with "
+    "every candidate compared in the report", reads=(*_SCHEMA, "model", "eval"),
+    requests=("500m", "1Gi"), summary=Files.METRICS,
+    result=Result("evaluation", Files.BLESSING, "blessed"),
+    ui_outputs=next(s for s in STEPS if s.name == "evaluate").ui_outputs)
+"""Where candidates meet (:func:`select_row`): its inputs are each candidate's model and
+evaluation (``model_<name>``, ``evaluation_<name>``); its outputs are the pipeline's ``model``
+and ``evaluation``, what push and the user's steps read."""
+CANDIDATES_FILE = "candidates.json"  # select -> evaluation/: every candidate's metrics, blessing
+
+
+def candidate_artifact(artifact: str, candidate: str) -> str:
+    """A candidate's own ``model`` or ``evaluation`` (``model_linear``); others are shared."""
+    return f"{artifact}_{candidate}" if artifact in _PER_CANDIDATE else artifact
+
+
+def for_candidate(row: Step, candidate: str) -> Step:
+    """Contract row ``row`` (one of :data:`CANDIDATE_STEPS`) for one candidate: named
+    ``<row>_<candidate>``, its model and evaluation the candidate's own (taken under the
+    row's flags), reading the candidate's model (``model@<candidate>``: the spec it gets
+    holds that model as ``model``, and its cache key covers that candidate only)."""
+    rename = functools.partial(candidate_artifact, candidate=candidate)
+    inputs, outputs = tuple(map(rename, row.inputs)), tuple(map(rename, row.outputs))
+    return dataclasses.replace(
+        row, name=f"{row.name}_{candidate}", inputs=inputs, outputs=outputs,
+        roles=tuple((rename(a), a) for a in (*row.inputs, *row.outputs) if rename(a) != a),
+        of=row.name,
+        after=tuple(f"{a}_{candidate}" if a in CANDIDATE_STEPS else a for a in row.after),
+        reads=tuple(f"model@{candidate}" if r == "model" else r for r in row.reads or ()),
+        result=row.result and dataclasses.replace(row.result,
+                                                  artifact=rename(row.result.artifact)),
+        ui_outputs=tuple(dataclasses.replace(u, artifact=rename(u.artifact))
+                         for u in row.ui_outputs))
+
+
+def select_row(candidates: Sequence[str]) -> Step:
+    """:data:`SELECT` reading ``candidates``' models and evaluations, after their evaluations."""
+    return dataclasses.replace(
+        SELECT, inputs=tuple(candidate_artifact(a, c) for c in candidates
+                             for a in _PER_CANDIDATE),
+        after=tuple(f"evaluate_{c}" for c in candidates))
 
 
 def step_named(name: str) -> Step:

@@ -174,7 +174,8 @@ def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
     stand-in (None, a default, :data:`UNREAD`), still a valid Pipeline.
 
     ``reads`` entries: ``"field"`` keeps the field; ``"field.attr"`` keeps one attribute of
-    it on a stand-in; ``"resources.step"`` keeps one entry of the resources. None keeps all.
+    it on a stand-in; ``"model@name"`` makes candidate ``name`` of a
+    :class:`~estflow.dsl.models.Candidates` model the model; ``"resources.step"`` keeps one entry of the resources. None keeps all.
     A pipeline that only predicts is kept whole. The reads are completed by
     :func:`step_reads` first.
     """
@@ -188,6 +189,10 @@ def project(pipeline: Pipeline, reads: tuple[str, ...] | None) -> Pipeline:
             continue
         parts = [r.split(".", 1)[1] for r in reads if r.startswith(name + ".")]
         value = getattr(pipeline, name)
+        picked = [r.split("@", 1)[1] for r in reads if r.startswith(name + "@")]
+        if picked:  # "model@linear": the candidate's model, as the step's whole model
+            changes[name] = value.models[picked[0]]
+            continue
         if name == "resources":
             changes[name] = {k: v for k, v in value.items() if k in parts}
             continue

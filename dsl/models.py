@@ -52,6 +52,7 @@ __all__ = [
     "BoostedTreesRegressor",
     "CustomModel",
     "Model",
+    "Candidates",
     "OPTIMIZERS",
     "LOSS_REDUCTIONS",
     "head_of",
@@ -887,8 +888,111 @@ def _frozen(value: Any) -> Any:
     return value
 
 
-def head_of(model: Model) -> str:
+LOWER_IS_BETTER = ("average_loss", "rmse", "mae")
+"""Metrics of :data:`METRIC_NAMES` where smaller is better (:class:`Candidates` picks the least)."""
+_DEFAULT_BEST_BY = {"binary": "auc", "multi_class": "accuracy", "regression": "average_loss"}
+
+
+@serializable
+@dataclasses.dataclass(frozen=True)
+class Candidates:
+    """Several models trained side by side on the same transform output, each evaluated; the
+    best blessed one by ``best_by`` is the pipeline's model (pushed, scored with).
+
+    Each candidate trains in its own step (``train_<name>``, then ``evaluate_<name>``), at
+    once where the machine allows; the ``select`` step then picks the blessed candidate with
+    the best ``best_by`` on the eval split (ties: the first by name), and its evaluation
+    report compares them all. No candidate blessed: nothing is pushed, and the report says
+    why for each. Every candidate must have the same head (the label fits one head) and the
+    same ``weight_column`` and ``label_vocabulary``: they are compared on the same rows, by
+    the same metrics. Each candidate is cached by its own declaration: editing one retrains
+    that one only.
+
+    Args:
+        models: candidate name (an identifier: it names the candidate's steps) -> a model, at
+            least two.
+        best_by: the metric compared, one of the head's :data:`METRIC_NAMES` (default: ``auc``
+            for a binary head, ``accuracy`` for a multi-class one, ``average_loss`` for
+            regression).
+        higher_is_better: None: smaller wins for the losses and errors
+            (:data:`LOWER_IS_BETTER`), larger for the rest.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> model = ef.Candidates({
+        ...     "linear": ef.LinearClassifier(feature_columns=("fare", "company")),
+        ...     "dnn": ef.DNNClassifier(hidden_units=(16, 8), feature_columns=("fare",)),
+        ... }, best_by="auc")
+        >>> model.head, sorted(model.models)
+        ('binary', ['dnn', 'linear'])
+    """
+
+    models: Mapping[str, Model]
+    best_by: str | None = None
+    higher_is_better: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.models, Mapping) or len(self.models) < 2:
+            raise DslError("models", "a dict of at least two candidates: name -> model",
+                           self.models)
+        for name, model in self.models.items():
+            _checks.name(name, f"models[{name!r}]")
+            if not isinstance(model, Model.__args__):
+                raise DslError(f"models[{name!r}]", "a premade model or CustomModel",
+                               type(model).__name__)
+        _checks.freeze(self, "models", dict(self.models))
+        defaults = {"weight_column": None, "label_vocabulary": (), "label_dimension": 1}
+        for attr in ("head", *defaults):
+            values = {n: head_of(mdl) if attr == "head" else
+                      tuple(getattr(mdl, attr, ()) or ()) if attr == "label_vocabulary" else
+                      getattr(mdl, attr, defaults[attr]) for n, mdl in self.models.items()}
+            if len(set(map(repr, values.values()))) > 1:
+                raise DslError(f"models[...].{attr}", "the same for every candidate (they are "
+                               "compared on the same rows by the same metrics)",
+                               values)
+        head = self.head
+        best_by = self.best_by if self.best_by is not None else _DEFAULT_BEST_BY[head]
+        best_by = METRIC_ALIASES[head].get(best_by, best_by)
+        if best_by not in METRIC_NAMES[head] or best_by == "examples":
+            raise DslError("best_by", f"one of the {head} head's metrics "
+                           f"{[n for n in METRIC_NAMES[head] if n != 'examples']}", best_by)
+        _checks.freeze(self, "best_by", best_by)
+        if self.higher_is_better is None:
+            _checks.freeze(self, "higher_is_better", best_by not in LOWER_IS_BETTER)
+        elif not isinstance(self.higher_is_better, bool):
+            raise DslError("higher_is_better", "True, False or None", self.higher_is_better)
+
+    @property
+    def head(self) -> str:
+        """The candidates' head (the same for every one)."""
+        return head_of(next(iter(self.models.values())))
+
+    @property
+    def weight_column(self) -> str | None:
+        """The candidates' ``weight_column`` (the same for every one)."""
+        return getattr(next(iter(self.models.values())), "weight_column", None)
+
+    @property
+    def label_vocabulary(self) -> tuple[str, ...]:
+        """The candidates' ``label_vocabulary`` (the same for every one)."""
+        return getattr(next(iter(self.models.values())), "label_vocabulary", ())
+
+    @property
+    def n_classes(self) -> int | None:
+        """The classifiers' ``n_classes`` (None for regressors)."""
+        return next((getattr(mdl, "n_classes") for mdl in self.models.values()
+                     if hasattr(mdl, "n_classes")), None)
+
+    @property
+    def label_dimension(self) -> int:
+        """The regressors' ``label_dimension`` (1 for classifiers)."""
+        return getattr(next(iter(self.models.values())), "label_dimension", 1)
+
+
+def head_of(model: Model | Candidates) -> str:
     """The problem type of a model: ``"binary"``, ``"multi_class"`` or ``"regression"``."""
+    if isinstance(model, Candidates):
+        return model.head
     if isinstance(model, CustomModel):
         return model.head
     if hasattr(model, "n_classes"):

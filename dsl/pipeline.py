@@ -154,7 +154,8 @@ class Pipeline:
         _checks.freeze(self, "features", _checks.tuple_of(
             self.features, "features", _FEATURE_TYPES, min_len=1, what="feature declarations"))
         _expect(self.label, Label, "label")
-        _expect(self.model, m.Model.__args__, "model", "a premade model or CustomModel")
+        _expect(self.model, (*m.Model.__args__, m.Candidates), "model",
+                "a premade model, a CustomModel or Candidates")
         _expect(self.train, TrainSpec, "train")
         _expect(self.eval, EvalSpec, "eval")
         _expect(self.run_config, RunConfig, "run_config")
@@ -343,9 +344,16 @@ def _check_thresholds(p: Pipeline) -> list[DslError]:
     return errors
 
 
-def _check_label(p: Pipeline) -> list[DslError]:
+def _models(p: Pipeline) -> list[tuple[str, m.Model]]:
+    """The models a pipeline trains, each with its path: ``model``, or each candidate's."""
+    if isinstance(p.model, m.Candidates):
+        return [(f"model.models[{name!r}]", model) for name, model in p.model.models.items()]
+    return [("model", p.model)]
+
+
+def _check_label(p: Pipeline, model: m.Model, path: str = "model") -> list[DslError]:
     """The label against the model's head: class names and their number."""
-    label, model = p.label, p.model
+    label = p.label
     errors: list[DslError] = []
     model_vocab = tuple(getattr(model, "label_vocabulary", ()))
     if model_vocab and label.dtype != "string":
@@ -356,7 +364,7 @@ def _check_label(p: Pipeline) -> list[DslError]:
             "every row)", f"dtype={label.dtype!r}, vocabulary={label.vocabulary!r}"))
     elif model_vocab and model_vocab != label.vocabulary:
         errors.append(DslError(
-            "model.label_vocabulary", f"label.vocabulary {label.vocabulary!r} (the label's "
+            f"{path}.label_vocabulary", f"label.vocabulary {label.vocabulary!r} (the label's "
             "vocabulary gives each class its id; another order or other names would name the "
             "predicted classes wrongly), or ()", model_vocab))
     derived = p.derived_names()
@@ -373,11 +381,11 @@ def _check_label(p: Pipeline) -> list[DslError]:
         n_classes = getattr(model, "n_classes", None)
         if n_classes is not None and n_classes != count:
             errors.append(DslError(
-                "model.n_classes", f"{count} (the number of class names in label.vocabulary "
+                f"{path}.n_classes", f"{count} (the number of class names in label.vocabulary "
                 f"{label.vocabulary!r})", n_classes))
         elif isinstance(model, m.CustomModel) and model.head == "binary" and count != 2:
             errors.append(DslError(
-                "model.head", f"'multi_class' for the {count} class names of label.vocabulary "
+                f"{path}.head", f"'multi_class' for the {count} class names of label.vocabulary "
                 "(a binary head has 2 classes)", model.head))
     return errors
 
@@ -412,8 +420,13 @@ def _cross_check(p: Pipeline) -> list[DslError]:
         if name not in raw:
             errors.append(DslError(f"eval.slices[{i}]", f"a raw column, one of {sorted(raw)}",
                                    name))
-    errors += _check_model_columns(p, by_name)
-    errors += _check_label(p)
+    for path, model in _models(p):
+        errors += _check_model_columns(p, by_name, model, path)
+        errors += _check_label(p, model, path)
+    if isinstance(p.model, m.Candidates) and p.train.warm_start is not None:
+        errors.append(DslError("train.warm_start", "None with Candidates (each candidate "
+                               "would start from the one served version, whatever its "
+                               "architecture)", p.train.warm_start))
     errors += _check_thresholds(p)
     if p.push is None and p.train.warm_start is not None:
         errors.append(DslError("train.warm_start", "None in a pipeline without a push target "
@@ -510,9 +523,9 @@ def _check_prediction_only(p: Pipeline) -> None:
         raise DslErrors(errors)
 
 
-def _check_model_columns(p: Pipeline, by_name: dict[str, Feature]) -> list[DslError]:
+def _check_model_columns(p: Pipeline, by_name: dict[str, Feature], model: m.Model,
+                         at: str = "model") -> list[DslError]:
     errors: list[DslError] = []
-    model = p.model
     if isinstance(model, m.CustomModel):
         return errors
     dnn_fields = [f for f in ("feature_columns", "dnn_feature_columns") if hasattr(model, f)]
@@ -520,7 +533,7 @@ def _check_model_columns(p: Pipeline, by_name: dict[str, Feature]) -> list[DslEr
         dnn_fields = []
     for field in dnn_fields:
         for i, col in enumerate(getattr(model, field)):
-            path = f"model.{field}[{i}]"
+            path = f"{at}.{field}[{i}]"
             name = col if isinstance(col, str) else col.feature
             feat = by_name.get(name)
             if feat is None:
@@ -539,9 +552,9 @@ def _check_model_columns(p: Pipeline, by_name: dict[str, Feature]) -> list[DslEr
     if linear_field:
         for i, name in enumerate(getattr(model, linear_field)):
             if name not in by_name:
-                errors.append(DslError(f"model.{linear_field}[{i}]",
+                errors.append(DslError(f"{at}.{linear_field}[{i}]",
                                        f"a declared feature, one of {sorted(by_name)}", name))
     weight = getattr(model, "weight_column", None)
     if weight is not None and weight not in {c.name for c in p.raw_columns()}:
-        errors.append(DslError("model.weight_column", "a declared raw column", weight))
+        errors.append(DslError(f"{at}.weight_column", "a declared raw column", weight))
     return errors

@@ -447,7 +447,8 @@ def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, place
     items = items or {}
 
     def add(step: PlannedStep) -> None:
-        name = user_steps.declared_name(step) if user_steps.is_user_step(step) else step.name
+        name = (user_steps.declared_name(step) if user_steps.is_user_step(step) else
+                step.of or step.name)  # a candidate's train: Pipeline.resources["train"]
         resources = _task_resources(name, plan.pipeline)
         gate = user_steps.gate_of(step, by_name)
         if in_task_gates and gate is not None and not user_steps.is_user_step(

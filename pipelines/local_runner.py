@@ -82,6 +82,7 @@ from estflow.dsl.checks import select_span
 from estflow.dsl.checks import select_window
 from estflow.dsl.checks import span_of
 from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import CANDIDATES_FILE
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.pipelines import data_check
@@ -533,6 +534,20 @@ def _training_summary(result: RunResult, echo: Callable[[str], None]) -> None:
     echo("Eval metrics (" + evaluation["head"] + " head, through the exported model): " +
          ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in metrics.items()))
+    candidates = result.artifacts["evaluation"] / CANDIDATES_FILE
+    if candidates.is_file():  # Candidates: the select step's comparison
+        summary = json.loads(candidates.read_text())
+        sign = -1 if summary["higher_is_better"] else 1
+        ranked = sorted(summary["candidates"], key=lambda r: (
+            not isinstance(r["value"], (int, float)),
+            sign * r["value"] if isinstance(r["value"], (int, float)) else 0))
+        listed = ", ".join(
+            f"{r['name']} {r['value']:.4f}{'' if r['blessed'] else ' (not blessed)'}"
+            if isinstance(r["value"], (int, float)) else f"{r['name']} (no value)"
+            for r in ranked)
+        picked = summary["picked"]
+        echo(f"Candidates by {summary['best_by']}: {listed}; "
+             + (f"picked {picked}" if picked else "none blessed"))
     echo(f"Evaluation report: {_shown(result, 'evaluation') / Files.REPORT}")
     echo(f"Trained to step {trained.get('global_step')}; TensorBoard: "
          f"tensorboard --logdir {_shown(result, 'model') / Files.CHECKPOINTS}")

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 
 from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import CANDIDATE_STEPS
 from estflow.dsl.contracts import FINGERPRINT
 from estflow.dsl.contracts import MODEL_FINGERPRINT
 from estflow.dsl.contracts import PREDICT_ONLY
@@ -22,10 +23,13 @@ from estflow.dsl.contracts import RUN_REFERENCE
 from estflow.dsl.contracts import SOURCE_DIGEST
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import USER_STEP_MODULE
+from estflow.dsl.contracts import for_candidate
+from estflow.dsl.contracts import select_row
 from estflow.dsl.contracts import Result
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import UiOutput
 from estflow.dsl.fingerprints import StepKeyInput
+from estflow.dsl.models import Candidates
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.steps import contract_row
 from estflow.dsl.steps import item_row
@@ -76,6 +80,12 @@ class PlannedStep:
     after: tuple[str, ...] = ()
     when: object | None = None
     retries: int = 0
+    roles: tuple[tuple[str, str], ...] = ()
+    of: str | None = None
+
+    def flag(self, artifact: str) -> str:
+        """The entry point's flag (without ``--``) for ``artifact`` (its contract row's)."""
+        return dict(self.roles).get(artifact, artifact)
 
     @classmethod
     def from_step(cls, step: Step, producers: Mapping[str, str],
@@ -118,9 +128,9 @@ class PlannedStep:
         KFP compiler's view)."""
         args = ["--spec", spec]
         for artifact, _producer in self.inputs:
-            args += [f"--{artifact}", paths[artifact]]
+            args += [f"--{self.flag(artifact)}", paths[artifact]]
         for artifact in self.outputs:
-            args += [f"--{artifact}", paths[artifact]]
+            args += [f"--{self.flag(artifact)}", paths[artifact]]
         for key, value in self.options:
             if late is not None and value.startswith("{{estflow-input:"):
                 name = value[len("{{estflow-input:"):-2]
@@ -205,9 +215,11 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
     declaration, its upstream user steps' and the fields that make the built-in steps it needs
     exist (``push`` for the ``pushed`` artifact, ...), so its projected spec is a valid
     pipeline and editing another step's function does not rerun it."""
-    # The built-in steps run one after another (validate gates transform without feeding it).
+    # The built-in steps run one after another (validate gates transform without feeding it),
+    # but for the candidates' own (side by side).
     rows = tuple(dataclasses.replace(r, after=(*r.after, rows[i - 1].name)) if i else r
                  for i, r in enumerate(rows))
+    rows = with_candidates(pipeline, rows)
     if not pipeline.steps:
         return rows
     row_of = {r.name: r for r in rows}
@@ -234,14 +246,42 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
                 writers.update({a: row.name for a in row.outputs})
             user_rows += items
         user_rows.append(contract_row(s, reads=reads))
+    if isinstance(pipeline.model, Candidates):  # "the evaluation" is the one select picked
+        moved = {n: "select" for n in CANDIDATE_STEPS}
+        user_rows = [dataclasses.replace(
+            r, after=tuple(dict.fromkeys(moved.get(a, a) for a in r.after)),
+            when=(dataclasses.replace(r.when, step="select")
+                  if r.when is not None and r.when.step in moved else r.when))
+            for r in user_rows]
     return _ordered(rows, user_rows, writers)
+
+
+def with_candidates(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
+    """``rows`` with each of :data:`~estflow.dsl.contracts.CANDIDATE_STEPS` once per candidate
+    of a :class:`~estflow.dsl.models.Candidates` model (by name), then the select step; the
+    steps after them wait for (and are gated by) select instead. Unchanged for one model."""
+    if not isinstance(pipeline.model, Candidates):
+        return tuple(rows)
+    names = sorted(pipeline.model.models)
+    last = max(i for i, r in enumerate(rows) if r.name in CANDIDATE_STEPS)
+    out: list[Step] = []
+    for i, r in enumerate(rows):
+        if r.name in CANDIDATE_STEPS:
+            out += [for_candidate(r, n) for n in names]
+            if i == last:
+                out.append(select_row(names))
+            continue
+        moved = {s: "select" for s in CANDIDATE_STEPS}
+        out.append(dataclasses.replace(
+            r, after=tuple(dict.fromkeys(moved.get(a, a) for a in r.after)),
+            runs_if=moved.get(r.runs_if, r.runs_if)))
+    return tuple(out)
 
 
 def _ordered(rows: tuple[Step, ...], user_rows: list[Step],
              writers: Mapping[str, str]) -> tuple[Step, ...]:
     """Built-in ``rows`` in their order, each user row as early as what it waits for allows."""
-    deps: dict[str, set[str]] = {r.name: ({rows[i - 1].name} if i else set())
-                                 for i, r in enumerate(rows)}
+    deps: dict[str, set[str]] = {r.name: set(r.after) for r in rows}
     for r in user_rows:
         deps[r.name] = ({writers[a] for a in r.inputs} | set(r.after)
                         | ({r.when.step} if r.when is not None else set()))

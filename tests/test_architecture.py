@@ -66,8 +66,36 @@ def test_import_linter_contracts_hold():
 def _step_modules() -> list[str]:
     from estflow.dsl import contracts
 
-    extra = (contracts.PREPROCESS, contracts.TFJOB, contracts.BATCH_PREDICT)
+    extra = (contracts.PREPROCESS, contracts.TFJOB, contracts.BATCH_PREDICT, contracts.SELECT)
     return sorted({s.module for s in (*contracts.STEPS, *extra)} | {contracts.SERVE_MODULE})
+
+
+def test_every_step_of_the_contract_is_in_the_import_contracts():
+    """The import-linter contracts cover every step the contract table names: each step module
+    is one of the independent steps (preprocess: in the two contracts that hold the fused
+    step), and one the shared libraries may never import."""
+    import tomllib
+
+    from estflow.dsl import contracts
+
+    linter = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    by_name = {c["name"]: c for c in linter["contracts"]}
+    independent = next(c for c in linter["contracts"] if c["type"] == "independence"
+                       and "estflow.components.ingest" in c["modules"])["modules"]
+    shared = next(c for n, c in by_name.items() if n.startswith("the shared libraries"))
+    fused = next(c for n, c in by_name.items() if n.startswith("preprocess imports no step"))
+    modules = {s.module for s in (*contracts.STEPS, contracts.FINGERPRINT, contracts.PREPROCESS,
+                                  contracts.TFJOB, contracts.BATCH_PREDICT, contracts.SELECT)}
+    modules |= {contracts.SERVE_MODULE, contracts.USER_STEP_MODULE}
+    for module in sorted(modules):
+        if module == contracts.PREPROCESS.module:
+            assert module in shared["forbidden_modules"] or module == fused["source_modules"][0]
+            continue
+        assert module in independent, f"{module}: in no independence contract"
+        assert module in shared["forbidden_modules"], f"{module}: shared libraries may import it"
+        if module not in (contracts.step_named("ingest").module,
+                          contracts.step_named("transform").module):
+            assert module in fused["forbidden_modules"], f"{module}: preprocess may import it"
 
 
 @pytest.mark.parametrize("module", _step_modules())

@@ -4,7 +4,7 @@ import estflow.dsl as ef
 
 PUBLIC = {
     "Bucketized", "CallableRef", "CategoricalHash", "CategoricalIdentity", "CategoricalVocab",
-    "Column", "Crossed", "CsvSource", "CustomModel", "DNNClassifier",
+    "Candidates", "Column", "Crossed", "CsvSource", "CustomModel", "DNNClassifier",
     "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNRegressor", "Derive",
     "DslError", "DslErrors", "Embedding", "EstimatorSpec", "EvalSpec", "Indicator", "Label",
     "LinearClassifier", "LinearRegressor", "ModeKeys", "Numeric", "Pipeline", "PushTarget",
