@@ -85,7 +85,9 @@ def run(pipeline: Pipeline, candidates: Mapping[str, tuple[str, str]], model_out
     if report.is_file():
         text = report.read_text()
         at = text.find("<h1")
-        at = at if at >= 0 else text.find("<body>") + len("<body>")
+        if at < 0:  # no heading: first thing in the body, or in the file
+            body = text.find("<body>")
+            at = body + len("<body>") if body >= 0 else 0
         report.unlink()  # a hard link to the candidate's file: never write through
         report.write_text(text[:at] + _table(summary) + text[at:])
     return summary
@@ -103,6 +105,11 @@ def _copy(source: Path, target: Path) -> None:
     """``source``'s tree into ``target`` (created), files hard-linked where possible: the
     candidates' outputs are never written again."""
     def link(src: str, dst: str) -> None:
+        # A file an earlier attempt left (``estflow run --resume`` continues in the outputs a
+        # stopped step left) may be a hard link to a candidate's file: copying onto it would
+        # fail (the same file) or write through it. Replace it instead.
+        if os.path.lexists(dst):
+            os.unlink(dst)
         try:
             os.link(src, dst)
         except OSError:
