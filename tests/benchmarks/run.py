@@ -33,6 +33,8 @@ rounds measured in this same run, never an absolute figure.
   an equivalent hand-written pipeline).
 * parallel_steps: ``tests/benchmarks/bench_parallel_steps.py`` (two user steps that do not wait
   for each other, run at once vs one after another with ``--jobs 1``: the ``estflow run`` walls).
+* candidates: ``tests/benchmarks/bench_candidates.py`` (two candidate models of the taxi
+  example, wide & deep and linear, trained at once vs one after another with ``--jobs 1``).
 * pipeline: ``tests/benchmarks/bench_pipeline.py`` (``estflow run`` on the taxi example: cold,
   an identical rerun from the step cache, a run where only the model changed; walls and ratios;
   interleaved with TFX 1.16's taxi pipeline when a TFX venv is found: ``$ESTFLOW_TFX_PYTHON``
@@ -216,6 +218,8 @@ PARTS: dict[str, Callable[[int], None]] = {
     "pipeline": script("bench_pipeline.py", rounds=True),
     # Two independent user steps at once vs --jobs 1 (target <= 0.65x): a minute a round.
     "parallel_steps": script("bench_parallel_steps.py", rounds=True),
+    # Two taxi candidates (wide & deep, linear) at once vs --jobs 1 (target <= 0.65x).
+    "candidates": script("bench_candidates.py", rounds=True),
 }
 """The parts, in the order they run: name -> function of the number of rounds."""
 
