@@ -72,10 +72,16 @@ def run(pipeline: Pipeline, candidates: Mapping[str, tuple[str, str]], model_out
         blessing.update(candidate=winner["name"], reasons=[*blessing.get("reasons", []), why])
         progress(f"picked {winner['name']} by {metric}")
     else:
-        reasons = [f"no candidate blessed: {r['name']!r}: " + "; ".join(r["reasons"] or
-                   [f"{metric}={_shown(r['value'])}"]) for r in rows]
+        # a blessed candidate loses here only for want of a number (a NaN AUC: one class in
+        # the eval split): say so, not that it was not blessed
+        what = (f"no blessed candidate has a {metric} to compare"
+                if any(r["blessed"] for r in rows) else "no candidate blessed")
+        reasons = [f"{what}: {r['name']!r}: " + (
+            f"blessed, but {metric}={_shown(r['value'])} is not a number to compare"
+            if r["blessed"] else "; ".join(r["reasons"] or [f"{metric}={_shown(r['value'])}"]))
+            for r in rows]
         blessing.update(blessed=False, candidate=None, reasons=reasons)
-        progress(f"no candidate blessed; nothing to push ({shown['name']}'s model and "
+        progress(f"{what}; nothing to push ({shown['name']}'s model and "
                  "evaluation kept for the report)")
     summary = {"best_by": metric, "higher_is_better": higher,
                "picked": winner and winner["name"], "candidates": rows}
