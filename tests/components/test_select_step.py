@@ -282,6 +282,22 @@ def test_a_blessed_candidate_without_the_metric_is_not_picked(tmp_path):
     assert _tree(model_out) == _tree(Path(candidates["b"][0]))
 
 
+def test_blessed_candidates_without_a_number_are_not_called_unblessed(tmp_path):
+    root = tmp_path / "candidates"
+    candidates = {"a": _candidate(root, "a", {"auc": float("nan")}, True),
+                  "b": _candidate(root, "b", {"accuracy": 0.5}, True),
+                  "c": _candidate(root, "c", {"auc": 0.99}, False)}
+    summary, _, evaluation_out = _run(_pipeline(sorted(candidates)), candidates, tmp_path)
+    assert summary["picked"] is None
+    blessing = json.loads((evaluation_out / Files.BLESSING).read_text())
+    assert blessing["blessed"] is False
+    reasons = dict(zip("abc", blessing["reasons"], strict=True))
+    for name in ("a", "b"):
+        assert "no candidate blessed" not in reasons[name]
+        assert "not a number" in reasons[name] and repr(name) in reasons[name]
+    assert "FAIL auc of c" in reasons["c"]
+
+
 @pytest.mark.parametrize("report", [
     "<html><body><p>no heading in {name}</p></body></html>",
     "<p>neither body nor heading in {name}</p>",
