@@ -17,7 +17,7 @@ from collections.abc import Sequence
 __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE",
-           "SELECT", "CANDIDATE_STEPS", "CANDIDATES_FILE", "candidate_artifact",
+           "SELECT", "CANDIDATE_STEPS", "CANDIDATE_FINGERPRINTS", "CANDIDATES_FILE", "candidate_artifact", "artifact_role",
            "for_candidate", "select_row"]
 
 
@@ -322,6 +322,8 @@ MODEL_FINGERPRINT = "model-fingerprint"
 RUN_REFERENCE = "run"
 # The ingest step's: the source's digest when the run started (the fingerprint step's).
 SOURCE_DIGEST = "source-digest"
+# The select step's: each candidate's model fingerprint (:data:`SELECT`).
+CANDIDATE_FINGERPRINTS = "candidate-fingerprints"
 
 STEPS = (
     Step("ingest", "estflow.components.ingest", (), ("examples",),
@@ -496,6 +498,10 @@ SELECT = Step(
     "select", "estflow.components.select", (), ("model", "evaluation"),
     "pick the best blessed candidate by Candidates.best_by: its model and evaluation, with "
     "every candidate compared in the report", reads=(*_SCHEMA, "model", "eval"),
+    options=(Option(CANDIDATE_FINGERPRINTS, "JSON object: each candidate's trained model's "
+                    "fingerprint (its train step's output), by candidate name: the picked one's "
+                    "is recorded in candidates.json, and push records it as the pushed "
+                    "model's (a rerun picking the same trained model pushes nothing)"),),
     requests=("500m", "1Gi"), summary=Files.METRICS,
     result=Result("evaluation", Files.BLESSING, "blessed"),
     ui_outputs=next(s for s in STEPS if s.name == "evaluate").ui_outputs)
@@ -508,6 +514,12 @@ CANDIDATES_FILE = "candidates.json"  # select -> evaluation/: every candidate's 
 def candidate_artifact(artifact: str, candidate: str) -> str:
     """A candidate's own ``model`` or ``evaluation`` (``model_linear``); others are shared."""
     return f"{artifact}_{candidate}" if artifact in _PER_CANDIDATE else artifact
+
+
+def artifact_role(artifact: str) -> str:
+    """What ``artifact`` is: a candidate's own (``model_linear``) is its ``model``; any other
+    is itself."""
+    return next((a for a in _PER_CANDIDATE if artifact.startswith(a + "_")), artifact)
 
 
 def for_candidate(row: Step, candidate: str) -> Step:

@@ -368,7 +368,10 @@ def step_keys(pipeline: Pipeline, steps: Sequence[StepKeyInput], facts: Facts, *
             # evaluated against then (its lineage's ``evaluated_against``; None: none), so
             # that evaluation is reused (a rerun on the same data after a push reruns
             # nothing). Comparing it with itself would bless it as having no baseline does.
-            same = served is not None and served.get("fingerprint") in inputs.values()
+            # (With Candidates the served model may be any candidate this plan trains: each
+            # candidate's evaluation keys so, not only the picked one's.)
+            made = {*inputs.values(), *fingerprints.values()}
+            same = served is not None and served.get("fingerprint") in made
             context["served"] = (baseline_key(served.get("evaluated_against")) if same else
                                  baseline_key(served))
         cacheable = not step.side_effects and not any(a in uncacheable for a, _ in step.inputs)

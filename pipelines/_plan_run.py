@@ -22,10 +22,9 @@ from collections.abc import Collection
 from pathlib import Path
 
 from estflow.dsl.contracts import TFJOB
-from estflow.dsl.contracts import CANDIDATES_FILE
-from estflow.dsl.contracts import SELECT
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import candidate_artifact
+from estflow.dsl.models import Candidates
 from estflow.dsl.steps import RESULT_FILE
 from estflow.dsl.steps import result_artifact
 from estflow.pipelines import runs
@@ -402,17 +401,6 @@ class PlanRun:
                   f"{entry.info.get('seconds', 0):.1f}s")
         self.save()
 
-    def _model_fingerprint(self, step: PlannedStep, info: dict) -> str:
-        """The fingerprint of the model ``step`` reads: its writer's, or, when the select step
-        picked it among candidates, the picked candidate's own (so a rerun that picks the same
-        trained model does not push it again as a new one)."""
-        producer = self.plan.step(dict(step.inputs)["model"])
-        if producer.module != SELECT.module:
-            return info["inputs"]["model"]
-        picked = json.loads((Path(self.paths["evaluation"]) / CANDIDATES_FILE).read_text())
-        candidate = candidate_artifact("model", picked["picked"] or "")
-        return self.fingerprints.get(candidate) or info["inputs"]["model"]
-
     def _artifacts(self, step: PlannedStep, folder: Path, where: dict[str, Path]) -> None:
         """Record where ``step``'s outputs are; ``<run>/<step>/<artifact>`` links to them."""
         for artifact, path in where.items():
@@ -438,7 +426,12 @@ class PlanRun:
         late = {"run": str(self.workdir)}
         info = self.keys.get(step.name)
         if info is not None and "model" in info["inputs"]:
-            late["model_fingerprint"] = self._model_fingerprint(step, info)
+            late["model_fingerprint"] = info["inputs"]["model"]
+        model = self.plan.pipeline.model
+        if info is not None and isinstance(model, Candidates):
+            late["candidate_fingerprints"] = json.dumps({
+                c: info["inputs"].get(candidate_artifact("model", c)) for c in sorted(model.models)
+                if candidate_artifact("model", c) in info["inputs"]})
         if self.source_digest:
             late["source_digest"] = self.source_digest
         command = (sys.executable, "-m", step.module,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 
 from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import CANDIDATE_FINGERPRINTS
 from estflow.dsl.contracts import CANDIDATE_STEPS
 from estflow.dsl.contracts import FINGERPRINT
 from estflow.dsl.contracts import MODEL_FINGERPRINT
@@ -47,7 +48,8 @@ TRAINING_STEPS: tuple[Step, ...] = (*STEPS, BATCH_PREDICT)
 # planned as placeholders, which the local runner fills in (PlannedStep.argv's ``late``) and the
 # KFP compiler turns into task inputs. Option flag -> input name.
 LATE_INPUTS = {MODEL_FINGERPRINT: "model_fingerprint", RUN_REFERENCE: "run",
-               SOURCE_DIGEST: "source_digest"}
+               SOURCE_DIGEST: "source_digest",
+               CANDIDATE_FINGERPRINTS: "candidate_fingerprints"}
 
 
 def late_input(name: str) -> str:

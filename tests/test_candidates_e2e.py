@@ -202,10 +202,6 @@ def test_an_identical_rerun_reuses_the_candidates_and_pushes_nothing(workspace):
     assert _summary_line(_own_evaluations(record), picked) in done.stdout.splitlines()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (dsl/fingerprints.py step_keys, the 'served' context): after the first run's push "
-    "the candidate that lost is evaluated again, against the version just pushed, and select "
-    "runs again"))
 def test_the_identical_rerun_reuses_the_losing_candidate_s_evaluation_too(workspace):
     record = workspace.get("second")
     if record is None:

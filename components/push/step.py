@@ -4,6 +4,7 @@ KServe when declared (:mod:`.rollout`)."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from estflow.components.push import kserve
 from estflow.components.push import rollout
 from estflow.components.push.publish import Published
 from estflow.components.push.publish import publish_once
+from estflow.dsl.contracts import CANDIDATES_FILE
 from estflow.dsl.contracts import Files
 from estflow.dsl.fingerprints import baseline_key
 from estflow.dsl.pipeline import Pipeline
@@ -133,6 +135,9 @@ def run(pipeline: Pipeline, model_dir: str, evaluation_dir: str, pushed_dir: str
     if target is None:
         raise ValueError("the pipeline declares no push target (Pipeline.push is None)")
     blessing = read_blessing(Path(evaluation_dir))
+    picked = Path(evaluation_dir) / CANDIDATES_FILE
+    if fingerprint and picked.is_file():  # Candidates: the picked candidate's own model
+        fingerprint = json.loads(picked.read_text()).get("fingerprint") or fingerprint
     if not blessing["blessed"]:
         return _not_pushed(target, blessing, pushed_dir, progress)
     destination = destination_for(target.base_path, target.model_name)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from estflow.components._runtime import entry
@@ -30,8 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     names = sorted(pipeline.model.models)
     args = vars(entry.step_parser(select_row(names), __doc__).parse_args(argv))
+    fingerprints = json.loads(args["candidate_fingerprints"] or "{}")
     run(pipeline, {n: (args[f"model_{n}"], args[f"evaluation_{n}"]) for n in names},
-        args["model"], args["evaluation"])
+        args["model"], args["evaluation"], fingerprints=fingerprints)
     return 0
 
 

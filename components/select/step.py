@@ -41,9 +41,12 @@ def pick(rows: list[dict], higher_is_better: bool) -> dict | None:
 
 
 def run(pipeline: Pipeline, candidates: Mapping[str, tuple[str, str]], model_out: str,
-        evaluation_out: str, progress: entry.Progress | None = None) -> dict:
+        evaluation_out: str, progress: entry.Progress | None = None, *,
+        fingerprints: Mapping[str, str] | None = None) -> dict:
     """Select among ``candidates`` (name -> (model dir, evaluation dir)); returns
-    ``candidates.json``'s content."""
+    ``candidates.json``'s content. ``fingerprints``: each candidate's trained model's
+    fingerprint; the picked one's is recorded as ``fingerprint`` (what push records as the
+    pushed model's, so a rerun picking the same trained model pushes nothing)."""
     progress = progress or entry.Progress("select")
     spec = pipeline.model
     metric, higher = spec.best_by, spec.higher_is_better
@@ -84,7 +87,8 @@ def run(pipeline: Pipeline, candidates: Mapping[str, tuple[str, str]], model_out
         progress(f"{what}; nothing to push ({shown['name']}'s model and "
                  "evaluation kept for the report)")
     summary = {"best_by": metric, "higher_is_better": higher,
-               "picked": winner and winner["name"], "candidates": rows}
+               "picked": winner and winner["name"], "candidates": rows,
+               "fingerprint": (fingerprints or {}).get(winner["name"]) if winner else None}
     _write(out / Files.BLESSING, blessing)
     _write(out / CANDIDATES_FILE, summary)
     report = out / Files.REPORT

@@ -44,6 +44,7 @@ from kfp.dsl import python_component
 
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import UiOutput
+from estflow.dsl.contracts import artifact_role
 from estflow.pipelines.plan import PlannedStep
 
 __all__ = ["ARTIFACT_TYPES", "UI_TYPES", "PARAMETERS", "RESULT_OUTPUT", "CACHE_KEY",
@@ -187,15 +188,19 @@ def build_component(step: PlannedStep, image: str, *, keyed: bool = False,
 
 
 def fingerprint_result(steps: list[str], items: Mapping[str, Sequence[str]] | None = None,
+                       candidates: Mapping[str, tuple[str, str]] | None = None,
                        ) -> tuple[str, tuple[str, ...]]:
     """The fingerprint task's return (annotation, lines): per step ``<step>_spec`` (the part of
     the spec the step gets) and ``<step>_key`` (its cache key), ``model_fingerprint`` and
     ``source_digest`` (empty for a source without one); and per mapped step's item template
     in ``items`` (template -> the planned item steps), ``<template>s``: a list of ``{"index",
-    "spec", "key"}``, one per item (a ``dsl.ParallelFor``'s items)."""
+    "spec", "key"}``, one per item (a ``dsl.ParallelFor``'s items); with ``candidates``
+    (candidate -> (its train step, its model artifact)), ``candidate_fingerprints``: a JSON
+    object of each candidate's model fingerprint (the select task's input)."""
     items = items or {}
     names = [f"{s}_{part}" for s in steps for part in ("spec", "key")] + [
-        "model_fingerprint", "source_digest"]
+        "model_fingerprint", "source_digest"] + (
+        ["candidate_fingerprints"] if candidates else [])
     fields = ", ".join([*(f"('{n}', str)" for n in names),
                         *(f"('{t}s', list)" for t in items)])
     annotation = f"NamedTuple('Outputs', [{fields}])"
@@ -217,6 +222,8 @@ def fingerprint_result(steps: list[str], items: Mapping[str, Sequence[str]] | No
         "model = [k['outputs']['model'] for k in keyed.values() if 'model' in k['outputs']]",
         "values.append(model[0] if model else '')",
         "values.append((found.get('source') or {}).get('digest') or '')",
+        *((f"values.append(json.dumps({{c: keyed[t]['outputs'][a] for c, (t, a) in "
+           f"{dict(candidates)!r}.items()}}, sort_keys=True))",) if candidates else ()),
         *per_item,
         f"print('estflow step fingerprint: keys ' + ', '.join("
         f"'%s %s' % (n, keyed[n]['key'][:12]) for n in {list(steps)!r}))",
@@ -242,8 +249,8 @@ def render_source(step: PlannedStep, *, keyed: bool = False,
     signature = [f"{p}: str" for p in params]
     signature += [f"{name}: str" for name in late]
     signature += [f"{CACHE_KEY}: str"] if keyed else []
-    signature += [f"{a}: Input[{_type_name(step.flag(a))}]" for a, _ in step.inputs]
-    signature += [f"{a}: Output[{_type_name(step.flag(a))}]" for a in step.outputs]
+    signature += [f"{a}: Input[{_type_name(a)}]" for a, _ in step.inputs]
+    signature += [f"{a}: Output[{_type_name(a)}]" for a in step.outputs]
     signature += [f"{name}: Output[{kind.__name__}]" for name, kind in ui_outputs(step)]
     package, _, module = step.module.rpartition(".")
     failure = f"estflow step {step.name} exited with code %s"
@@ -285,7 +292,8 @@ def _artifacts(step: PlannedStep) -> list[str]:
 
 
 def _type_name(artifact: str) -> str:
-    return ARTIFACT_TYPES.get(artifact, dsl.Artifact).__name__
+    """The KFP type of ``artifact`` (a candidate's ``model_linear`` is a model)."""
+    return ARTIFACT_TYPES.get(artifact_role(artifact), dsl.Artifact).__name__
 
 
 def _expression(arg: str, step: str) -> str:

@@ -228,7 +228,7 @@ def _guard_lines(step: PlannedStep, user: UserStep, gate_artifacts: Sequence[str
     :data:`SKIPPED_FILE`, or its ``when`` not holding."""
     checked = [a for a, _ in step.inputs] + list(gate_artifacts)
     outputs = list(step.outputs)
-    when = user.when
+    when = step.when  # as planned (with Candidates, "evaluate" is select)
     lines = ["    import json",
              "    import operator",
              "    import os",
@@ -292,7 +292,7 @@ def build_component(step: PlannedStep, user: UserStep, image: str, *, keyed: boo
     if in_task_gate:
         plan_steps = plan_steps or {}
         artifacts = gate_inputs(step, plan_steps)
-        when = user.when
+        when = step.when  # as planned (with Candidates, "evaluate" is select)
         builtin = None
         if when is not None and not is_user_step(plan_steps[when.step]):
             builtin = (plan_steps[when.step].result.key, when)

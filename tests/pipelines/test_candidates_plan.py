@@ -156,8 +156,9 @@ def test_select_reads_every_candidate_and_writes_the_pipeline_s_model_and_evalua
     assert select.result is not None and select.result.artifact == "evaluation"
     paths = {a: f"/p/{a}" for a in (*(i for i, _ in select.inputs), *select.outputs)}
     argv = select.argv("SPEC", paths)
-    assert dict(zip(argv[::2], argv[1::2], strict=True)) == {"--spec": "SPEC", **{f"--{a}": p for a, p in
-                                                                     paths.items()}}
+    assert dict(zip(argv[::2], argv[1::2], strict=True)) == {
+        "--spec": "SPEC", **{f"--{a}": p for a, p in paths.items()},
+        "--candidate-fingerprints": "{{estflow-input:candidate_fingerprints}}"}
     push = plan.step("push")
     assert push.inputs == (("model", "select"), ("evaluation", "select"))
     assert push.runs_if == "select"
@@ -259,10 +260,6 @@ def test_after_a_push_the_picked_candidate_s_evaluation_is_keyed_as_before(picke
     assert again[f"train_{picked}"] == first[f"train_{picked}"].key
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (dsl/fingerprints.py step_keys, the 'served' context): after a push the candidates "
-    "that lost are evaluated again against the version just pushed (their key's served "
-    "baseline changed), so an identical rerun reruns evaluate_<loser> and select"))
 @pytest.mark.parametrize("picked", NAMES)
 def test_after_a_push_an_identical_rerun_keeps_every_candidate_s_evaluation(picked):
     pipeline = _pipeline()
@@ -381,10 +378,6 @@ def test_the_candidates_models_are_written_and_evaluated_as_models(compiled):
     assert types_["evaluation"] == {"system.Artifact"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (pipelines/_kfp/components.py render_source types an input by step.flag(a); the "
-    "select row has no roles): select takes model_<name> as system.Artifact while "
-    "train_<name> writes it as system.Model"))
 def test_every_component_types_a_candidate_s_model_as_a_model(compiled):
     types_ = _artifact_types(Ir(compiled[0]))
     assert {a: types_[a] for a in types_ if a.startswith("model")} == {
@@ -437,11 +430,6 @@ def test_a_blessed_user_step_is_gated_by_select_under_a_dsl_if(tmp_path):
     assert ir.artifact_source("announce", "pushed") == ("push", "pushed")
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason=(
-    "bug (pipelines/_kfp/user_steps.py build_component: `when = user.when` is the declared "
-    "When, step 'evaluate', not the planned one moved onto select): compiling a Candidates "
-    "pipeline with a when=ef.blessed() user step for a backend whose tasks gate themselves "
-    "(2.14-2.16, the default) raises KeyError: 'evaluate'"))
 def test_a_blessed_user_step_that_gates_itself_is_gated_by_select(tmp_path):
     ir = _compile_gated(tmp_path, "2.14", (business_check, announce))
     assert _gate(ir, "announce") == ("select", kfp_components.RESULT_OUTPUT)
@@ -464,13 +452,12 @@ def _fingerprint_task(ir: Ir, monkeypatch, keyed: dict):
     return namespace["fingerprint"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (pipelines/_kfp/components.py fingerprint_result: model_fingerprint is the output "
-    "'model' of the first step writing one, here select's): on Kubeflow, push records and "
-    "compares select's output fingerprint, not the trained candidate's, so a rerun picking the "
-    "same trained model pushes it again and the served candidate is its own baseline"))
-def test_kfp_push_is_given_a_trained_candidate_s_model_fingerprint(compiled, monkeypatch,
-                                                                  tmp_path):
+def test_kfp_select_is_given_each_trained_candidate_s_model_fingerprint(compiled, monkeypatch,
+                                                                      tmp_path):
+    """On Kubeflow as locally, push records the picked candidate's own model fingerprint:
+    the fingerprint task gives the select task each candidate's (select writes the picked
+    one's into candidates.json, which push prefers), so a rerun picking the same trained model
+    pushes nothing and the served candidate is never its own baseline."""
     ir = Ir(compiled[0])
     pipeline = ef.Pipeline.from_json(
         ir.spec.root.input_definitions.parameters["spec"].default_value.string_value)
@@ -479,10 +466,10 @@ def test_kfp_push_is_given_a_trained_candidate_s_model_fingerprint(compiled, mon
     task = _fingerprint_task(ir, monkeypatch, keyed)
     outputs = task(spec="SPEC", source_root="ROOT",
                    fingerprints=dsl.Artifact(uri=str(tmp_path / "fingerprints")))
-    assert ir.parameter_source("push", "model_fingerprint") == ("fingerprint",
-                                                               "model_fingerprint")
-    trained = {keys[f"train_{n}"].outputs[f"model_{n}"] for n in NAMES}
-    assert outputs.model_fingerprint in trained
+    assert ir.parameter_source("select", "candidate_fingerprints") == (
+        "fingerprint", "candidate_fingerprints")
+    assert json.loads(outputs.candidate_fingerprints) == {
+        n: keys[f"train_{n}"].outputs[f"model_{n}"] for n in NAMES}
 
 
 def test_each_candidate_s_train_task_gets_the_declared_train_resources(tmp_path):
