@@ -255,8 +255,9 @@ def _guard_lines(step: PlannedStep, user: UserStep, gate_artifacts: Sequence[str
                   "    except TypeError:",
                   "        _ef_holds = False",
                   "    if _ef_reason is None and not _ef_holds:",
-                  f"        _ef_reason = 'its condition {when} does not hold "
-                  f"({when.step}.{when.key} = %r)' % (_ef_found,)"]
+                  "        _ef_reason = "
+                  + repr(f"its condition {when} does not hold ({when.step}.{when.key} = ")
+                  + " + repr(_ef_found) + ')'"]
     skipped = tuple(_SKIPPED_VALUES["str" if types[k] == "text" else types[k]]
                     for k in user.returns)
     lines += ["    if _ef_reason is not None:",

@@ -59,9 +59,10 @@ ported), ``ignore_upstream_failure`` (``TestIgnoreUpstreamFailure``), pipelines 
 (``TestCacheEnvVarInvalidation``), custom cache keys and images in the local key
 (``cache_test.py``'s ``test_custom_cache_key_*``, ``test_different_image_different_key``).
 
-Found (xfail strict, see the last two tests): ``estflow compile`` for the default KFP backend
-raises SyntaxError on a ``when`` comparing with a string (the in-task condition's message is
-quoted wrongly); kfp.local (2.17.3) takes a ``dsl.If`` on a named output of a multi-output
+Found: ``estflow compile`` for the default KFP backend raised SyntaxError on a ``when``
+comparing with a string (the in-task condition's message was quoted wrongly; fixed, and
+``test_kfp_local_default_backend_conditions_run_the_tasks_the_local_runner_runs`` holds it);
+kfp.local (2.17.3; xfail strict, the last test) takes a ``dsl.If`` on a named output of a multi-output
 task, or comparing a float output with a number (``double(5)``), as False, so a user step's
 ``when`` compiled as a ``dsl.If`` (backends before 2.14) skips its tasks under kfp.local.
 """
@@ -580,13 +581,6 @@ def _conditions_as_locally(first: Run, run: KfpRun) -> None:
         assert results[name] == first.metrics(name), name
 
 
-@pytest.mark.xfail(strict=True, raises=SyntaxError, reason=(
-    "estflow bug: pipelines/_kfp/user_steps.py:258 (_guard_lines, the in-task condition of a "
-    "user step on the default KFP backend) writes the message \"its condition {when} does not "
-    "hold\" inside a single-quoted literal, and str(When) quotes a string value in single "
-    "quotes (pipeline_args.x == 'foo'), so compiling a step whose when compares with a string "
-    "raises SyntaxError: `estflow compile p.py -o p.yaml --image r/e:1` on a pipeline with "
-    "when=ef.result('s')['k'] == 'foo'"))
 def test_kfp_local_default_backend_conditions_run_the_tasks_the_local_runner_runs(
         first, tmp_path):
     """The condition ports on kfp.local, the default KFP backend: each gated task checks its
