@@ -477,19 +477,46 @@ def api_errors(host: str, login: Login | None = None,
 
 def _refusal_hint(status: int, login: Login | None, namespace: str | None, message: str) -> str:
     """For a 401/403 (or a 400 asking for a namespace): what was sent and what to do (never
-    a secret)."""
+    a secret), following from what answered: Istio's gateway (``Jwt ...`` 401s, ``RBAC:
+    access denied``), a login proxy, or the KFP API itself."""
     login = login or Login()
+    sent = bool(login.token or login.token_file or login.cookies)
     where = f"namespace {namespace!r}" if namespace else "no namespace (--namespace)"
     if status == 401:
-        todo = ("the token or cookie was not accepted: it may have expired; get a new one"
-                if login.token or login.token_file or login.cookies else
-                "log in: give --token/--token-file (a Kubernetes service-account token with "
-                "audience pipelines.kubeflow.org) or --cookies (your browser's session cookie, "
-                "e.g. oauth2_proxy_kubeflow or authservice_session)")
+        if "Jwt issuer is not configured" in message:
+            todo = ("Kubeflow's Istio gateway does not accept tokens of this token's issuer: "
+                    "Kubeflow 26.03's default install (the m2m-dex-only overlay) accepts "
+                    "Kubernetes service-account tokens only inside the cluster (--host "
+                    "http://ml-pipeline.kubeflow:8888), or at the gateway where the platform "
+                    "installed an m2m-dex-and-<cluster> overlay; from outside, log in with your "
+                    "browser's session cookie (--cookies 'oauth2_proxy_kubeflow=...') or reach "
+                    "the API through kubectl port-forward")
+        elif "Jwt is expired" in message:
+            todo = ("the token has expired: get a new one (kubectl create token SA -n NS "
+                    "--audience pipelines.kubeflow.org)")
+        elif "Jwt verification fails" in message or "Jwks" in message:
+            todo = ("the gateway could not verify the token (its signature, or an audience "
+                    "other than pipelines.kubeflow.org): create it with kubectl create token "
+                    "SA -n NS --audience pipelines.kubeflow.org")
+        elif sent:
+            todo = "the token or cookie was not accepted: it may have expired; get a new one"
+        else:
+            todo = ("log in: give --token/--token-file (a Kubernetes service-account token with "
+                    "audience pipelines.kubeflow.org) or --cookies (your browser's session "
+                    "cookie, e.g. oauth2_proxy_kubeflow or authservice_session)")
         return f" (sent {login.describe()}, {where}; {todo})"
     if status == 400 and not namespace and "namespace" in message:
         return " (a multi-user KFP needs the namespace to act in: give --namespace, your " \
                "Kubeflow profile's namespace)"
+    if status == 403 and not sent:
+        return (f" (sent {login.describe()}, {where}; nothing identified you, so this is no "
+                "verdict on your rights: log in with --cookies (your browser's session cookie, "
+                "oauth2_proxy_kubeflow on Kubeflow) or --token/--token-file)")
+    if status == 403 and "RBAC: access denied" in message:
+        return (f" (sent {login.describe()}, {where}; Kubeflow's Istio gateway refused it before "
+                "the KFP API saw it (its authorization policy): a token must come from an "
+                "issuer and carry an audience the platform allows (pipelines.kubeflow.org), a "
+                "cookie must be a current session)")
     if status == 403:
         return (f" (sent {login.describe()}, {where}; you are logged in but not allowed there: "
                 "check --namespace is your profile's namespace, or ask its owner to add you as "
