@@ -36,7 +36,6 @@ from tests.pipelines import kfp_local_fakes
 pytestmark = pytest.mark.slow
 
 REPO = images_fixture.REPO
-TAXI = REPO / "pipelines" / "examples" / "taxi.py"
 IMAGE = images_fixture.IMAGE
 TASKS = ("fingerprint", "ingest", "transform", "train", "evaluate", "push", "report",
          "check", "record", "score-items", "score-item", "score", "summarize")
