@@ -8,13 +8,17 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   (:mod:`estflow.pipelines._kfp.components`) in the configured image;
 * artifacts flow between tasks under their contract names (``examples``, ``transformed``,
   ``model``, ``evaluation``, ``pushed``); the data dependencies are the DAG's edges;
-* evaluation gates push: evaluate returns whether the model is blessed, and push runs inside
-  ``dsl.If(blessed == True)`` (a condition group displayed as ``blessed``);
+* evaluation gates push: evaluate returns whether the model is blessed, and push takes it as
+  its ``blessed`` input and skips itself unless it is true (for a backend before 2.14: push
+  runs inside ``dsl.If(blessed == True)``, a condition group displayed as ``blessed``);
 * user steps (``Pipeline.steps``, :mod:`estflow.pipelines._kfp.user_steps`): one task each, running
   ``estflow.components.user_step``, returning its ``NamedTuple`` names as output parameters;
-  its ``when`` is a ``dsl.If`` on that output (``ef.blessed()``: push's ``blessed`` group), and
-  a step reading from, running after or comparing a conditional step sits in its condition
-  (conditions that do not nest are refused, naming the steps); its own ``resources``,
+  its ``when`` is checked by its own task, which takes what the condition reads (the result,
+  or evaluate's blessing for ``ef.blessed()``, as push does) and skips itself, and a step
+  reading from a conditional step skips itself when its input was skipped (for a backend
+  before 2.14: a ``dsl.If`` on that output, push's ``blessed`` group for ``ef.blessed()``, and
+  a step reading from, running after or comparing a conditional step sits in its condition);
+  conditions that do not nest are refused, naming the steps; its own ``resources``,
   ``image``, ``packages`` (pip-installed first) and ``cache`` apply to its task; a function
   defined in a pipeline file that is not an importable module gets a note;
 * multi-worker training: when ``run_config.cluster`` asks for several processes, the train
@@ -24,14 +28,17 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   task, which would multiply the attempts) and follows it; ``cluster.shared_dir`` is required;
 * an exit handler wraps the steps: the ``report`` task runs however they ended and logs the
   run's final state (:mod:`estflow.pipelines._kfp.tasks`);
-* the KFP backend it targets (``kfp_backend``, default 2.14: the exit handler's
-  ``PipelineTaskFinalStatus`` needs it): for an older one (Kubeflow 1.10.x ships 2.4.1 or
-  2.5.0) the report takes no final status, and before 2.5 placement parameters become the
-  declared constants; a PVC ``sub_path`` before 2.16 and an optional secret as environment
-  variables before 2.15 are errors (older drivers drop them); from 2.14 to 2.16 push sits in
-  the exit handler's DAG without a ``dsl.If`` and skips itself unless blessed, since those
-  backends leave the state of an exit handler holding a condition RUNNING
-  (:mod:`estflow.pipelines._kfp.backend`);
+* the KFP backend it targets (``kfp_backend``, default 2.16, what Kubeflow 26.03 installs;
+  the exit handler's ``PipelineTaskFinalStatus`` needs 2.14): for an older one (Kubeflow
+  1.10.x ships 2.4.1 or 2.5.0) the report takes no final status, and before 2.5 placement
+  parameters become the declared constants; a PVC ``sub_path`` before 2.16 and an optional
+  secret as environment variables before 2.15 are errors (older drivers drop them); from 2.14
+  on, 2.17 included, gated steps (push, a user step's ``when``) sit in the exit handler's DAG
+  without a ``dsl.If`` and skip themselves, since with a condition group there the exit
+  handler's state stays RUNNING and the report reads UNKNOWN: 2.14-2.16 never pass a group's
+  state up, and on 2.17 a false condition is created CANCELED and nothing updates the exit
+  handler's DAG after it (:mod:`estflow.pipelines._kfp.backend`); mapped steps (a
+  ``dsl.ParallelFor``) need 2.17;
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
   ``source_root`` (where the ingest step resolves relative data paths), ``beam_options`` (the
   Beam pipeline options of the ingest and transform tasks, one string such as
@@ -188,7 +195,10 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             ``"2.14.3"``; at least 2.4). Before 2.14 the exit handler's report takes no final
             status; before 2.5 placement parameters become the declared constants; a PVC
             ``sub_path`` before 2.16 and an optional secret env before 2.15 are errors; before
-            2.17 push gates itself (no ``dsl.If``). See :mod:`estflow.pipelines._kfp.backend`.
+            2.14 a gated step (push, a user step's ``when``) is a ``dsl.If`` group; from 2.14 on
+            it gates itself in its task (a false ``dsl.If`` in the exit handler leaves the
+            run's state RUNNING on every backend through 2.17). See
+            :mod:`estflow.pipelines._kfp.backend`.
         push_base_path: replaces ``PushTarget.base_path`` in the compiled pipeline (e.g. a
             pipeline pushing to a local directory when run locally, compiled to push to
             ``gs://bucket/models``).
@@ -287,10 +297,12 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
             "backends before 2.17 do not pass up (kubeflow/pipelines#11979)")
     keyed = plan.fingerprint is not None
     step_images = step_images or {}
-    # Before 2.17 a dsl.If group in the exit handler leaves its state RUNNING: gated steps sit
-    # in the exit handler's DAG and skip themselves (kfp_tasks.build_gated_component).
-    in_task_gates = (kfp_backends.FINAL_STATUS.since <= target
-                     < kfp_backends.EXIT_HANDLER_STATE.since)
+    # Where the exit task reads the final state (2.14 on), gated steps sit in the exit
+    # handler's DAG and skip themselves (kfp_tasks.build_gated_component), on every backend:
+    # before 2.17 a dsl.If group there leaves the handler's state RUNNING; on 2.17 a false
+    # condition is created CANCELED and no launcher updates the handler's DAG after it
+    # (2.17.0's driver and metadata client), so it stays RUNNING and the report reads UNKNOWN.
+    in_task_gates = kfp_backends.FINAL_STATUS.since <= target
     chains = _conditions(plan)
     types = _result_types(plan.pipeline)
     users = user_steps.declared(plan.pipeline)

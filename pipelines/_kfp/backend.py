@@ -20,11 +20,19 @@ optional ``secretAsEnv``      2.15.0    the field is unknown to the driver's pro
 PVC ``subPath``               2.16.0    the field is unknown to the driver's proto, which drops
                                         it (kubeflow/pipelines#12595): the whole volume is
                                         mounted, silently
-exit handler's state          2.17.0    a condition group (``dsl.If``) inside the exit handler
-                                        never passes its state up, so the exit handler's state
-                                        stays RUNNING (kubeflow/pipelines#11979, fixed by
-                                        #13322) and the exit task reads no final state
+exit handler's state          2.17.0    a group (``dsl.If``, ``dsl.ParallelFor``) inside the
+                                        exit handler never passes its state up, so the exit
+                                        handler's state stays RUNNING (kubeflow/pipelines#11979,
+                                        fixed by #13322) and the exit task reads no final state
 ============================  ========  ========================================================
+
+Even 2.17 leaves a false condition's exit handler RUNNING: the ``dsl.If`` group is created
+CANCELED and no launcher updates the exit handler's DAG after it (2.17.0's driver and metadata
+client), so the report reads UNKNOWN. So from 2.14 (the final status) on, on every backend,
+gated steps (push, a user step's ``when``) never run in a ``dsl.If``: each sits in the exit
+handler's DAG, takes its gate's result as an input and skips itself; only a mapped step's
+``dsl.ParallelFor`` (fan-out) is a group there, hence needs 2.17. Before 2.14 (the report reads
+no state) gated steps run in ``dsl.If`` groups.
 
 The drivers of 2.4.1-2.16 read the kubernetes executor config with unknown fields allowed
 (``backend/src/common/util/json.go``, ``UnmarshalString``), hence "drops it" above; 2.4.0's
@@ -119,14 +127,19 @@ PVC_SUB_PATH = Feature("pvc sub_path", BackendVersion(2, 16, 0),
                        evidence=("kubeflow/pipelines#12595",))
 EXIT_HANDLER_STATE = Feature(
     "exit handler state", BackendVersion(2, 17, 0),
-    "a condition group inside the exit handler whose final state the exit task reads (older "
-    "backends leave that state RUNNING)",
+    "a group inside the exit handler (a mapped step's loop) whose final state the exit task "
+    "reads (older backends leave that state RUNNING)",
     evidence=("kubeflow/pipelines#11979", "kubeflow/pipelines#13322"))
 FEATURES = (RETRIES, PARAMETERISED_PLACEMENT, FINAL_STATUS, SECRET_OPTIONAL, PVC_SUB_PATH,
             EXIT_HANDLER_STATE)
 
 OLDEST = BackendVersion(2, 4, 0)
-DEFAULT = BackendVersion(2, 14, 0)
+DEFAULT = BackendVersion(2, 16, 0)
+"""What ``estflow compile`` targets unless told: the KFP backend of the current Kubeflow
+platform release (26.03 installs KFP 2.16.0), so a PVC ``sub_path`` or an optional secret
+compiles as declared. ``--kfp-backend`` targets an older one (1.11.0: 2.15, 1.10.x: 2.4.1-2.5)
+or a newer one (2.17: fan-out); ``estflow submit`` refuses a server older than a package
+needs."""
 
 # Kubeflow platform release -> the KFP backend it installs (kubeflow/manifests).
 KUBEFLOW_RELEASES = {"1.10.0": BackendVersion(2, 4, 1), "1.10.1": BackendVersion(2, 5, 0),

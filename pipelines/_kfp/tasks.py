@@ -111,10 +111,11 @@ def build_gated_component(step: PlannedStep, gate: str, image: str, *, keyed: bo
                           ) -> python_component.PythonComponent:
     """``step``'s component taking its gate's result as the bool input ``gate`` (``blessed``):
     when False it runs no step, logs why and writes :data:`SKIPPED_FILE` in each output (a KFP
-    launcher uploads every output). For a KFP backend before 2.17, where a ``dsl.If`` group
-    inside the exit handler leaves the exit handler's state RUNNING (kubeflow/pipelines#11979):
-    the task then sits in the exit handler's DAG itself, and the report reads the run's real
-    final state.
+    launcher uploads every output). For a KFP backend from 2.14 on (2.17 included), where a
+    ``dsl.If`` group inside the exit handler leaves the exit handler's state RUNNING (before
+    2.17: kubeflow/pipelines#11979; on 2.17 a false condition is created CANCELED and nothing
+    updates the exit handler's DAG after it): the task then sits in the exit handler's DAG
+    itself, and the report reads the run's real final state.
 
     Raises:
         ValueError: ``step`` returns a result (a skipped task would have none to return).

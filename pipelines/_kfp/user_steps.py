@@ -15,10 +15,10 @@ built-in step's row.
   refused, naming them;
 * :func:`build_component`: the task's component: ``python -m estflow.components.user_step``'s
   ``main`` with the plan's argv (:mod:`.components`), its declared ``packages`` installed first,
-  returning its result; with ``in_task_gate`` (KFP backends 2.14-2.16, where a ``dsl.If`` in the
-  exit handler misreports the run's state, see :mod:`.backend`) it checks its conditions itself
-  and, when one does not hold or an input was skipped, writes :data:`~.tasks.SKIPPED_FILE` in
-  each output instead of running (as push does there);
+  returning its result; with ``in_task_gate`` (KFP backends from 2.14 on, 2.17 included, where
+  a ``dsl.If`` in the exit handler misreports the run's state, see :mod:`.backend`) it checks
+  its conditions itself and, when one does not hold or an input was skipped, writes
+  :data:`~.tasks.SKIPPED_FILE` in each output instead of running (as push does there);
 * :func:`unreachable_functions`: notes for the steps whose function the task can import only
   from a local file (a pipeline file that is not an importable module).
 """

@@ -195,22 +195,34 @@ def test_compiled_after_push_inside_the_blessing_never_cached_with_its_resources
         AFTER_PUSH, push=ef.PushTarget("gs://bucket/models", "taxi"),
         resources={**AFTER_PUSH.resources,
                    "batch_predict": ef.Resources(cpu_request="4", memory_request="16Gi")})
-    # KFP 2.17+: inside the blessed condition group, as push
-    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml", kfp_backend="2.17")
+    # before KFP 2.14 (the exit task reads no final state): inside the blessed condition
+    # group, as push
+    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml", kfp_backend="2.13")
     assert compiled.tasks[-2:] == ("push", "batch_predict")
     ir = Ir(tmp_path / "p.yaml")
     assert ir.enclosing_groups("batch-predict") == ir.enclosing_groups("push")
     assert ir.task(ir.enclosing_groups("push")[0]).task_info.name == "blessed"
     assert ir.artifact_source("batch-predict", "pushed") == ("push", "pushed")
-    # the default backend (2.14-2.16, no dsl.If in the exit handler): gated by blessed itself
-    kfp_compiler.compile_pipeline(pipeline, tmp_path / "default.yaml")
-    default = Ir(tmp_path / "default.yaml")
-    assert default.enclosing_groups("batch-predict") == default.enclosing_groups("push")
-    assert default.parameter_source("batch-predict", "blessed")[0] == "evaluate"
-    assert not ir.task("batch-predict").caching_options.enable_cache
-    resources = ir.container("batch-predict")["resources"]
-    assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"]) == ("4", "16Gi")
-    assert ir.parameter_source("batch-predict", "beam_options") == ("pipeline", "beam_options")
+    assert "blessed" not in ir.task("batch-predict").inputs.parameters
+    # from 2.14 on, the default and 2.17 included (a dsl.If in the exit handler leaves the
+    # run RUNNING): next to push in the exit handler's DAG, gated by blessed itself
+    for target in ("2.14", None, "2.17"):
+        options = {"kfp_backend": target} if target else {}
+        path = tmp_path / f"{target or 'default'}.yaml"
+        compiled = kfp_compiler.compile_pipeline(pipeline, path, **options)
+        assert compiled.tasks[-2:] == ("push", "batch_predict")
+        gated = Ir(path)
+        assert gated.enclosing_groups("batch-predict") == gated.enclosing_groups("push") == [
+            "exit-handler-1"], target
+        assert gated.parameter_source("batch-predict", "blessed")[0] == "evaluate"
+        assert gated.artifact_source("batch-predict", "pushed") == ("push", "pushed")
+    for compiled_ir in (ir, gated):
+        assert not compiled_ir.task("batch-predict").caching_options.enable_cache
+        resources = compiled_ir.container("batch-predict")["resources"]
+        assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"]) == (
+            "4", "16Gi")
+        assert compiled_ir.parameter_source("batch-predict", "beam_options") == (
+            "pipeline", "beam_options")
 
 
 def test_a_pipeline_that_only_predicts_compiles_to_one_task(tmp_path):

@@ -5,8 +5,10 @@ compiled, parsed strictly into the PipelineSpec / PlatformSpec protos, and check
 backend lacks (see :mod:`estflow.pipelines._kfp.backend` for where each threshold comes from in
 the backend's source): an exit task taking ``PipelineTaskFinalStatus`` before 2.14, node
 selectors / tolerations from task outputs before 2.5, a PVC subPath before 2.16, an optional
-secret env before 2.15, a condition group inside the exit handler before 2.17. The default
-target (2.14) is what Kubeflow 1.10.x (KFP 2.4.1 / 2.5.0) rejects: the finding this guards.
+secret env before 2.15, a condition group inside the exit handler before 2.17 (from 2.14 on,
+2.17 included, gated steps gate themselves instead). What the default target (2.16, Kubeflow
+26.03's) compiles needs 2.14, which Kubeflow 1.10.x (KFP 2.4.1 / 2.5.0) rejects: the finding
+this guards.
 """
 
 import dataclasses
@@ -27,7 +29,8 @@ from tests.pipelines.kfp_ir import Ir
 TAXI = "estflow.pipelines.examples.taxi"
 TAXI_GPU = "estflow.pipelines.examples.taxi_gpu"
 # Targets: the Kubeflow releases' backends (1.10.0: 2.4.1; 1.10.1/2: 2.5.0; 1.11: 2.15.0;
-# 26.03: 2.16.0), the oldest supported (2.4.0), the default (2.14.0) and the newest (2.17.0).
+# 26.03: 2.16.0, the default), the oldest supported (2.4.0), the first whose exit task reads the
+# final status (2.14.0) and the newest (2.17.0).
 TARGETS = ("2.4", "2.4.1", "2.5", "2.14", "2.15", "2.16", "2.17")
 
 
@@ -80,24 +83,27 @@ def test_the_exit_task_takes_the_final_status_only_from_2_14(compiled):
 def test_the_exit_task_reads_a_dag_whose_state_the_backend_sets(compiled):
     """KFP 2.14-2.16 update a DAG's state only when a container task directly in it ends, so a
     dsl.If group inside the exit handler left its state RUNNING and the report logged UNKNOWN
-    after every successful run (kubeflow/pipelines#11979, fixed in 2.17.0 by #13322). For those
-    targets push sits in the exit handler's DAG itself and takes ``blessed`` as an input."""
+    after every successful run (kubeflow/pipelines#11979). 2.17.0 (#13322) passes a finished
+    group's state up, but a false condition is created CANCELED and no launcher updates the
+    exit handler's DAG after it (2.17.0's driver and metadata client): a model that is not
+    blessed left the run RUNNING and the report UNKNOWN. So from 2.14 on, on every backend,
+    push sits in the exit handler's DAG itself and takes ``blessed`` as an input; before 2.14
+    (the report reads no state) it is under dsl.If."""
     target, _, ir = compiled
     exit_handler = ir.enclosing_groups("evaluate")[0]
     used = kfp_backends.features_used(ir.documents)
-    if kfp_backends.BackendVersion(2, 14) <= target < kfp_backends.BackendVersion(2, 17):
+    if target >= kfp_backends.BackendVersion(2, 14):
         assert ir.enclosing_groups("push") == [exit_handler]
         assert not [g for g in ir.groups() if g != exit_handler]
         assert ir.parameter_source("push", "blessed") == ("evaluate", "Output")
         assert not ir.task("push").HasField("trigger_policy") or \
             not ir.task("push").trigger_policy.condition
         assert kfp_backends.EXIT_HANDLER_STATE not in used
-    else:  # 2.17+ (and before 2.14, where the report reads no state): push under dsl.If
+    else:  # before 2.14, where the report reads no state: push under dsl.If
         [condition] = [g for g in ir.enclosing_groups("push") if g != exit_handler]
         assert ir.enclosing_groups(condition) == [exit_handler]
         assert "blessed" not in ir.task("push").inputs.parameters
-        assert (kfp_backends.EXIT_HANDLER_STATE in used) == (
-            target >= kfp_backends.BackendVersion(2, 14))
+        assert kfp_backends.EXIT_HANDLER_STATE not in used
 
 
 def test_the_docs_table_is_the_backend_rows():
@@ -165,7 +171,8 @@ def test_retries_note_on_2_4_0_only(compiled):
 
 
 def test_the_default_target_uses_what_kubeflow_1_10_lacks(tmp_path):
-    """What Kubeflow 1.10.x would reject, and why the default names 2.14."""
+    """What Kubeflow 1.10.x would reject: the default target's output needs 2.14 (the final
+    status), which Kubeflow 1.11.0 (2.15) and 26.03 (2.16) run."""
     path = kfp_compiler.compile_pipeline(loader.load(TAXI_GPU), tmp_path / "p.yaml").path
     documents = list(yaml.safe_load_all(path.read_text()))
     used = kfp_backends.features_used(documents)
@@ -253,8 +260,9 @@ def test_the_plain_exit_task_runs_under_kfp_local_after_a_failure(tmp_path):
 
 @pytest.mark.parametrize("blessed", [True, False])
 def test_the_gated_push_runs_under_kfp_local_and_the_report_sees_success(tmp_path, blessed):
-    """The 2.14-2.16 form: push always runs as a task and skips itself unless blessed; the
-    exit handler's DAG then ends with its container tasks, and the report logs SUCCEEDED."""
+    """The form from 2.14 on (2.17 included): push always runs as a task and skips itself
+    unless blessed; the exit handler's DAG then ends with its container tasks, and the report
+    logs SUCCEEDED."""
     yaml_path = kfp_local_fakes.compile_with_stand_ins(loader.load(TAXI).pipeline, tmp_path,
                                                        kfp_backend="2.16")
     status, ran, output = kfp_local_fakes.run(yaml_path, tmp_path, {"blessed": blessed})

@@ -185,7 +185,7 @@ def test_task_body_calls_main_with_the_plans_argv(ir, taxi, step_name, monkeypat
         _write_blessing(Path(paths["evaluation"]), True)
     kwargs = {"spec": "SPEC", "source_root": "ROOT", "beam_options": "BEAM",
               "cache_key": "KEY", "model_fingerprint": "FP", "run": "RUN",
-              "source_digest": "DIGEST", "blessed": True}  # push's gate (KFP before 2.17)
+              "source_digest": "DIGEST", "blessed": True}  # push's gate (KFP 2.14 on)
     kwargs.update({a: dsl.Artifact(uri=p) for a, p in paths.items()})
     kwargs.update(_ui_outputs(step_name, tmp_path))
     kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
@@ -279,15 +279,25 @@ def test_dependencies_follow_the_artifacts(ir):
 
 
 @pytest.fixture(scope="module")
-def ir_217(taxi, tmp_path_factory):
-    """Compiled for KFP 2.17, where push sits under a dsl.If (before 2.17 it gates itself:
+def ir_213(taxi, tmp_path_factory):
+    """Compiled for KFP 2.13, before the exit task reads the final status: push sits under a
+    dsl.If. From 2.14 on (2.17 included) it gates itself in the exit handler's DAG, since a
+    dsl.If there leaves the run's state RUNNING (:func:`ir_gated`;
     tests/pipelines/test_kfp_backends.py)."""
-    path = tmp_path_factory.mktemp("kfp") / "taxi-2.17.yaml"
-    return Ir(kfp_compiler.compile_pipeline(taxi, path, image=IMAGE, kfp_backend="2.17").path)
+    path = tmp_path_factory.mktemp("kfp") / "taxi-2.13.yaml"
+    return Ir(kfp_compiler.compile_pipeline(taxi, path, image=IMAGE, kfp_backend="2.13").path)
 
 
-def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_condition(ir_217):
-    ir = ir_217
+@pytest.fixture(scope="module", params=["2.14", None, "2.17"], ids=["2.14", "default", "2.17"])
+def ir_gated(request, taxi, tmp_path_factory):
+    """Compiled for 2.14, the default backend and 2.17: push gates itself (no dsl.If)."""
+    path = tmp_path_factory.mktemp("kfp") / f"taxi-{request.param}.yaml"
+    options = {"kfp_backend": request.param} if request.param else {}
+    return Ir(kfp_compiler.compile_pipeline(taxi, path, image=IMAGE, **options).path)
+
+
+def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_condition(ir_213):
+    ir = ir_213
     groups = ir.groups()
     assert set(groups) == {"exit-handler-1", "condition-2"}
     assert ir.dag_of("exit-handler-1") == ROOT
@@ -297,8 +307,20 @@ def test_steps_run_inside_the_exit_handler_and_push_inside_the_blessing_conditio
         assert ir.enclosing_groups(name) == expected
 
 
-def test_push_runs_only_when_evaluate_blessed_the_model(ir_217):
-    ir = ir_217
+def test_from_2_14_every_step_push_included_runs_directly_in_the_exit_handler(ir_gated):
+    ir = ir_gated
+    groups = ir.groups()
+    assert set(groups) == {"exit-handler-1"}
+    assert ir.dag_of("exit-handler-1") == ROOT
+    assert groups["exit-handler-1"].task_info.name == "chicago-taxi"
+    for name in STEP_NAMES:
+        assert ir.enclosing_groups(name) == ["exit-handler-1"]
+
+
+def test_push_runs_only_when_evaluate_blessed_the_model(ir_213):
+    """Before 2.14: the condition group ``blessed`` on evaluate's output."""
+    ir = ir_213
+    assert "blessed" not in ir.task("push").inputs.parameters
     condition = ir.task("condition-2")
     assert condition.task_info.name == "blessed"
     match = re.fullmatch(r"inputs\.parameter_values\['([\w-]+)'\] == true",
@@ -310,6 +332,34 @@ def test_push_runs_only_when_evaluate_blessed_the_model(ir_217):
     evaluate = ir.spec.components["comp-evaluate"].output_definitions.parameters
     assert evaluate[kfp_components.RESULT_OUTPUT].parameter_type == \
         pipeline_spec_pb2.ParameterType.BOOLEAN
+
+
+def test_from_2_14_push_takes_the_blessing_and_skips_itself_unless_blessed(
+        ir_gated, taxi, monkeypatch, tmp_path):
+    """From 2.14 on, 2.17 included: push takes evaluate's output as its ``blessed`` input, with
+    no trigger condition; when it is False the task calls no step and marks its outputs
+    skipped."""
+    ir = ir_gated
+    push = ir.task("push")
+    assert ir.parameter_source("push", "blessed") == ("evaluate", kfp_components.RESULT_OUTPUT)
+    assert not push.trigger_policy.condition
+    assert sorted(push.dependent_tasks) == ["evaluate", "fingerprint", "train"]
+    evaluate = ir.spec.components["comp-evaluate"].output_definitions.parameters
+    assert evaluate[kfp_components.RESULT_OUTPUT].parameter_type == \
+        pipeline_spec_pb2.ParameterType.BOOLEAN
+    calls = []
+    function = _task_function(ir, "push", monkeypatch, lambda argv: calls.append(argv) or 0)
+    step = build_plan(taxi.pipeline, source_root="ROOT", sdk_image=IMAGE).step("push")
+    paths = {a: str(tmp_path / a) for a in [a for a, _ in step.inputs] + list(step.outputs)}
+    kwargs = {"spec": "SPEC", "cache_key": "KEY", "model_fingerprint": "FP", "run": "RUN",
+              **{a: dsl.Artifact(uri=p) for a, p in paths.items()}}
+    kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(function).parameters}
+    function(blessed=False, **kwargs)
+    assert calls == []
+    for output in step.outputs:
+        assert (Path(paths[output]) / kfp_tasks.SKIPPED_FILE).is_file()
+    function(blessed=True, **kwargs)
+    assert len(calls) == 1
 
 
 def test_the_exit_handler_reports_the_final_status(ir):
@@ -406,7 +456,7 @@ def test_spec_source_root_and_beam_options_are_pipeline_parameters(ir, taxi):
         if name == "push":
             expected["model_fingerprint"] = ("fingerprint", "model_fingerprint")
             expected["run"] = ("constant", dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
-            expected["blessed"] = ("evaluate", kfp_components.RESULT_OUTPUT)  # KFP < 2.17
+            expected["blessed"] = ("evaluate", kfp_components.RESULT_OUTPUT)  # KFP 2.14 on
         if name == "ingest":  # it checks the source is still what the run started with
             expected["source_root"] = ("pipeline", "source_root")
             expected["source_digest"] = ("fingerprint", "source_digest")

@@ -1,7 +1,7 @@
 """User steps (``@ef.step``) compiled for Kubeflow: their results as output parameters, their
-``when`` as ``dsl.If`` conditions (or, for KFP backends 2.14-2.16, checked in the task), the
-steps reading a conditional step nested in its condition, their own resources, image, packages
-and caching; the refusals; and a compiled pipeline run by ``kfp.local`` with the real user step
+``when`` checked in the task (KFP backends 2.14 on, 2.17 included) or, for older backends, as
+``dsl.If`` conditions with the steps reading a conditional step nested in its condition; their
+own resources, image, packages and caching; the refusals; and a compiled pipeline run by ``kfp.local`` with the real user step
 entry point.
 
 The IR is read strictly (:mod:`kfp_ir`), as test_kfp_compiler.py reads it.
@@ -108,16 +108,38 @@ def _compile(pipeline, path: Path, **options) -> tuple[kfp_compiler.CompiledPipe
 
 
 @pytest.fixture(scope="module")
-def ir_217(declared, tmp_path_factory):
-    """Compiled for KFP 2.17: conditions are dsl.If groups."""
+def ir_213(declared, tmp_path_factory):
+    """Compiled for KFP 2.13 (before the exit task reads the final status): conditions are
+    dsl.If groups."""
     return _compile(declared, tmp_path_factory.mktemp("kfp") / "steps.yaml",
-                    kfp_backend="2.17")[1]
+                    kfp_backend="2.13")[1]
 
 
 @pytest.fixture(scope="module")
 def ir_214(declared, tmp_path_factory):
-    """Compiled for the default backend (2.14): gated steps check their conditions."""
+    """Compiled for KFP 2.14, the first backend whose exit task reads the final status: gated
+    steps check their conditions in the task."""
+    return _compile(declared, tmp_path_factory.mktemp("kfp") / "steps.yaml",
+                    kfp_backend="2.14")[1]
+
+
+@pytest.fixture(scope="module")
+def ir_default(declared, tmp_path_factory):
+    """Compiled for the default backend (2.16): gated steps check their conditions in the
+    task."""
     return _compile(declared, tmp_path_factory.mktemp("kfp") / "steps.yaml")[1]
+
+
+@pytest.fixture(scope="module")
+def ir_217(declared, tmp_path_factory):
+    """Compiled for KFP 2.17: gated steps check their conditions in the task too (a false
+    dsl.If in the exit handler would leave the run RUNNING there as well)."""
+    return _compile(declared, tmp_path_factory.mktemp("kfp") / "steps.yaml",
+                    kfp_backend="2.17")[1]
+
+
+# Targets where the exit task reads the final status: no condition groups, gates in the task.
+IN_TASK_GATES = ["ir_214", "ir_default", "ir_217"]
 
 
 def _group(ir: Ir, task: str):
@@ -134,7 +156,7 @@ def _parameter_types(ir: Ir, task: str) -> dict[str, str]:
 
 # --- the IR -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fixture", ["ir_217", "ir_214"])
+@pytest.mark.parametrize("fixture", ["ir_213", *IN_TASK_GATES])
 def test_the_yaml_is_strict_and_loads_back_with_kfp(fixture, request):
     ir = request.getfixturevalue(fixture)
     documents = ir.documents
@@ -157,31 +179,76 @@ def test_a_user_step_returns_its_result_names_as_typed_output_parameters(ir_217)
     assert _parameter_types(ir_217, "record") == {}
 
 
-def test_a_when_on_a_result_is_a_dsl_if_on_that_output(ir_217):
-    name, group = _group(ir_217, "record")
+def test_a_when_on_a_result_is_a_dsl_if_on_that_output(ir_213):
+    """Before 2.14 (the exit task reads no final state): a dsl.If group."""
+    name, group = _group(ir_213, "record")
     assert group.task_info.name == "business_check.auc > 0.7"
     condition = group.trigger_policy.condition
     assert condition == "inputs.parameter_values['pipelinechannel--business-check-auc'] > 0.7"
-    assert ir_217.parameter_source(name, "pipelinechannel--business-check-auc") == (
+    assert ir_213.parameter_source(name, "pipelinechannel--business-check-auc") == (
         "business-check", "auc")
-    assert ir_217.artifact_source("record", "report") == ("business-check", "report")
+    assert ir_213.artifact_source("record", "report") == ("business-check", "report")
+    assert "business_check_result" not in ir_213.task("record").inputs.artifacts
 
 
-def test_blessed_uses_the_evaluate_gate_with_push(ir_217):
-    name, group = _group(ir_217, "announce")
+@pytest.mark.parametrize("fixture", IN_TASK_GATES)
+def test_from_214_a_when_on_a_result_is_checked_in_its_task(fixture, request):
+    """From 2.14 on, 2.17 included: no group; record takes business_check's result artifact
+    and compares auc itself."""
+    ir = request.getfixturevalue(fixture)
+    assert _group(ir, "record") == (None, None)
+    assert ir.enclosing_groups("record") == ir.enclosing_groups("business-check")
+    assert ir.artifact_source("record", "business_check_result") == (
+        "business-check", "business_check_result")
+    assert ir.artifact_source("record", "report") == ("business-check", "report")
+    source = ir.container("record")["command"][-1]
+    assert "operator.gt(_ef_found, 0.7)" in source
+    assert "its condition business_check.auc > 0.7" in source
+
+
+def test_blessed_uses_the_evaluate_gate_with_push(ir_213):
+    """Before 2.14: announce runs in push's dsl.If group on evaluate's blessing."""
+    name, group = _group(ir_213, "announce")
     assert group.task_info.name == "blessed"
-    assert _group(ir_217, "push")[0] == name  # the one group push runs in
+    assert _group(ir_213, "push")[0] == name  # the one group push runs in
     assert "pipelinechannel--evaluate-Output" in group.trigger_policy.condition
-    assert ir_217.artifact_source("announce", "pushed") == ("push", "pushed")
+    assert ir_213.artifact_source("announce", "pushed") == ("push", "pushed")
+    assert "blessed" not in ir_213.task("announce").inputs.parameters
 
 
-def test_a_step_reading_a_conditional_step_runs_inside_its_condition(ir_217):
-    assert _group(ir_217, "notify")[0] == _group(ir_217, "record")[0]
-    assert ir_217.artifact_source("notify", "table") == ("record", "table")
+@pytest.mark.parametrize("fixture", IN_TASK_GATES)
+def test_from_214_blessed_takes_the_evaluate_gate_as_push_does(fixture, request):
+    """From 2.14 on, 2.17 included: announce and push take evaluate's blessing as an input
+    and skip themselves; neither is in a condition group."""
+    ir = request.getfixturevalue(fixture)
+    assert _group(ir, "announce") == (None, None) and _group(ir, "push") == (None, None)
+    assert ir.enclosing_groups("announce") == ir.enclosing_groups("push")
+    assert ir.parameter_source("announce", "blessed") == ("evaluate", "Output")
+    assert ir.parameter_source("push", "blessed") == ("evaluate", "Output")
+    assert ir.artifact_source("announce", "pushed") == ("push", "pushed")
+
+
+def test_a_step_reading_a_conditional_step_runs_inside_its_condition(ir_213):
+    """Before 2.14: notify, reading record's table, is nested in record's dsl.If group."""
+    assert _group(ir_213, "notify")[0] == _group(ir_213, "record")[0]
+    assert ir_213.artifact_source("notify", "table") == ("record", "table")
     # its `after`: an order without data (here lifted to the condition group around it)
-    assert "business-check" in ir_217.task(_group(ir_217, "notify")[0]).dependent_tasks
+    assert "business-check" in ir_213.task(_group(ir_213, "notify")[0]).dependent_tasks
     # the unconditional user step is in no condition
-    assert _group(ir_217, "business-check") == (None, None)
+    assert _group(ir_213, "business-check") == (None, None)
+
+
+@pytest.mark.parametrize("fixture", IN_TASK_GATES)
+def test_from_214_a_step_reading_a_conditional_step_checks_its_inputs(fixture, request):
+    """From 2.14 on, 2.17 included: notify sits next to record, takes record's condition
+    through its input (skipped.json in record's table) and its `after` directly."""
+    ir = request.getfixturevalue(fixture)
+    assert _group(ir, "notify") == (None, None)
+    assert ir.enclosing_groups("notify") == ir.enclosing_groups("record")
+    assert ir.artifact_source("notify", "table") == ("record", "table")
+    assert "business-check" in ir.task("notify").dependent_tasks
+    assert "skipped.json" in ir.container("notify")["command"][-1]
+    assert _group(ir, "business-check") == (None, None)
 
 
 def test_a_user_steps_own_resources_image_packages_and_caching(ir_217):
@@ -214,22 +281,34 @@ def test_compile_reports_each_user_steps_image(declared, tmp_path):
     assert ir.container("notify")["image"] == "registry.example.com/other:1"
 
 
-def test_before_217_gated_user_steps_check_their_condition_in_the_task(ir_214):
-    """KFP 2.14-2.16: no condition group (it would leave the exit handler RUNNING): a gated
-    step takes what its condition reads and skips itself, as push does."""
-    assert not [g for g in ir_214.groups() if ir_214.task(g).trigger_policy.condition]
+@pytest.mark.parametrize("fixture", IN_TASK_GATES)
+def test_from_214_gated_user_steps_check_their_condition_in_the_task(fixture, request):
+    """KFP 2.14 on, 2.17 included: no condition group (before 2.17 it would leave the exit
+    handler RUNNING; on 2.17 a false one is created CANCELED and the exit handler stays
+    RUNNING): a gated step takes what its condition reads and skips itself, as push does."""
+    ir = request.getfixturevalue(fixture)
+    assert not [g for g in ir.groups() if ir.task(g).trigger_policy.condition]
     # record reads business_check's result artifact (result.json, or skipped.json)
-    assert ir_214.artifact_source("record", "business_check_result") == (
+    assert ir.artifact_source("record", "business_check_result") == (
         "business-check", "business_check_result")
     # announce takes evaluate's blessing, as push does
-    assert ir_214.parameter_source("announce", "blessed") == ("evaluate", "Output")
-    assert ir_214.parameter_source("push", "blessed") == ("evaluate", "Output")
+    assert ir.parameter_source("announce", "blessed") == ("evaluate", "Output")
+    assert ir.parameter_source("push", "blessed") == ("evaluate", "Output")
     # its `after`: an order without data
-    assert "business-check" in ir_214.task("notify").dependent_tasks
+    assert "business-check" in ir.task("notify").dependent_tasks
     # notify, under record's condition by its input, checks its inputs for skipped.json
-    source = ir_214.container("notify")["command"][-1]
+    source = ir.container("notify")["command"][-1]
     assert "skipped.json" in source
-    assert "skipped.json" not in ir_214.container("business-check")["command"][-1]
+    assert "skipped.json" not in ir.container("business-check")["command"][-1]
+
+
+def test_before_214_gated_user_steps_carry_no_in_task_check(ir_213):
+    """Before 2.14 the dsl.If groups gate: the tasks take neither the result nor the
+    blessing, and check no skipped.json."""
+    for task in ("record", "announce", "notify", "push"):
+        assert "business_check_result" not in ir_213.task(task).inputs.artifacts, task
+        assert "blessed" not in ir_213.task(task).inputs.parameters, task
+    assert "skipped.json" not in ir_213.container("notify")["command"][-1]
 
 
 def _task_function(ir: Ir, task: str):
@@ -246,8 +325,8 @@ class _Artifact:
 
 
 @pytest.mark.parametrize("auc, runs", [(0.9, True), (0.7, False), (None, False)])
-def test_the_in_task_condition_compares_the_result_as_when_does(ir_214, tmp_path, monkeypatch,
-                                                                auc, runs):
+def test_the_in_task_condition_compares_the_result_as_when_does(ir_default, tmp_path,
+                                                                monkeypatch, auc, runs):
     """record's generated body: it runs its step only when business_check.auc > 0.7; else it
     writes skipped.json in each output, and calls nothing."""
     calls = []
@@ -259,7 +338,7 @@ def test_the_in_task_condition_compares_the_result_as_when_does(ir_214, tmp_path
     report = tmp_path / "report"
     report.mkdir()
     outputs = {name: _Artifact(str(tmp_path / name)) for name in ("record_result", "table")}
-    function = _task_function(ir_214, "record")
+    function = _task_function(ir_default, "record")
     function(business_check_result=_Artifact(str(result)), spec="{}", cache_key="k",
              report=_Artifact(str(report)), **outputs)
     assert bool(calls) == runs

@@ -61,15 +61,23 @@ def test_the_kfp_compile_takes_the_new_row_with_its_facts(taxi, tmp_path):
     assert ir.parameter_source("score", "cache_key") == ("fingerprint", "score_key")
     assert "from tests.pipelines import new_step as step" in "".join(
         ir.container("score")["command"])
-    # the gate still holds push, not the ungated new step: on the default backend (2.14-2.16)
-    # push takes evaluate's blessed itself; on 2.17+ it sits in the condition (one group more)
+    # the gate still holds push, not the ungated new step: from KFP 2.14 on (the default,
+    # 2.17 included) push takes evaluate's blessed itself; before 2.14 it sits in the
+    # condition (one group more)
     assert ir.enclosing_groups("score") == ir.enclosing_groups("evaluate")
     assert ir.parameter_source("push", "blessed")[0] == "evaluate"
     assert "blessed" not in ir.task("score").inputs.parameters
+    newest = Ir(kfp_compiler.compile_pipeline(taxi, tmp_path / "n.yaml", steps=TABLE,
+                                              push_base_path="gs://bucket/models",
+                                              kfp_backend="2.17").path)
+    assert newest.enclosing_groups("push") == newest.enclosing_groups("score")
+    assert newest.parameter_source("push", "blessed")[0] == "evaluate"
+    assert "blessed" not in newest.task("score").inputs.parameters
     gated = Ir(kfp_compiler.compile_pipeline(taxi, tmp_path / "g.yaml", steps=TABLE,
                                              push_base_path="gs://bucket/models",
-                                             kfp_backend="2.17").path)
+                                             kfp_backend="2.13").path)
     assert len(gated.enclosing_groups("push")) == len(gated.enclosing_groups("score")) + 1
+    assert "blessed" not in gated.task("push").inputs.parameters
     # a compile option names the new step like any other
     again = kfp_compiler.compile_pipeline(taxi, tmp_path / "q.yaml", steps=TABLE,
                                           push_base_path="gs://bucket/models",

@@ -191,7 +191,8 @@ def test_the_service_account_is_sent(api, package):
 
 @pytest.fixture(scope="module")
 def taxi_packages(tmp_path_factory):
-    """The taxi example compiled for the default backend (2.14) and for 2.5."""
+    """The taxi example compiled for 2.14 (what the default target's output needs) and for
+    2.5."""
     folder = tmp_path_factory.mktemp("taxi")
     taxi = loader.load("estflow.pipelines.examples.taxi")
     return {target: kfp_compiler.compile_pipeline(taxi, folder / f"taxi-{target}.yaml",
