@@ -87,6 +87,8 @@ from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import Step
+from estflow.dsl.contracts import candidate_artifact
+from estflow.dsl.models import Candidates
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.pipelines import beam_options as beam
@@ -331,7 +333,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
         names = [s.name for s in plan.steps if s.name not in items]
         components[plan.fingerprint.name] = kfp_components.build_component(
             plan.fingerprint, image,
-            result=kfp_components.fingerprint_result(names, items))
+            result=kfp_components.fingerprint_result(names, items, _candidates(plan)))
     if in_task_gates:
         components.update({s.name: kfp_tasks.build_gated_component(
             s, plan.step(s.runs_if).result.key, _image_of(components[s.name]), keyed=keyed)
@@ -370,6 +372,16 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
 SCHEDULE_TIME_SINCE = kfp_backends.BackendVersion(2, 17, 0)
 """The backend release resolving ``{{$.pipeline_job_schedule_time_utc}}`` in a task's inputs
 (kubeflow/pipelines#12628; older ones leave the text unresolved)."""
+
+
+def _candidates(plan: Plan) -> dict[str, tuple[str, str]]:
+    """Candidate -> (its train step, its model artifact), for a Candidates model (else {})."""
+    model = plan.pipeline.model
+    if not isinstance(model, Candidates):
+        return {}
+    writers = {a: s.name for s in plan.steps for a in s.outputs}
+    return {c: (writers[candidate_artifact("model", c)], candidate_artifact("model", c))
+            for c in sorted(model.models)}
 
 
 def _has_spans(pipeline: Pipeline) -> bool:
@@ -424,12 +436,14 @@ def _step_inputs(step: PlannedStep, fingerprint: pipeline_task.PipelineTask | No
     source's digest (which the ingest task checks again after reading); and the run's name
     (the pushed version's lineage)."""
     if fingerprint is None:
-        return {"model_fingerprint": "", "source_digest": "",
+        return {"model_fingerprint": "", "source_digest": "", "candidate_fingerprints": "",
                 "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
     return {"spec": fingerprint.outputs[f"{step.name}_spec"],
             kfp_components.CACHE_KEY: fingerprint.outputs[f"{step.name}_key"],
             "model_fingerprint": fingerprint.outputs["model_fingerprint"],
             "source_digest": fingerprint.outputs["source_digest"],
+            **({"candidate_fingerprints": fingerprint.outputs["candidate_fingerprints"]}
+               if "candidate_fingerprints" in fingerprint.outputs else {}),
             "run": dsl.PIPELINE_JOB_NAME_PLACEHOLDER}
 
 
