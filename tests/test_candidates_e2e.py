@@ -12,17 +12,18 @@ candidate meets pushes nothing, with status 3 (not blessed) and no candidate pic
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.user_runs import estflow_run
+from tests.user_runs import run_record
+from tests.user_runs import statuses
+
 pytestmark = pytest.mark.slow
 
-ESTFLOW = str(Path(sys.executable).parent / "estflow")
 NAMES = ("dnn", "linear")
 
 PIPELINE = '''
@@ -56,9 +57,7 @@ pipeline = ef.Pipeline(
 
 
 def _run(folder: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ESTFLOW_", "PYTEST"))}
-    return subprocess.run([ESTFLOW, "run", "cands.py"], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return estflow_run(folder, "cands.py")
 
 
 def _shown(done: subprocess.CompletedProcess) -> str:
@@ -71,11 +70,10 @@ def _run_dir(folder: Path) -> Path:
 
 
 def _record(folder: Path) -> dict:
-    return json.loads((_run_dir(folder) / "run.json").read_text())
+    return run_record(folder, "cands")
 
 
-def _statuses(record: dict) -> dict[str, str]:
-    return {name: step["status"] for name, step in record["steps"].items()}
+_statuses = statuses
 
 
 def _output(record: dict, step: str, artifact: str) -> Path:

@@ -12,21 +12,23 @@ and is named, and ``--resume`` runs only what failed or never ran. Ctrl-C (SIGIN
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.user_runs import ESTFLOW
+from tests.user_runs import estflow_run
+from tests.user_runs import run_record
+from tests.user_runs import statuses
+
 pytestmark = pytest.mark.slow
 
-ESTFLOW = str(Path(sys.executable).parent / "estflow")
 
 PIPELINE = '''
 import os
@@ -88,19 +90,14 @@ pipeline = ef.Pipeline(
 
 
 def _run(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ESTFLOW_", "PYTEST"))}
-    return subprocess.run([ESTFLOW, "run", "branches.py", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return estflow_run(folder, "branches.py", *args)
 
 
 def _record(folder: Path) -> dict:
-    runs = sorted(p for p in (folder / "estflow_runs" / "branches").iterdir()
-                  if (p / "run.json").exists())
-    return json.loads((runs[-1] / "run.json").read_text())
+    return run_record(folder, "branches")
 
 
-def _statuses(record: dict) -> dict[str, str]:
-    return {name: step["status"] for name, step in record["steps"].items()}
+_statuses = statuses
 
 
 @pytest.fixture(scope="module")

@@ -13,18 +13,19 @@ the run, and ``--resume`` runs only what failed or never ran.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.user_runs import estflow_run
+from tests.user_runs import run_record
+from tests.user_runs import statuses
+
 pytestmark = pytest.mark.slow
 
-ESTFLOW = str(Path(sys.executable).parent / "estflow")
 
 PIPELINE = '''
 import json
@@ -89,19 +90,14 @@ def _write(folder: Path, floor: float, version: int = 1) -> None:
 
 
 def _run(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ESTFLOW_", "PYTEST"))}
-    return subprocess.run([ESTFLOW, "run", "tiny.py", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return estflow_run(folder, "tiny.py", *args)
 
 
 def _record(folder: Path, out: str) -> dict:
-    run_id = next(line.split()[1].rstrip(":") for line in out.splitlines()
-                  if line.startswith("Run "))
-    return json.loads((folder / "estflow_runs" / "tiny" / run_id / "run.json").read_text())
+    return run_record(folder, "tiny", out)
 
 
-def _statuses(record: dict) -> dict[str, str]:
-    return {name: step["status"] for name, step in record["steps"].items()}
+_statuses = statuses
 
 
 @pytest.fixture(scope="module")
