@@ -261,7 +261,7 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     _collect(problems, _check_user_steps, plan)
     if problems:
         raise CompileError(*problems)
-    notes = (*notes, *user_steps.unreachable_functions(pipeline))
+    notes = (*notes, *user_steps.unreachable_functions(pipeline), *_job_kind_notes(pipeline))
     declared = {step: r.caching for step, r in user_steps.declared_resources(pipeline).items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
@@ -617,6 +617,18 @@ def _check_user_steps(plan: Plan) -> None:
 def _runs_tfjob(step_name: str, pipeline: Pipeline) -> bool:
     cluster = pipeline.run_config.cluster
     return step_name == TFJOB.name and cluster is not None and cluster.distributed
+
+
+def _job_kind_notes(pipeline: Pipeline) -> tuple[str, ...]:
+    """A note where multi-worker training submits a TFJob: the Training Operator that runs it
+    is not in Kubeflow's default install since 1.11 (26.03's manifests comment it out)."""
+    cluster = pipeline.run_config.cluster
+    if cluster is None or not cluster.distributed or cluster.job_kind != "tfjob":
+        return ()
+    return ("run_config.cluster.job_kind='tfjob': the train task submits a kubeflow.org/v1 "
+            "TFJob, which only the Training Operator runs; Kubeflow 1.11 and 26.03 do not "
+            "install it by default (their manifests comment it out): install it, or use "
+            "job_kind='trainjob' (the default, Kubeflow Trainer v2, installed since 1.11)",)
 
 
 def _task_steps(plan: Plan, image: str,

@@ -289,7 +289,10 @@ def test_a_multi_worker_train_task_is_not_retried_twice(taxi, tmp_path, job_kind
     pipeline = dataclasses.replace(
         taxi, resources={"train": train}, run_config=ef.RunConfig(cluster=ef.Cluster(
             workers=2, shared_dir="gs://bucket/shared", job_kind=job_kind)))
-    ir = Ir(kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml").path)
+    compiled = kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml")
+    ir = Ir(compiled.path)
+    # A TFJob needs the Training Operator, which Kubeflow's default install leaves out
+    assert any("Training Operator" in n for n in compiled.notes) == (job_kind == "tfjob")
     assert not ir.task("train").HasField("retry_policy")
     assert ir.k8s("train").active_deadline_seconds == 3600
     assert _requests(ir.container("train")) == TFJOB.requests  # not the replicas'
