@@ -184,14 +184,15 @@ def test_the_compiled_taxi_pipeline_runs_in_the_images_and_its_push_is_served(im
     assert "estflow pipeline chicago-taxi finished: SUCCEEDED" in output
     versions = [p for p in (tmp_path / "serving" / "chicago_taxi").iterdir() if p.name.isdigit()]
     assert len(versions) == 1 and (versions[0] / "saved_model.pb").is_file()
-    _assert_the_user_steps_ran(tmp_path / "root", finished)
+    _assert_the_user_steps_ran(tmp_path / "root", finished, output)
     _assert_served(tmp_path / "serving")
 
 
-def _assert_the_user_steps_ran(root: Path, finished: dict[str, str]) -> None:
+def _assert_the_user_steps_ran(root: Path, finished: dict[str, str], output: str) -> None:
     """The conditions held and their steps ran; the fan-out ran both items and the step reading
     its collected output saw them both, in order."""
     assert {finished[t] for t in ("check", "record", "score", "summarize")} == {"SUCCESS"}
+    assert output.count("Task 'score-item' finished with status SUCCESS") == 2  # one per item
     [recorded] = root.glob("**/record/table/recorded.txt")  # check ran, then record on its auc
     assert recorded.read_text().startswith("auc ")
     items = sorted(root.glob("**/score-item/scores/score.json"))  # the ParallelFor's items
