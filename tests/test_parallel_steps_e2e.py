@@ -13,7 +13,6 @@ and is named, and ``--resume`` runs only what failed or never ran. Ctrl-C (SIGIN
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from tests.user_runs import ESTFLOW
 from tests.user_runs import estflow_run
 from tests.user_runs import run_record
 from tests.user_runs import statuses
+from tests.user_runs import tiny_csv
 
 pytestmark = pytest.mark.slow
 
@@ -103,10 +103,7 @@ _statuses = statuses
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("branches")
-    rng = random.Random(3)
-    rows = ["x,z,y"] + [f"{(x := rng.random()):.4f},{(z := rng.random()):.4f},"
-                        f"{int(x + 0.3 * z > 0.6)}" for _ in range(120)]
-    (folder / "data.csv").write_text("\n".join(rows) + "\n")
+    tiny_csv(folder)
     (folder / "branches.py").write_text(PIPELINE)
     return folder
 

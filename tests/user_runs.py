@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,14 @@ def run_record(folder: Path, pipeline: str, output: str | None = None) -> dict:
 def statuses(record: dict) -> dict[str, str]:
     """Step -> its status in a run's record (ran, reused, skipped, failed, ...)."""
     return {name: step["status"] for name, step in record["steps"].items()}
+
+
+def tiny_csv(folder: Path, rows: int = 120, seed: int = 3) -> Path:
+    """``folder/data.csv``: columns x, z (uniform in [0, 1)) and a binary label y = x + 0.3 z >
+    0.6, ``rows`` rows drawn with ``seed``: a pipeline's data small enough to train in seconds."""
+    rng = random.Random(seed)
+    lines = ["x,z,y"] + [f"{(x := rng.random()):.4f},{(z := rng.random()):.4f},"
+                         f"{int(x + 0.3 * z > 0.6)}" for _ in range(rows)]
+    path = folder / "data.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path

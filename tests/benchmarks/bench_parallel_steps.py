@@ -14,19 +14,10 @@ Usage: ``python tests/benchmarks/bench_parallel_steps.py [--rounds 3] [--passes 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from targets import check  # tests/benchmarks/targets.py: a ratio, its target, a verdict
+from at_once import compare  # tests/benchmarks/at_once.py: the two modes' walls, the ratio
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "pipelines" / "examples" / "data" / "chicago_taxi" / "data.csv"
-ESTFLOW = str(Path(sys.executable).parent / "estflow")
 TARGET = 0.65
 
 PIPELINE = '''
@@ -64,43 +55,13 @@ pipeline = ef.Pipeline(**{**{f: getattr(taxi.pipeline, f) for f in (
 '''
 
 
-def _run(folder: Path, *args: str) -> float:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ESTFLOW_")}
-    start = time.monotonic()
-    done = subprocess.run([ESTFLOW, "run", "p.py", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - start
-    if done.returncode != 0:
-        raise SystemExit(f"estflow run failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
-    return wall
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--passes", type=int, default=600)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="estflow-bench-parallel-") as tmp:
-        folder = Path(tmp)
-        with open(DATA) as src, open(folder / "data.csv", "w") as dst:
-            for i, line in enumerate(src):
-                if i > 20000:
-                    break
-                dst.write(line)
-        (folder / "p.py").write_text(PIPELINE.replace("PASSES", str(args.passes)))
-        _run(folder)  # the built-in steps, once: reused by every round
-        walls: dict[str, list[float]] = {"one after another": [], "at once": []}
-        for _ in range(args.rounds):
-            walls["one after another"].append(
-                _run(folder, "--no-cache", "candidate_a,candidate_b", "--jobs", "1"))
-            walls["at once"].append(_run(folder, "--no-cache", "candidate_a,candidate_b"))
-    print(f"{'mode':<20} {'median wall':>12}  walls")
-    for mode, values in walls.items():
-        print(f"{mode:<20} {statistics.median(values):>11.2f}s  "
-              + ", ".join(f"{v:.2f}" for v in values))
-    ratio = statistics.median(walls["at once"]) / statistics.median(walls["one after another"])
-    check("two user steps at once / one after another (estflow run wall)", ratio, TARGET,
-          at_most=True)
+    compare(PIPELINE.replace("PASSES", str(args.passes)), "candidate_a,candidate_b", args.rounds,
+            "two user steps", TARGET)
     return 0
 
 

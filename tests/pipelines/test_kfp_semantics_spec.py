@@ -72,7 +72,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -81,6 +80,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.user_runs import tiny_csv
+from tests.user_runs import user_env
 
 pytestmark = pytest.mark.slow
 
@@ -142,8 +144,7 @@ def _counts(folder: Path) -> dict[str, int]:
 def _run(folder: Path, *args: str, val: str = "a", failing: bool = False) -> Run:
     (folder / "spec.py").write_text(
         PIPELINE.replace("VAL", repr(val)).replace("FAILING", repr(failing)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ESTFLOW_", "PYTEST"))}
-    done = subprocess.run([ESTFLOW, "run", "spec.py", *args], cwd=folder, env=env,
+    done = subprocess.run([ESTFLOW, "run", "spec.py", *args], cwd=folder, env=user_env(),
                           capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     found = re.search(r"^estflow run: pipeline 'spec', \d+ steps, run \S+ in (\S+)$",
@@ -156,10 +157,7 @@ def _run(folder: Path, *args: str, val: str = "a", failing: bool = False) -> Run
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("kfp_semantics")
-    rng = random.Random(3)
-    rows = ["x,z,y"] + [f"{(x := rng.random()):.4f},{(z := rng.random()):.4f},"
-                        f"{int(x + 0.3 * z > 0.6)}" for _ in range(120)]
-    (folder / "data.csv").write_text("\n".join(rows) + "\n")
+    tiny_csv(folder)
     shutil.copy(STEPS_FILE, folder / "kfp_semantics_steps.py")
     return folder
 
