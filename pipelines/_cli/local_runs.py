@@ -31,6 +31,7 @@ from pathlib import Path
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
 from estflow.dsl.errors import DslErrors
+from estflow.dsl.models import Candidates
 from estflow.pipelines import _colour
 from estflow.pipelines import beam_options
 from estflow.pipelines import local_runner
@@ -55,6 +56,7 @@ from estflow.pipelines._stopping import failure_cause
 from estflow.pipelines._stopping import stop_like_ctrl_c
 from estflow.pipelines._warm import warm_seconds
 from estflow.pipelines.plan import build_preprocess_plan
+from estflow.pipelines.plan import with_candidates
 
 __all__ = ["add_commands"]
 
@@ -134,7 +136,12 @@ def _forced_steps(text: str | None, pipeline=None) -> set[str] | bool:
     if text == _ALL:
         return True
     names = {n.strip() for n in text.split(",") if n.strip()}
-    known = [s.name for s in STEPS] + [s.name for s in getattr(pipeline, "steps", ())]
+    rows = list(STEPS)
+    if isinstance(getattr(pipeline, "model", None), Candidates):  # train_<name>, ..., select
+        rows = list(with_candidates(pipeline, rows))
+    known = [s.name for s in rows] + [s.name for s in getattr(pipeline, "steps", ())]
+    # "train" (or "evaluate") with Candidates: every candidate's
+    names = {m for n in names for m in ([r.name for r in rows if r.of == n] or [n])}
     unknown = sorted(names - set(known))
     if unknown:
         raise UsageError(f"Received --no-cache {text}, expected step names, some of {known} "

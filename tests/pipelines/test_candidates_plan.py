@@ -482,3 +482,17 @@ def test_each_candidate_s_train_task_gets_the_declared_train_resources(tmp_path)
         assert ir.container(f"evaluate-{n}")["resources"]["resourceCpuLimit"] == "1500m"
     assert "resourceCpuLimit" not in ir.container("select")["resources"]
     assert "resourceMemoryLimit" not in ir.container("select")["resources"]
+
+
+def test_no_cache_takes_the_candidates_steps_and_train_means_every_candidate_s():
+    """``estflow run --no-cache`` names the steps the plan runs: a candidate's own, select, and
+    ``train`` / ``evaluate`` for every candidate's; a name no step has is refused, listing
+    them."""
+    from estflow.pipelines._cli.local_runs import _forced_steps
+    from estflow.pipelines._cli.usage import UsageError
+
+    pipeline = _pipeline()
+    assert _forced_steps("train,select", pipeline) == {*(f"train_{n}" for n in NAMES), "select"}
+    assert _forced_steps(f"evaluate_{NAMES[0]}", pipeline) == {f"evaluate_{NAMES[0]}"}
+    with pytest.raises(UsageError, match=f"train_{NAMES[0]}"):
+        _forced_steps("trian", pipeline)
