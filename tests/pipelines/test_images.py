@@ -192,7 +192,11 @@ def _assert_the_user_steps_ran(root: Path, finished: dict[str, str], output: str
     """The conditions held and their steps ran; the fan-out ran both items and the step reading
     its collected output saw them both, in order."""
     assert {finished[t] for t in ("check", "record", "score", "summarize")} == {"SUCCESS"}
-    assert output.count("Task 'score-item' finished with status SUCCESS") == 2  # one per item
+    # kfp.local runs the items at once and their lines may interleave (CI saw one of the two
+    # "finished" lines cut by the other item's output): the items' own artifacts, below, show
+    # that both ran; no item failed
+    assert "Task 'score-item' finished with status SUCCESS" in output
+    assert not re.search(r"Task 'score-item' finished with status (?!SUCCESS)", output)
     [recorded] = root.glob("**/record/table/recorded.txt")  # check ran, then record on its auc
     assert recorded.read_text().startswith("auc ")
     items = sorted(root.glob("**/score-item/scores/score.json"))  # the ParallelFor's items
