@@ -495,7 +495,7 @@ CANDIDATE_STEPS = ("train", "evaluate")
 _PER_CANDIDATE = ("model", "evaluation")  # the artifacts each candidate has its own of
 
 SELECT = Step(
-    "select", "estflow.components.select", (), ("model", "evaluation"),
+    "select", "estflow.components.select", (), ("evaluation", "model"),
     "pick the best blessed candidate by Candidates.best_by: its model and evaluation, with "
     "every candidate compared in the report", reads=(*_SCHEMA, "model", "eval"),
     options=(Option(CANDIDATE_FINGERPRINTS, "JSON object: each candidate's trained model's "

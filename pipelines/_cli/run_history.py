@@ -222,9 +222,16 @@ def _lineage(record: runs.RunRecord) -> None:
         if push:
             print(f"  not pushed: {'; '.join(push.get('reasons') or [])}")
         return
-    train = data.get("steps", {}).get("train", {})
-    made = ("trained in this run" if train.get("status") == "ran" else
-            f"trained in run {train.get('reused_from')} (reused here)")
+    steps = data.get("steps", {})
+    # the step that trained the pushed model: the one writing an artifact with its fingerprint
+    # (a candidate's train_<name> with Candidates), else train
+    name = next((n for n, s in steps.items() for a in (s.get("outputs") or {}).values()
+                 if push.get("fingerprint") and a.get("fingerprint") == push["fingerprint"]),
+                "train")
+    train = steps.get(name, {})
+    by = "" if name == "train" else f" by {name}"
+    made = (f"trained in this run{by}" if train.get("status") == "ran" else
+            f"trained in run {train.get('reused_from')}{by} (reused here)")
     verb = "already served as" if push.get("already_served") else "pushed as"
     print(f"  model: {verb} {push.get('model_name')} version {push.get('version')} at "
           f"{push.get('path')}")

@@ -152,7 +152,7 @@ def test_select_reads_every_candidate_and_writes_the_pipeline_s_model_and_evalua
     assert select.inputs == tuple(
         pair for n in NAMES for pair in ((f"model_{n}", f"train_{n}"),
                                          (f"evaluation_{n}", f"evaluate_{n}")))
-    assert select.outputs == ("model", "evaluation")
+    assert select.outputs == ("evaluation", "model")  # the summary's (metrics.json) first
     assert select.result is not None and select.result.artifact == "evaluation"
     paths = {a: f"/p/{a}" for a in (*(i for i, _ in select.inputs), *select.outputs)}
     argv = select.argv("SPEC", paths)
