@@ -168,8 +168,9 @@ def _load_file(name: str, file: str):
     folder = str(Path(file).parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
+    try:  # from the source, never a cached .pyc (which a same-second, same-size edit passes)
+        exec(compile(Path(file).read_bytes(), str(file), "exec", dont_inherit=True),
+             module.__dict__)
     except BaseException:
         sys.modules.pop(name, None)
         raise

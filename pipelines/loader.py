@@ -175,7 +175,9 @@ def _exec_file(file: Path):
     # is not found by module name later (its refs must carry the file for the steps).
     sys.path.insert(0, str(file.parent))
     try:
-        spec.loader.exec_module(module)
+        # From the source, never a cached .pyc: a file edited within the same second at the
+        # same size (offer_cost=20.0 -> 30.0) would pass the .pyc check and run the old text
+        exec(compile(file.read_bytes(), str(file), "exec", dont_inherit=True), module.__dict__)
     finally:
         sys.path.remove(str(file.parent))
     return module

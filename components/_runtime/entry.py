@@ -97,7 +97,8 @@ def _load_file(name: str, file: str):
     folder = str(Path(file).parent)
     if folder not in sys.path:  # as `python file.py`: the user's modules beside it import
         sys.path.insert(0, folder)
-    spec.loader.exec_module(module)
+    # From the source, never a cached .pyc (which a same-second, same-size edit passes)
+    exec(compile(Path(file).read_bytes(), str(file), "exec", dont_inherit=True), module.__dict__)
     return module
 
 
