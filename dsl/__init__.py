@@ -78,6 +78,11 @@ from estflow.dsl.steps import When
 from estflow.dsl.steps import blessed
 from estflow.dsl.steps import result
 from estflow.dsl.steps import step
+from estflow.dsl.tune import Choice
+from estflow.dsl.tune import FloatRange
+from estflow.dsl.tune import IntRange
+from estflow.dsl.tune import MedianStop
+from estflow.dsl.tune import Tune
 
 __all__ = [
     "Artifact",
@@ -151,4 +156,10 @@ __all__ = [
     "Toleration",
     "TrainSpec",
     "WarmStart",
+    # hyperparameter search (dsl/tune.py: Pipeline.tune)
+    "Choice",
+    "FloatRange",
+    "IntRange",
+    "MedianStop",
+    "Tune",
 ]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from estflow.dsl import _checks
 from estflow.dsl import models as m
+from estflow.dsl import tune as _tune
 from estflow.dsl.batch import BatchPredict
 from estflow.dsl.checks import DataChecks
 from estflow.dsl.contracts import BATCH_PREDICT
@@ -39,6 +40,7 @@ from estflow.dsl.specs import TrainSpec
 from estflow.dsl.steps import UserStep
 from estflow.dsl.steps import as_user_step
 from estflow.dsl.steps import graph_errors
+from estflow.dsl.tune import Tune
 
 __all__ = ["Pipeline", "SCHEMA_VERSION"]
 
@@ -78,6 +80,9 @@ class Pipeline:
         steps: the user steps (functions decorated with :func:`~estflow.dsl.step`, called with
             their parameters), placed in the DAG by the artifacts they read and write
             (:mod:`estflow.dsl.steps`).
+        tune: a hyperparameter search (:class:`~estflow.dsl.Tune`) over the model's and the
+            train spec's fields, checked against them (None: no search). In the pipeline its
+            ``higher_is_better`` is resolved (a bool).
         schema_version: the spec format version; leave it at its default (a spec written by
             another estflow version is refused rather than misread).
 
@@ -88,7 +93,8 @@ class Pipeline:
     string label's own vocabulary), and the eval thresholds against the metrics the head
     produces (:data:`~estflow.dsl.models.METRIC_NAMES`: a name tf.estimator also reports, such
     as ``auc`` or ``auc_precision_recall``, is tf.estimator's metric; ``loss`` is refused: the
-    losses are ``average_loss``, the mean over the examples). Whether the
+    losses are ``average_loss``, the mean over the examples), and a ``tune`` search against
+    the model and train spec (its paths, values and objective). Whether the
     raw columns are in the data is checked against the data itself (:meth:`header_errors`;
     ``estflow run``, ``preprocess`` and ``compile`` read a local CSV source's header before
     anything runs).
@@ -136,6 +142,7 @@ class Pipeline:
     predict: BatchPredict | None = None
     checks: DataChecks | None = None
     steps: tuple[UserStep, ...] = ()
+    tune: Tune | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -168,12 +175,18 @@ class Pipeline:
             _expect(self.derive, Derive, "derive")
         if self.checks is not None:
             _expect(self.checks, DataChecks, "checks")
+        if self.tune is not None:
+            _expect(self.tune, Tune, "tune")
         _checks.freeze(self, "resources", check_step_resources(self.resources))
         if self.schema_version != SCHEMA_VERSION:
             raise DslError("schema_version", f"{SCHEMA_VERSION} (this estflow's spec version)",
                            self.schema_version)
         _checks.freeze(self, "eval", _estflow_metric_names(self.eval, m.head_of(self.model)))
         errors = _cross_check(self) + _step_errors(self)
+        if self.tune is not None:  # each value is tried on the pipeline: once the rest holds
+            tune, tune_errors = _tune.checked(self, others_valid=not errors)
+            errors += tune_errors
+            _checks.freeze(self, "tune", tune)
         if errors:
             raise DslErrors(errors)
 
@@ -464,7 +477,8 @@ def _check_predict(p: Pipeline) -> list[DslError]:
     return errors
 
 
-_TRAINING_ONLY = ("push", "derive", "columns", "split", "eval", "run_config", "checks")
+_TRAINING_ONLY = ("push", "derive", "columns", "split", "eval", "run_config", "checks",
+                  "tune")
 
 
 def _steps_tuple(value) -> tuple:
