@@ -29,6 +29,8 @@ PUBLIC = {
     "step", "Input", "Output", "UserStep", "When", "blessed", "result", "Artifact", "Examples",
     "Validation", "Transformed", "TrainedModel", "Evaluation", "Pushed", "Predictions",
     "Dataset", "ModelDir", "Metrics", "HTML", "Markdown",
+    # hyperparameter search (dsl/tune.py: Pipeline.tune)
+    "Tune", "IntRange", "FloatRange", "Choice", "MedianStop",
 }
 
 

@@ -1,5 +1,7 @@
 """Every declaration class survives a JSON round trip: from_json(to_json(x)) == x."""
 
+import dataclasses
+
 import pytest
 
 import estflow.dsl as ef
@@ -86,6 +88,19 @@ EXAMPLES = [
              packages=("psycopg2-binary",), cache=False),
     Port("scores", "Dataset"),
     ef.blessed(),
+    ef.IntRange(32, 512, log=True),
+    ef.FloatRange(1e-4, 0.1, log=True, when=("model.optimizer", "Adam")),
+    ef.Choice(((64, 32), (16,), None), when=("model.optimizer", "SGD")),
+    ef.MedianStop(every_steps=100, warmup_steps=200, warmup_trials=3),
+    ef.Tune({"model.dnn_hidden_units": ef.Choice(((64, 32), (32, 16))),
+             "model.dnn_feature_columns[company].dimension": ef.IntRange(4, 16, step=4),
+             "train.batch_size": ef.Choice((128, 256))}, objective="auc", trials=4,
+            algorithm="grid", early_stopping=ef.MedianStop(every_steps=100)),
+    dataclasses.replace(taxi.pipeline, tune=ef.Tune(
+        {"model.dnn_optimizer": ef.Choice(("Adagrad", "Adam")),
+         "model.dnn_learning_rate": ef.FloatRange(1e-4, 0.1, log=True,
+                                                  when=("model.dnn_optimizer", "Adam"))},
+        objective="average_loss", trials=8, parallel=2)),
 ]
 
 
