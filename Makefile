@@ -55,7 +55,7 @@ bench: $(STAMP)
 	$(PY) tests/benchmarks/run.py
 
 goldens: $(STAMP)
-	$(PY) -m estflow.pipelines.goldens
+	$(PY) -m estflow.pipelines.kubeflow.goldens
 
 # The documentation site (docs/pages/, docs/mkdocs.yml): docs serves it with live reload,
 # docs-build builds it into docs/site/ and fails on any warning (a broken link or anchor).

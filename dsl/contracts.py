@@ -276,7 +276,7 @@ class Files:
     SERVED_WARMUP = "assets.extra/tf_serving_warmup_requests"
 
     SPEC = "pipeline.json"              # the serialised Pipeline, written by the runner
-    RUN_RECORD = "run.json"             # a local run's record (pipelines/runs.py)
+    RUN_RECORD = "run.json"             # a local run's record (pipelines/local/runs.py)
 
 
 DEFAULT_GZIP_LEVEL = 1

@@ -980,7 +980,7 @@ class Candidates:
     @property
     def n_classes(self) -> int | None:
         """The classifiers' ``n_classes`` (None for regressors)."""
-        return next((getattr(mdl, "n_classes") for mdl in self.models.values()
+        return next((mdl.n_classes for mdl in self.models.values()
                      if hasattr(mdl, "n_classes")), None)
 
     @property

@@ -24,11 +24,11 @@ from estflow.dsl.contracts import RUN_REFERENCE
 from estflow.dsl.contracts import SOURCE_DIGEST
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import USER_STEP_MODULE
-from estflow.dsl.contracts import for_candidate
-from estflow.dsl.contracts import select_row
 from estflow.dsl.contracts import Result
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import UiOutput
+from estflow.dsl.contracts import for_candidate
+from estflow.dsl.contracts import select_row
 from estflow.dsl.fingerprints import StepKeyInput
 from estflow.dsl.models import Candidates
 from estflow.dsl.pipeline import Pipeline

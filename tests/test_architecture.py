@@ -24,8 +24,10 @@ _COMPILE_AND_REPORT = textwrap.dedent("""
 
     import estflow.dsl
     import estflow.pipelines.cli
-    import estflow.pipelines.kfp_compiler
-    from estflow.pipelines import cli, kfp_compiler, loader
+    import estflow.pipelines.kubeflow.compiler
+    from estflow.pipelines import cli
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
+    from estflow.pipelines import loader
 
     out, taxi_file = sys.argv[1:3]
     push = ["--push-base-path", "gs://estflow-examples/serving_models", "--image", "r/e:1"]

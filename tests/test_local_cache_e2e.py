@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from estflow.dsl.contracts import Files
-from estflow.pipelines import _warm
 from estflow.pipelines import cli
-from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runs
+from estflow.pipelines.local import warm as _warm
 
 DATA = Path(taxi.__file__).parent / "data" / "chicago_taxi" / "data.csv"
 

@@ -10,8 +10,8 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.pipelines import cli
-from estflow.pipelines import local_runner
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runner as local_runner
 from estflow.pipelines.plan import build_plan
 
 DATA = taxi.__file__.replace("taxi.py", "data/chicago_taxi/data.csv")

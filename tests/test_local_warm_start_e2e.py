@@ -13,8 +13,8 @@ import pytest
 from estflow.components._io import model_repo
 from estflow.dsl.contracts import Files
 from estflow.pipelines import cli
-from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runs
 
 DATA = Path(taxi.__file__).parent / "data" / "chicago_taxi" / "data.csv"
 

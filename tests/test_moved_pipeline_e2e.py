@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from estflow.pipelines import cli
-from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runs
 
 DATA = Path(taxi.__file__).parent / "data" / "chicago_taxi" / "data.csv"
 

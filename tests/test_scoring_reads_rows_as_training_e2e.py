@@ -140,7 +140,7 @@ def _batch_path(project: Path, csv_path: Path, out: Path) -> dict[str, list[floa
     import argparse
 
     from estflow.components.predict import step as predict
-    from estflow.pipelines._cli.prediction import prediction_pipeline
+    from estflow.pipelines.cli.prediction import prediction_pipeline
 
     args = argparse.Namespace(input=str(csv_path), input_format=None, delimiter=None,
                               max_rejected_fraction=1.0, keys="row_id", format="jsonl",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from targets import check  # tests/benchmarks/targets.py: a ratio, its target, a verdict
 
-from estflow.pipelines import _warm
+from estflow.pipelines.local import warm as _warm
 
 REPO = Path(__file__).resolve().parents[2]
 TAXI = REPO / "pipelines" / "examples" / "taxi.py"

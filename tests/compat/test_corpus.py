@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from estflow.pipelines.migrate import migrate_file
+from estflow.pipelines.migrate.codemod import migrate_file
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
@@ -228,7 +228,7 @@ def test_every_program_has_figures():
 def test_the_codemods_names_are_the_engines():
     """Every estflow name ``estflow migrate`` writes exists in the engine."""
     import estflow.estimator as engine
-    from estflow.pipelines import migrate
+    from estflow.pipelines.migrate import codemod as migrate
 
     for name in migrate.ESTIMATOR_NAMES:
         assert hasattr(engine, name), name

@@ -9,7 +9,7 @@ parameters. Each name goes through ``estflow migrate`` as a user's program would
 - migrate rewrites it to an estflow name: that name must exist in ``estflow.estimator``, be the
   same kind, and take every 2.15 parameter by name, the positional ones in 2.15's order, with no
   required parameter 2.15 lacks (except where :data:`SIGNATURE_GAPS` says why not);
-- or migrate leaves it and names a replacement (``pipelines/migrate_surface.py``'s ``REPLACED``,
+- or migrate leaves it and names a replacement (``pipelines/migrate/surface.py``'s ``REPLACED``,
   the committed table): the engine's name of the same path must raise
   ``UnavailableError`` naming that replacement when used.
 
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import pytest
 
-from estflow.pipelines.migrate import migrate_source
-from estflow.pipelines.migrate_surface import REPLACED
+from estflow.pipelines.migrate.codemod import migrate_source
+from estflow.pipelines.migrate.surface import REPLACED
 
 SURFACE = json.loads((Path(__file__).parent / "tf215_surface.json").read_text())
 NAMES = SURFACE["names"]

@@ -19,7 +19,7 @@ from estflow.components._io import model_repo
 from estflow.components.push import publish
 from estflow.components.serve import __main__ as serve
 from estflow.dsl import serialization
-from estflow.pipelines import local_runner
+from estflow.pipelines.local import runner as local_runner
 from tests.components import _serving_fixtures as serving_fx
 
 

@@ -360,7 +360,7 @@ def _multi_worker(**cluster):
 
 
 def test_compiled_train_task_runs_the_job_submitter(tmp_path):
-    from estflow.pipelines import kfp_compiler
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
     from tests.pipelines.kfp_ir import Ir
 
     path = tmp_path / "mw.yaml"
@@ -381,7 +381,7 @@ def test_compiled_train_task_runs_the_job_submitter(tmp_path):
 
 
 def test_compiling_a_training_job_needs_the_shared_dir(tmp_path):
-    from estflow.pipelines import kfp_compiler
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
 
     with pytest.raises(kfp_compiler.CompileError, match="shared_dir"):
         kfp_compiler.compile_pipeline(_multi_worker(workers=2), tmp_path / "x.yaml")

@@ -183,7 +183,7 @@ def test_pods_of_their_own_need_a_tfjob():
 
 
 def test_the_runtime_is_valid_for_both_releases_and_shipped_as_yaml():
-    from estflow.pipelines import kfp_compiler
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
 
     runtime = manifests.cluster_training_runtime(kfp_compiler.DEFAULT_IMAGE)
     assert crd_schemas.errors("clustertrainingruntime-v2.1.0", runtime) == []

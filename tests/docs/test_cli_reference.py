@@ -1,5 +1,5 @@
 """The CLI reference page, docs/pages/reference/cli.md: generated from the ``estflow`` parsers
-(``python -m estflow.pipelines._cli.reference --check``), so every command and option is there
+(``python -m estflow.pipelines.cli.reference --check``), so every command and option is there
 with its help, and a stale page fails."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from estflow.pipelines._cli import reference
 from estflow.pipelines.cli import build_parser
+from estflow.pipelines.cli import reference
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "pages" / "reference" / "cli.md"
@@ -27,7 +27,7 @@ def _parsers(parser: argparse.ArgumentParser):
 def test_the_page_is_up_to_date():
     assert reference.render() == PAGE.read_text(encoding="utf-8"), (
         "docs/pages/reference/cli.md is out of date: run "
-        "python -m estflow.pipelines._cli.reference --write")
+        "python -m estflow.pipelines.cli.reference --write")
 
 
 def test_every_command_and_option_has_its_place():
@@ -42,7 +42,7 @@ def test_every_command_and_option_has_its_place():
 
 
 def test_check_mode_as_a_command(tmp_path):
-    command = [sys.executable, "-m", "estflow.pipelines._cli.reference", "--check"]
+    command = [sys.executable, "-m", "estflow.pipelines.cli.reference", "--check"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -28,7 +28,8 @@ from tests.pipelines import fake_step
 
 _ESTFLOW = """
 import dataclasses, json, sys
-from estflow.pipelines import cli, local_runner
+from estflow.pipelines import cli
+from estflow.pipelines.local import runner as local_runner
 from tests.pipelines import fake_runs
 
 def build_plan(pipeline, source_root, **_):

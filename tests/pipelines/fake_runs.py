@@ -19,10 +19,10 @@ from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
 from estflow.dsl.pipeline import Pipeline
-from estflow.pipelines import _stopping
 from estflow.pipelines import cli
-from estflow.pipelines import local_runner
-from estflow.pipelines._cli import local_runs
+from estflow.pipelines.cli import local_runs
+from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local import stopping as _stopping
 from estflow.pipelines.plan import LATE_INPUTS
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep

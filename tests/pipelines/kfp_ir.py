@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from estflow.pipelines import goldens
+from estflow.pipelines.kubeflow import goldens
 
 ROOT = "root"
 
@@ -134,5 +134,5 @@ class Ir:
                 spec.task_output_parameter.output_parameter_key)
 
 
-# Goldens compare as `python -m estflow.pipelines.goldens --check` compares them.
+# Goldens compare as `python -m estflow.pipelines.kubeflow.goldens --check` compares them.
 as_golden = goldens.comparable

@@ -21,8 +21,8 @@ from pathlib import Path
 from kfp import compiler
 
 from estflow.dsl.contracts import Files
-from estflow.pipelines import kfp_compiler
-from estflow.pipelines._kfp import components as kfp_components
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import components as kfp_components
 from estflow.pipelines.plan import build_plan
 
 PACKAGE = "stand_in_steps"

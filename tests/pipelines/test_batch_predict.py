@@ -18,9 +18,9 @@ import estflow.dsl as ef
 from estflow.dsl.contracts import BATCH_PREDICT
 from estflow.dsl.contracts import Files
 from estflow.pipelines import cli
-from estflow.pipelines import kfp_compiler
-from estflow.pipelines import local_runner
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.local import runner as local_runner
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan

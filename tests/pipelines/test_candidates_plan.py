@@ -31,8 +31,8 @@ import estflow.components
 import estflow.dsl as ef
 from estflow.dsl import fingerprints as fp
 from estflow.dsl.contracts import Files
-from estflow.pipelines import kfp_compiler
-from estflow.pipelines._kfp import components as kfp_components
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import components as kfp_components
 from estflow.pipelines.plan import build_plan
 from tests.pipelines.kfp_ir import Ir
 from tests.pipelines.kfp_ir import parse_strict
@@ -488,8 +488,8 @@ def test_no_cache_takes_the_candidates_steps_and_train_means_every_candidate_s()
     """``estflow run --no-cache`` names the steps the plan runs: a candidate's own, select, and
     ``train`` / ``evaluate`` for every candidate's; a name no step has is refused, listing
     them."""
-    from estflow.pipelines._cli.local_runs import _forced_steps
-    from estflow.pipelines._cli.usage import UsageError
+    from estflow.pipelines.cli.local_runs import _forced_steps
+    from estflow.pipelines.cli.usage import UsageError
 
     pipeline = _pipeline()
     assert _forced_steps("train,select", pipeline) == {*(f"train_{n}" for n in NAMES), "select"}

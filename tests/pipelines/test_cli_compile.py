@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from estflow.pipelines import cli
-from estflow.pipelines import kfp_compiler
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
 from tests.pipelines.kfp_ir import as_golden
 
 REPO = Path(__file__).resolve().parents[2]

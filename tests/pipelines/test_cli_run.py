@@ -22,8 +22,8 @@ import pytest
 from estflow.components._runtime import entry
 from estflow.dsl.contracts import PREPROCESS
 from estflow.pipelines import cli
-from estflow.pipelines import local_runner
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runner as local_runner
 from estflow.pipelines.plan import build_preprocess_plan
 from tests.pipelines import fake_runs
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from estflow.pipelines import cli
-from estflow.pipelines import kfp_compiler
-from estflow.pipelines._kfp import images as kfp_images
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import images as kfp_images
 
 COMMANDS = ("compile", "run", "runs", "submit", "serve", "predict", "migrate")
 

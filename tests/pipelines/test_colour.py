@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from estflow.pipelines import _colour
 from estflow.pipelines import cli
+from estflow.pipelines.cli import colour as _colour
 from tests.pipelines import fake_runs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """``estflow compile`` imports kfp without its API client and kfp-kubernetes without the
-kubernetes client (pipelines/_kfp/lean.py): the YAML is byte for byte what compiling with kfp
+kubernetes client (pipelines/kubeflow/lean.py): the YAML is byte for byte what compiling with kfp
 fully imported writes, and the package still gives kfp.Client to later code."""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ _LEAN = textwrap.dedent("""
 _FULL = textwrap.dedent("""
     import sys
     import kfp  # the whole package, client included
-    from estflow.pipelines import kfp_compiler, loader
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
+    from estflow.pipelines import loader
     kfp_compiler.compile_pipeline(loader.load(sys.argv[1]), sys.argv[2],
                                   push_base_path=sys.argv[3], image=sys.argv[4])
 """)
@@ -60,7 +61,7 @@ def test_the_container_spec_check_names_the_setter_as_kfp_did():
     import pytest
     from kfp.dsl import pipeline_task
 
-    from estflow.pipelines._kfp import lean
+    from estflow.pipelines.kubeflow import lean
 
     lean.install()
     check = pipeline_task.PipelineTask._ensure_container_spec_exists
@@ -78,7 +79,7 @@ def test_the_container_spec_check_names_the_setter_as_kfp_did():
 def test_yaml_documents_load_as_pyyaml_safe_load_all_does():
     import yaml
 
-    from estflow.pipelines._kfp import lean
+    from estflow.pipelines.kubeflow import lean
 
     text = "a: 1\nb: [x, 2.5, null, true]\nc: '007'\n---\nd: {e: 2026-01-02}\n"
     assert lean.load_all(text) == list(yaml.safe_load_all(text))

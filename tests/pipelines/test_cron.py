@@ -2,9 +2,9 @@
 
 import pytest
 
-from estflow.pipelines.cron import MACROS
-from estflow.pipelines.cron import CronError
-from estflow.pipelines.cron import to_kfp_cron
+from estflow.pipelines.kubeflow.cron import MACROS
+from estflow.pipelines.kubeflow.cron import CronError
+from estflow.pipelines.kubeflow.cron import to_kfp_cron
 
 
 @pytest.mark.parametrize("expr, expected", [

@@ -271,7 +271,7 @@ def test_make_image_builds_the_compilers_default_image():
     nothing), and the shipped TrainJob runtime names it."""
     import tomllib
 
-    from estflow.pipelines import kfp_compiler
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
 
     makefile = (REPO / "Makefile").read_text()
     repo = re.search(r"^IMAGE_REPO \?= (\S+)$", makefile, re.M)[1]

@@ -15,9 +15,9 @@ import pytest
 import estflow.dsl as ef
 from estflow.dsl import fingerprints as fp
 from estflow.pipelines import loader
-from estflow.pipelines._schedule import Budget
-from estflow.pipelines._schedule import run_at_once
-from estflow.pipelines._schedule import waits_for
+from estflow.pipelines.local.schedule import Budget
+from estflow.pipelines.local.schedule import run_at_once
+from estflow.pipelines.local.schedule import waits_for
 from estflow.pipelines.plan import build_plan
 
 

@@ -1,4 +1,4 @@
-"""``python -m estflow.pipelines.goldens --check`` compares the goldens as the tests do: with the
+"""``python -m estflow.pipelines.kubeflow.goldens --check`` compares the goldens as the tests do: with the
 kfp release stamp left out (``kfp==2.17.*`` installs the newest patch release), every other
 byte counting."""
 
@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from estflow.pipelines import goldens
+from estflow.pipelines.kubeflow import goldens
 
 GOLDENS = Path(__file__).parent / "goldens"
 
 
 def _check(directory: Path) -> subprocess.CompletedProcess:
     """The documented command, as a user runs it (from a fresh directory)."""
-    return subprocess.run([sys.executable, "-m", "estflow.pipelines.goldens", "--check",
+    return subprocess.run([sys.executable, "-m", "estflow.pipelines.kubeflow.goldens", "--check",
                            "--dir", str(directory)], capture_output=True, text=True,
                           cwd=directory.parent)
 

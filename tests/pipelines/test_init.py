@@ -17,7 +17,7 @@ import estflow.dsl as ef
 from estflow.dsl.sources import NA_VALUES
 from estflow.pipelines import cli
 from estflow.pipelines import loader
-from estflow.pipelines import scaffold
+from estflow.pipelines.cli import scaffold
 
 
 def _csv(path: Path, header, rows, delimiter=",") -> Path:

@@ -2,7 +2,7 @@
 
 For each target, the taxi_gpu example (retries, placement parameters, a secret) plus a PVC is
 compiled, parsed strictly into the PipelineSpec / PlatformSpec protos, and checked for what that
-backend lacks (see :mod:`estflow.pipelines._kfp.backend` for where each threshold comes from in
+backend lacks (see :mod:`estflow.pipelines.kubeflow.backend` for where each threshold comes from in
 the backend's source): an exit task taking ``PipelineTaskFinalStatus`` before 2.14, node
 selectors / tolerations from task outputs before 2.5, a PVC subPath before 2.16, an optional
 secret env before 2.15, a condition group inside the exit handler before 2.17 (from 2.14 on,
@@ -20,9 +20,9 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 import estflow.dsl as ef
 from estflow.pipelines import cli
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
-from estflow.pipelines._kfp import backend as kfp_backends
+from estflow.pipelines.kubeflow import backend as kfp_backends
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import Ir
 

@@ -24,9 +24,9 @@ from kfp import compiler
 import estflow.dsl as ef
 from estflow.dsl.contracts import Files
 from estflow.pipelines import cli
-from estflow.pipelines import kfp_compiler
-from estflow.pipelines._kfp import components as kfp_components
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import components as kfp_components
 from estflow.pipelines.plan import build_plan
 from tests.pipelines import kfp_local_fakes
 

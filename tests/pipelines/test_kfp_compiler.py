@@ -30,11 +30,11 @@ import estflow.dsl as ef
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
 from estflow.dsl.contracts import step_named
-from estflow.pipelines import goldens
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
-from estflow.pipelines._kfp import components as kfp_components
-from estflow.pipelines._kfp import tasks as kfp_tasks
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import components as kfp_components
+from estflow.pipelines.kubeflow import goldens
+from estflow.pipelines.kubeflow import tasks as kfp_tasks
 from estflow.pipelines.plan import build_plan
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import ROOT
@@ -531,8 +531,9 @@ def test_compiling_in_a_fresh_process_gives_identical_bytes(tmp_path, target):
     """No per-process state (hash seeds, ids, timestamps) reaches the output."""
     code = textwrap.dedent(f"""
         import sys
-        from estflow.pipelines import kfp_compiler, loader
-        from estflow.pipelines import goldens
+        from estflow.pipelines.kubeflow import compiler as kfp_compiler
+        from estflow.pipelines import loader
+        from estflow.pipelines.kubeflow import goldens
         kfp_compiler.compile_pipeline(loader.load({target!r}), sys.argv[1],
                                       **next(goldens.OPTIONS.get(n, {{}}) for n, t in
                                              goldens.GOLDENS.items() if t == {target!r}))
@@ -553,7 +554,7 @@ def test_golden(name, tmp_path):
     golden = Path(__file__).parent / "goldens" / name
     assert as_golden(fresh.read_bytes()) == as_golden(golden.read_bytes()), (
         f"compiled output differs from {golden}; review the change, then regenerate with "
-        "`python -m estflow.pipelines.goldens` (make goldens)")
+        "`python -m estflow.pipelines.kubeflow.goldens` (make goldens)")
 
 
 def test_default_image_is_tagged_with_the_package_version():

@@ -7,7 +7,7 @@ import yaml
 
 import estflow.dsl as ef
 from estflow.pipelines.examples import taxi
-from estflow.pipelines.kfp_compiler import compile_pipeline
+from estflow.pipelines.kubeflow.compiler import compile_pipeline
 
 
 def _dag(pipeline, tmp_path):

@@ -17,8 +17,8 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.dsl.contracts import Files
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
 from tests.pipelines.kfp_ir import Ir
 from tests.pipelines.test_kfp_user_steps import BUCKET
 from tests.pipelines.test_kfp_user_steps import IMAGE

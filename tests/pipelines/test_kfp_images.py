@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 import estflow.dsl as ef
-from estflow.pipelines import kfp_compiler
-from estflow.pipelines._kfp import images as kfp_images
 from estflow.pipelines.examples import taxi_gpu
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import images as kfp_images
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = ("--push-base-path", "gs://estflow-examples/serving_models")

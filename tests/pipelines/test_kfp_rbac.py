@@ -1,4 +1,4 @@
-"""The RBAC the multi-worker train task needs (``estflow rbac``, pipelines/_kfp/rbac.py).
+"""The RBAC the multi-worker train task needs (``estflow rbac``, pipelines/kubeflow/rbac.py).
 
 The check that matters: the submitter (components/tfjob/) is driven
 against recording fakes of the Kubernetes API through its paths (submit, follow, copy logs,
@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from estflow.pipelines import cli
-from estflow.pipelines._kfp import rbac
+from estflow.pipelines.kubeflow import rbac
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "pipelines" / "kubernetes" / "estflow-train-rbac.yaml"

@@ -17,11 +17,11 @@ import estflow.dsl as ef
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import step_named
 from estflow.dsl.placement import Placement
-from estflow.pipelines import goldens
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
-from estflow.pipelines._kfp import tasks as kfp_tasks
-from estflow.pipelines._kfp.settings import SMALL_REQUESTS
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import goldens
+from estflow.pipelines.kubeflow import tasks as kfp_tasks
+from estflow.pipelines.kubeflow.settings import SMALL_REQUESTS
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import Ir
 

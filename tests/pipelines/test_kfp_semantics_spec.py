@@ -583,7 +583,7 @@ def test_kfp_local_default_backend_conditions_run_the_tasks_the_local_runner_run
         first, tmp_path):
     """The condition ports on kfp.local, the default KFP backend: each gated task checks its
     condition itself and skips itself (writing skipped.json), as the local runner skips it."""
-    from estflow.pipelines import kfp_compiler
+    from estflow.pipelines.kubeflow import compiler as kfp_compiler
     (run,) = _kfp_compile_and_run(tmp_path, kfp_compiler.DEFAULT_KFP_BACKEND,
                                   groups=("conditions",))
     _conditions_as_locally(first, run)

@@ -4,8 +4,8 @@
 import pytest
 import yaml
 
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines.examples import taxi_gpu
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
 
 
 @pytest.mark.parametrize("image, small", [

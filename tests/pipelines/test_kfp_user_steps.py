@@ -23,9 +23,9 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 import estflow.dsl as ef
 from estflow.dsl.contracts import Files
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
-from estflow.pipelines._kfp import components as kfp_components
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import components as kfp_components
 from estflow.pipelines.plan import build_plan
 from tests.pipelines import kfp_local_fakes
 from tests.pipelines.kfp_ir import Ir

@@ -13,11 +13,11 @@ import pytest
 
 import estflow.dsl as ef
 from estflow.dsl.contracts import Files
-from estflow.pipelines import local_runner
-from estflow.pipelines._cluster import ClusterExecutor
-from estflow.pipelines._processes import ProcessExecutor
-from estflow.pipelines._processes import StepRun
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local.cluster import ClusterExecutor
+from estflow.pipelines.local.processes import ProcessExecutor
+from estflow.pipelines.local.processes import StepRun
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan

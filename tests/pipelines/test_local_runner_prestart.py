@@ -1,4 +1,4 @@
-"""Prestarted step processes (:class:`estflow.pipelines._prestart.Prestarter`,
+"""Prestarted step processes (:class:`estflow.pipelines.local.prestart.Prestarter`,
 :mod:`estflow.components._runtime.prestart`): a step runs in a process started ahead of its
 turn exactly as ``python -m <module> ARGS`` runs, falls back to a plain start when that process
 cannot be used, and a prestarted process never used is killed (no orphans: after a success, a
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from estflow.components._runtime import prestart
-from estflow.pipelines import local_runner
-from estflow.pipelines._prestart import Prestarter
-from estflow.pipelines._processes import PRESTART_MODULE
-from estflow.pipelines._processes import ProcessExecutor
-from estflow.pipelines._processes import StepRun
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local.prestart import Prestarter
+from estflow.pipelines.local.processes import PRESTART_MODULE
+from estflow.pipelines.local.processes import ProcessExecutor
+from estflow.pipelines.local.processes import StepRun
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from tests.pipelines import fake_runs

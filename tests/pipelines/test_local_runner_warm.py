@@ -1,4 +1,4 @@
-"""Warm processes (``ESTFLOW_WARM``, :func:`estflow.pipelines._warm.spawn_warm`,
+"""Warm processes (``ESTFLOW_WARM``, :func:`estflow.pipelines.local.warm.spawn_warm`,
 ``prestart.py --listen``): a run leaves processes whose imports are done; the next run with
 the same Python, code and import environment takes them, each for one step, with that run's
 arguments, output, environment and directory; any other run starts its own; one not taken
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from estflow.pipelines import _processes
-from estflow.pipelines import _stopping
-from estflow.pipelines import _warm as warm_module
-from estflow.pipelines import local_runner
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import processes as _processes
+from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local import stopping as _stopping
+from estflow.pipelines.local import warm as warm_module
 from estflow.pipelines.plan import Plan
 from tests.pipelines.test_local_runner_prestart import FAKE
 from tests.pipelines.test_local_runner_prestart import _env

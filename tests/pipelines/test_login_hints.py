@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from estflow.pipelines._kfp.connection import Login
-from estflow.pipelines._kfp.connection import _refusal_hint
+from estflow.pipelines.kubeflow.connection import Login
+from estflow.pipelines.kubeflow.connection import _refusal_hint
 
 TOKEN = Login(token="tok")
 COOKIE = Login(cookies="oauth2_proxy_kubeflow=abc")

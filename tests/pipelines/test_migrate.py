@@ -1,4 +1,4 @@
-"""``estflow migrate`` (estflow.pipelines.migrate): the codemod on snippets, on the compat corpus,
+"""``estflow migrate`` (estflow.pipelines.migrate.codemod): the codemod on snippets, on the compat corpus,
 and the command. No TensorFlow here: the codemod only reads text."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from estflow.pipelines import cli
-from estflow.pipelines.migrate import migrate_file
-from estflow.pipelines.migrate import migrate_source
+from estflow.pipelines.migrate.codemod import migrate_file
+from estflow.pipelines.migrate.codemod import migrate_source
 
 CORPUS = Path(__file__).resolve().parents[1] / "compat" / "programs"
 IMPORT = "import estflow.estimator as estimator"

@@ -1,9 +1,9 @@
-"""``estflow migrate``'s Keras 2 -> Keras 3 reports (estflow.pipelines.migrate_keras): each
+"""``estflow migrate``'s Keras 2 -> Keras 3 reports (estflow.pipelines.migrate.keras): each
 construct is reported with its line and replacement, and the text is left as it was."""
 
 from __future__ import annotations
 
-from estflow.pipelines.migrate import migrate_source
+from estflow.pipelines.migrate.codemod import migrate_source
 
 HEAD = "import tensorflow.compat.v1 as tf\n"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from estflow.pipelines.migrate import migrate_source
+from estflow.pipelines.migrate.codemod import migrate_source
 
 
 def test_private_feature_column_modules_become_estflows_and_filters_select_its_columns():

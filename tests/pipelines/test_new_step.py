@@ -14,10 +14,10 @@ import pytest
 
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import UiOutput
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
-from estflow.pipelines import local_runner
-from estflow.pipelines import runs
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local import runs
 from estflow.pipelines.plan import TRAINING_STEPS
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan

@@ -13,8 +13,8 @@ import pytest
 
 from estflow.dsl.contracts import Files
 from estflow.pipelines import cli
-from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runs
 
 
 def _small_pipeline(tmp_path: Path, rows: int = 300) -> Path:

@@ -14,8 +14,8 @@ import estflow.dsl as ef
 from estflow.dsl.contracts import Files
 from estflow.pipelines import beam_options
 from estflow.pipelines import cli
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
 
 DATAFLOW = ["--project=my-project", "--region=europe-west4", "--temp_location=gs://b/tmp"]
 

@@ -63,7 +63,7 @@ def _serve_the_clean_night(tmp_path: Path, pipeline: Path) -> None:
     training one: the clean night's ingest output."""
     from estflow.components.ingest import __main__ as ingest  # noqa: PLC0415
     from estflow.pipelines import loader  # noqa: PLC0415
-    from estflow.pipelines._cli import backfill  # noqa: PLC0415
+    from estflow.pipelines.cli import backfill  # noqa: PLC0415
 
     loaded = backfill.select(loader.load(str(pipeline)), "2024-01-01")
     out = tmp_path / "clean-examples"

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from estflow.pipelines import _stopping
 from estflow.pipelines import cli
-from estflow.pipelines import runs
-from estflow.pipelines._stopping import StepFailed
 from estflow.pipelines.examples import taxi
+from estflow.pipelines.local import runs
+from estflow.pipelines.local import stopping as _stopping
+from estflow.pipelines.local.stopping import StepFailed
 from tests.pipelines import fake_runs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,10 +1,10 @@
-"""``estflow runs diff``'s reasons (pipelines/_cli/run_diff.py): functions named by what of
+"""``estflow runs diff``'s reasons (pipelines/cli/run_diff.py): functions named by what of
 them changed, and each step's key change explained by what its key covers."""
 
 from pathlib import Path
 
-from estflow.pipelines import runs
-from estflow.pipelines._cli import run_diff
+from estflow.pipelines.cli import run_diff
+from estflow.pipelines.local import runs
 
 
 def _record(run: str, steps: dict) -> runs.RunRecord:

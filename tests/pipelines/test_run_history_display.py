@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from estflow.pipelines import cli
-from estflow.pipelines import runs
-from estflow.pipelines._cli import run_diff
+from estflow.pipelines.cli import run_diff
+from estflow.pipelines.local import runs
 
 
 def _write(home: Path, run: str, status: str, steps: dict, **extra) -> runs.RunRecord:

@@ -1,4 +1,4 @@
-"""The local runner's scheduler (estflow.pipelines._schedule): which steps wait for which, and
+"""The local runner's scheduler (estflow.pipelines.local.schedule): which steps wait for which, and
 running a plan's steps at once within a budget.
 
 Plans are generated (hypothesis): random DAGs of fake steps, some failing. Checked against a
@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 import estflow.dsl as ef
 from estflow.pipelines import loader
-from estflow.pipelines._schedule import Budget
-from estflow.pipelines._schedule import parse_memory
-from estflow.pipelines._schedule import run_at_once
-from estflow.pipelines._schedule import runs_one_at_a_time
-from estflow.pipelines._schedule import waits_for
+from estflow.pipelines.local.schedule import Budget
+from estflow.pipelines.local.schedule import parse_memory
+from estflow.pipelines.local.schedule import run_at_once
+from estflow.pipelines.local.schedule import runs_one_at_a_time
+from estflow.pipelines.local.schedule import waits_for
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from estflow.pipelines.plan import build_plan

@@ -9,7 +9,7 @@ import pytest
 
 from estflow.components._sources.read import source_files
 from estflow.pipelines import loader
-from estflow.pipelines._cli import backfill
+from estflow.pipelines.cli import backfill
 
 PIPELINE = '''
 import estflow.dsl as ef

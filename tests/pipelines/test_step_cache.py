@@ -16,10 +16,10 @@ import pytest
 import estflow.dsl as ef
 from estflow.dsl.contracts import Files
 from estflow.pipelines import cli
-from estflow.pipelines import local_runner
-from estflow.pipelines import runs
 from estflow.pipelines.examples import taxi
-from estflow.pipelines.step_cache import StepCache
+from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local import runs
+from estflow.pipelines.local.step_cache import StepCache
 from tests.pipelines import fake_runs
 
 DATA = Path(taxi.__file__).parent / "data" / "chicago_taxi" / "data.csv"

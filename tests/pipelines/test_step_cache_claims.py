@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from estflow.pipelines.step_cache import StepCache
+from estflow.pipelines.local.step_cache import StepCache
 from tests.pipelines import fake_disk_step
 from tests.pipelines.test_run_layout_default_env import ESTFLOW
 from tests.pipelines.test_run_layout_default_env import default_env
@@ -113,7 +113,7 @@ def test_a_claim_keeps_an_entry_until_released_or_its_process_dies(tmp_path):
     train = _entry(tmp_path, second, "train")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\n"
-         "from estflow.pipelines.step_cache import StepCache\n"
+         "from estflow.pipelines.local.step_cache import StepCache\n"
          "claim = StepCache(sys.argv[1]).claim([('train', sys.argv[2])])\n"
          "print('claimed', flush=True)\ntime.sleep(600)\n", str(cache.root), train.name],
         env=default_env(), stdout=subprocess.PIPE, text=True)

@@ -12,22 +12,22 @@ from kfp import compiler
 from kfp import dsl
 
 from estflow.pipelines import cli as estflow_cli
-from estflow.pipelines import kfp_compiler
 from estflow.pipelines import loader
-from estflow.pipelines import submit as submit_mod
-from estflow.pipelines._cli import kfp_runs
-from estflow.pipelines.submit import ApiHttpError
-from estflow.pipelines.submit import ApiUnreachableError
-from estflow.pipelines.submit import BackendTooOldError
-from estflow.pipelines.submit import SubmitError
-from estflow.pipelines.submit import delete
-from estflow.pipelines.submit import list_schedules
-from estflow.pipelines.submit import parse_params
-from estflow.pipelines.submit import pause
-from estflow.pipelines.submit import resume
-from estflow.pipelines.submit import schedule
-from estflow.pipelines.submit import submit
-from estflow.pipelines.submit import wait
+from estflow.pipelines.cli import kfp_runs
+from estflow.pipelines.kubeflow import compiler as kfp_compiler
+from estflow.pipelines.kubeflow import submit as submit_mod
+from estflow.pipelines.kubeflow.submit import ApiHttpError
+from estflow.pipelines.kubeflow.submit import ApiUnreachableError
+from estflow.pipelines.kubeflow.submit import BackendTooOldError
+from estflow.pipelines.kubeflow.submit import SubmitError
+from estflow.pipelines.kubeflow.submit import delete
+from estflow.pipelines.kubeflow.submit import list_schedules
+from estflow.pipelines.kubeflow.submit import parse_params
+from estflow.pipelines.kubeflow.submit import pause
+from estflow.pipelines.kubeflow.submit import resume
+from estflow.pipelines.kubeflow.submit import schedule
+from estflow.pipelines.kubeflow.submit import submit
+from estflow.pipelines.kubeflow.submit import wait
 from tests.pipelines.fake_kfp_api import FakeKfpApi
 from tests.pipelines.fake_kfp_api import pipeline_name
 from tests.pipelines.fake_kfp_api import task
@@ -533,5 +533,5 @@ def test_cli_submits_the_taxi_example_compiled_by_kfp_compiler(api, capsys, monk
 def test_public_names():
     assert set(submit_mod.__all__) >= {"submit", "schedule", "list_schedules", "pause",
                                        "resume", "delete", "parse_params"}
-    # The client only: the commands are the CLI's (estflow.pipelines._cli.kfp_runs).
+    # The client only: the commands are the CLI's (estflow.pipelines.cli.kfp_runs).
     assert not hasattr(submit_mod, "add_commands") and not hasattr(submit_mod, "argparse")

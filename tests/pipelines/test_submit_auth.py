@@ -16,9 +16,9 @@ from kfp import compiler
 from kfp import dsl
 
 from estflow.pipelines import cli as estflow_cli
-from estflow.pipelines import submit as submit_mod
-from estflow.pipelines._kfp import cron_zone
-from estflow.pipelines._kfp.connection import Login
+from estflow.pipelines.kubeflow import cron_zone
+from estflow.pipelines.kubeflow import submit as submit_mod
+from estflow.pipelines.kubeflow.connection import Login
 from tests.pipelines.fake_kfp_api import FakeKfpApi
 from tests.pipelines.fake_kfp_api import make_certificates
 

@@ -22,8 +22,8 @@ from kfp import compiler
 from kfp import dsl
 
 from estflow.pipelines import cli as estflow_cli
-from estflow.pipelines import submit as submit_mod
-from estflow.pipelines._kfp import connection
+from estflow.pipelines.kubeflow import connection
+from estflow.pipelines.kubeflow import submit as submit_mod
 from tests.pipelines.fake_kfp_api import SSO_TITLE
 from tests.pipelines.fake_kfp_api import FakeKfpApi
 

@@ -9,8 +9,8 @@ import tensorflow as tf
 import estflow.estimator as tf_estimator
 from estflow.estimator import layers
 from estflow.estimator import rnn_cell
-from estflow.pipelines.migrate_tf1 import ENGINE_RNN_NAMES
-from estflow.pipelines.migrate_tf1 import LAYERS
+from estflow.pipelines.migrate.tf1 import ENGINE_RNN_NAMES
+from estflow.pipelines.migrate.tf1 import LAYERS
 
 R = np.random.RandomState(0)
 STEPS = 12
