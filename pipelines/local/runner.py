@@ -69,6 +69,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 import time
@@ -538,16 +539,21 @@ def _training_summary(result: RunResult, echo: Callable[[str], None]) -> None:
     if candidates.is_file():  # Candidates: the select step's comparison
         summary = json.loads(candidates.read_text())
         sign = -1 if summary["higher_is_better"] else 1
+
+        def number(value: object) -> bool:  # a NaN AUC (one class in the eval split) is none
+            return isinstance(value, (int, float)) and math.isfinite(value)
+
         ranked = sorted(summary["candidates"], key=lambda r: (
-            not isinstance(r["value"], (int, float)),
-            sign * r["value"] if isinstance(r["value"], (int, float)) else 0))
+            not number(r["value"]), sign * r["value"] if number(r["value"]) else 0))
         listed = ", ".join(
-            f"{r['name']} {r['value']:.4f}{'' if r['blessed'] else ' (not blessed)'}"
-            if isinstance(r["value"], (int, float)) else f"{r['name']} (no value)"
-            for r in ranked)
+            (f"{r['name']} {r['value']:.4f}" if number(r["value"])
+             else f"{r['name']} (no {summary['best_by']} to compare)")
+            + ("" if r["blessed"] else " (not blessed)") for r in ranked)
         picked = summary["picked"]
+        nothing = ("no blessed candidate has a " + summary["best_by"] + " to compare"
+                   if any(r["blessed"] for r in ranked) else "none blessed")
         echo(f"Candidates by {summary['best_by']}: {listed}; "
-             + (f"picked {picked}" if picked else "none blessed"))
+             + (f"picked {picked}" if picked else nothing))
     echo(f"Evaluation report: {_shown(result, 'evaluation') / Files.REPORT}")
     echo(f"Trained to step {trained.get('global_step')}; TensorBoard: "
          f"tensorboard --logdir {_shown(result, 'model') / Files.CHECKPOINTS}")
