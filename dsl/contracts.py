@@ -18,7 +18,7 @@ __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "S
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE",
            "SELECT", "CANDIDATE_STEPS", "CANDIDATE_FINGERPRINTS", "CANDIDATES_FILE", "candidate_artifact", "artifact_role",
-           "for_candidate", "select_row"]
+           "for_candidate", "select_row", "TUNED", "TUNE_BEST", "TUNE_STUDY_ENV", "tuned_train"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +317,14 @@ _TRAIN_READS = (*_SCHEMA, "model", "train", "run_config", "eval.batch_size", "ev
                 # keeps the trained model)
                 "source.na_values", "source.string_na_values", "source.column_na_values")
 
+TUNED = "hyperparameters"
+"""The tune step's output, which the final train reads (:func:`tuned_train`): ``best.json``'s
+assignment is applied to the model and train spec (:func:`estflow.dsl.tune.apply`)."""
+TUNE_BEST = "best.json"  # tune -> hyperparameters/: {"assignment", "objective", "value", "trial"}
+TUNE_STUDY_ENV = "ESTFLOW_TUNE_STUDY_DIR"
+"""The tune step's default ``--study-dir``: ``estflow run`` sets it beside its step cache, so a
+rerun (or a larger budget) finds the finished trials of an earlier run's search."""
+
 # The push step's run-time inputs (the local runner and the KFP task fill them in).
 MODEL_FINGERPRINT = "model-fingerprint"
 RUN_REFERENCE = "run"
@@ -348,6 +356,22 @@ STEPS = (
          options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True,
          reads=(*_SCHEMA, "derive", "split", "model.weight_column"), requests=("1", "4Gi"),
          summary=Files.TRANSFORM_STATS),
+    # Only with Pipeline.tune: the trials train and evaluate through the train and evaluate
+    # steps' own entry points (one answer: a trial's objective is the evaluate step's metric);
+    # the final train reads the best assignment (tuned_train).
+    Step("tune", "estflow.components.tune", ("examples", "transformed"), (TUNED,),
+         "search Pipeline.tune's space: train and evaluate each trial (in parallel, early "
+         "stopping the ones behind), keep the best assignment for the final train",
+         options=(
+             Option("study-dir", "where searches are kept, one folder per key (default: "
+                    "$ESTFLOW_TUNE_STUDY_DIR, which estflow run sets to its cache, else the "
+                    "output's study/): a rerun or a larger budget reuses the finished trials"),
+             Option("study-key", "the search's key: what makes trials comparable (default: a "
+                    "digest of the inputs and the declaration without the budget)"),
+             Option("keep-models", "keep each trial's model directory (trials.json's "
+                    "model_dir)", type="bool", default=False)),
+         reads=(*_TRAIN_READS, "tune", "eval"), needs="tune", requests=("2", "4Gi"),
+         summary=Files.METRICS),
     Step("train", "estflow.components.train", ("transformed",), ("model",),
          "train the Estimator, checkpoint, export the serving SavedModel",
          reads=_TRAIN_READS, requests=("1", "4Gi"), summary=Files.TRAIN_RESULT),
@@ -547,6 +571,13 @@ def select_row(candidates: Sequence[str]) -> Step:
         SELECT, inputs=tuple(candidate_artifact(a, c) for c in candidates
                              for a in _PER_CANDIDATE),
         after=tuple(f"evaluate_{c}" for c in candidates))
+
+
+def tuned_train(row: Step) -> Step:
+    """The train row of a pipeline with ``Pipeline.tune``: it also reads the tune step's
+    :data:`TUNED` output (the best assignment), after the tune step."""
+    return dataclasses.replace(row, inputs=(*row.inputs, TUNED),
+                               after=tuple(dict.fromkeys((*row.after, "tune"))))
 
 
 def step_named(name: str) -> Step:

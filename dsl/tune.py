@@ -890,6 +890,11 @@ def checked(pipeline: Any, *, others_valid: bool = True) -> tuple[Tune, list[Dsl
         errors.append(DslError("train.warm_start", "None with tune (every trial would start "
                                "from the served version's checkpoint, trained with other "
                                "hyperparameters)", pipeline.train.warm_start))
+    cluster = pipeline.run_config.cluster
+    if cluster is not None and cluster.distributed:
+        errors.append(DslError("run_config.cluster", "None or a one-process cluster with tune "
+                               "(the trials and the final train run in one process each; a "
+                               "multi-worker search is not supported)", cluster))
     objective = _objective(pipeline.model, tune)
     if isinstance(objective, DslError):
         errors.append(objective)

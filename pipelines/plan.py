@@ -29,6 +29,7 @@ from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import UiOutput
 from estflow.dsl.contracts import for_candidate
 from estflow.dsl.contracts import select_row
+from estflow.dsl.contracts import tuned_train
 from estflow.dsl.fingerprints import StepKeyInput
 from estflow.dsl.models import Candidates
 from estflow.dsl.pipeline import Pipeline
@@ -221,7 +222,7 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
     # but for the candidates' own (side by side).
     rows = tuple(dataclasses.replace(r, after=(*r.after, rows[i - 1].name)) if i else r
                  for i, r in enumerate(rows))
-    rows = with_candidates(pipeline, rows)
+    rows = with_candidates(pipeline, with_tune(pipeline, rows))
     if not pipeline.steps:
         return rows
     row_of = {r.name: r for r in rows}
@@ -256,6 +257,14 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
                   if r.when is not None and r.when.step in moved else r.when))
             for r in user_rows]
     return _ordered(rows, user_rows, writers)
+
+
+def with_tune(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
+    """``rows`` with the train step reading the tune step's best assignment
+    (:func:`~estflow.dsl.contracts.tuned_train`) when the pipeline declares ``tune``."""
+    if pipeline.tune is None:
+        return tuple(rows)
+    return tuple(tuned_train(r) if r.name == "train" else r for r in rows)
 
 
 def with_candidates(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:

@@ -2,6 +2,9 @@
 
 ``python -m estflow.components.train --spec S --transformed IN_DIR --model OUT_DIR``
 
+With ``Pipeline.tune``, also ``--hyperparameters DIR`` (the tune step's output): the best
+trial's assignment (``DIR/best.json``) is applied to the model and train spec before training.
+
 Distributed (``RunConfig.train_distribute`` / ``RunConfig.cluster``): every process of the
 cluster runs this same command and :func:`main` reads its task from ``TF_CONFIG`` (as a Kubeflow
 TFJob or ``estflow run --workers N`` sets it). Training tasks build the strategy first, then
@@ -76,8 +79,10 @@ model does not know. TF Serving ignores ``assets.extra``.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from pathlib import Path
 
 from estflow.components._runtime import accelerators
 from estflow.components._runtime import entry
@@ -89,7 +94,11 @@ from estflow.components.train.inputs import make_input_fn
 from estflow.components.train.step import model_fn_of
 from estflow.components.train.step import run
 from estflow.components.train.task import run_task
+from estflow.dsl import tune
+from estflow.dsl.contracts import TUNE_BEST
+from estflow.dsl.contracts import TUNED
 from estflow.dsl.contracts import step_named
+from estflow.dsl.contracts import tuned_train
 from estflow.estimator import NanLossError
 from estflow.estimator import distribute
 
@@ -97,12 +106,26 @@ __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model"
            "evaluate_checkpoints", "TrainStepError", "RAW_SIGNATURE"]
 
 
+def _tuned(pipeline, hyperparameters: Path):
+    """``pipeline`` with the tune step's best assignment applied (``best.json``)."""
+    best = json.loads((hyperparameters / TUNE_BEST).read_text())
+    shown = ", ".join(f"{k}={v}" for k, v in best["assignment"].items())
+    print(f"[train] training with the tuned hyperparameters of trial {best.get('trial')} "
+          f"({best.get('objective')}={best.get('value')}): {shown}", flush=True)
+    return tune.apply(pipeline, best["assignment"])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m estflow.components.train --spec S --transformed IN --model
     OUT``."""
-    parser = entry.step_parser(step_named("train"), __doc__)
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    row = step_named("train")
+    if any(a == f"--{TUNED}" or a.startswith(f"--{TUNED}=") for a in argv):
+        row = tuned_train(row)  # a pipeline with Pipeline.tune: the tune step's best assignment
+    args = entry.step_parser(row, __doc__).parse_args(argv)
     pipeline = entry.load_pipeline(args.spec)
+    if getattr(args, TUNED, None):
+        pipeline = _tuned(pipeline, Path(getattr(args, TUNED)))
     try:
         # An accelerator that was asked for but is not usable fails now, not after hours of
         # silent CPU training (in estflow's images and KFP pods).

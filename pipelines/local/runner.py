@@ -84,6 +84,7 @@ from estflow.dsl.checks import select_window
 from estflow.dsl.checks import span_of
 from estflow.dsl.contracts import CANDIDATES_FILE
 from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import TUNE_STUDY_ENV
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.pipelines import data_check
@@ -325,7 +326,10 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
             whose steps each wait for the one before runs them in order.
     """
     spec = workdir / Files.SPEC
-    run = PlanRun(plan, workdir, echo, dict(env or {}), topology, cache,
+    env = dict(env or {})
+    if cache is not None and plan.pipeline.tune is not None:  # searches kept beside the cache
+        env.setdefault(TUNE_STUDY_ENV, str(cache.root.parent / ".tune-studies"))
+    run = PlanRun(plan, workdir, echo, env, topology, cache,
                steps_after(plan, no_cache), resume, record)
     step = plan.fingerprint or (plan.steps[0] if plan.steps else None)
     at: str | None = None  # the step the runner is at (what a failure to write names)

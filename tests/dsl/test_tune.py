@@ -483,12 +483,15 @@ def test_the_pipeline_fingerprint_covers_the_search():
     whole = [fp.StepKeyInput("all", (), ("out",), None)]  # a step reading the whole spec
     keys = {fp.step_keys(p, whole, facts)["all"].key for p in (plain, tuned, more)}
     assert len(keys) == 3
-    # the built-in steps read no search: a trial's train step is keyed by its model alone
+    # the built-in steps but tune read no search: a trial's train step is keyed by its model
+    # alone; the tune step's key covers the search, its budget included
     plan = [fp.StepKeyInput(s.name, tuple((a, next(p.name for p in STEPS if a in p.outputs))
                                           for a in s.inputs), s.outputs, s.reads,
                             s.side_effects, s.module) for s in STEPS]
-    assert ({n: k.key for n, k in fp.step_keys(plain, plan, facts).items()}
-            == {n: k.key for n, k in fp.step_keys(tuned, plan, facts).items()})
+    keys = [{n: k.key for n, k in fp.step_keys(p, plan, facts).items()} for p in (tuned, more)]
+    assert [n for n in keys[0] if keys[0][n] != keys[1][n]] == ["tune"]
+    assert ({n: k for n, k in fp.step_keys(plain, plan[:3], facts).items()}
+            == {n: k for n, k in fp.step_keys(tuned, plan[:3], facts).items()})
 
 
 # --- property: random assignments of a space -------------------------------------------------
@@ -525,3 +528,11 @@ def test_a_random_assignment_applies_and_survives_json(data):
             assert tn._target(trial, path, path).get(trial) == tn._target(
                 TUNED, path, path).get(TUNED)
     assert ef.Pipeline.from_json(trial.to_json()) == trial
+
+
+def test_a_search_over_a_multi_worker_cluster_is_refused_naming_the_cluster():
+    config = ef.RunConfig(cluster=ef.Cluster(workers=2, shared_dir="gs://bucket/estflow"))
+    errors = _errors(lambda: _pipeline(_tune(), run_config=config))
+    assert [e.path for e in errors] == ["run_config.cluster"]
+    assert "multi-worker search is not supported" in str(errors[0])
+    _pipeline(_tune(), run_config=ef.RunConfig(cluster=ef.Cluster(workers=1)))  # one process
