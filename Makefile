@@ -9,7 +9,7 @@ STAMP := $(VENV)/.estflow-installed
 # Exits 0 for Python $(PYTHON_VERSION); prints the version it is (runs on Python 2 and 3).
 IS_VERSION = -c 'import sys; v = "%d.%d" % sys.version_info[:2]; print(v); sys.exit(v != "$(PYTHON_VERSION)")'
 
-.PHONY: install demo test test-fast lint bench goldens compile clean distclean image docs docs-build
+.PHONY: install demo test test-fast lint bench goldens compile clean distclean image image-gpu docs docs-build
 
 # A wrong or missing $(PYTHON) stops before .venv exists; a failed creation leaves no .venv.
 $(PY):
@@ -88,11 +88,14 @@ IMAGE_LOCKS += requirements-gpu.lock
 IMAGE_BUILD := DOCKER_BUILDKIT=1 docker build
 endif
 
-image: | $(PY)
-	@docker info >/dev/null 2>&1 || { \
-	  echo "make image: no Docker engine is reachable here ('docker info' failed), so no image was built." >&2; \
-	  echo "make image: run it where a Docker engine runs; the Dockerfiles are in pipelines/docker/." >&2; \
+# Stops a build where no Docker engine runs, saying so (make image and make image-gpu).
+NEED_DOCKER = @docker info >/dev/null 2>&1 || { \
+	  echo "make $@: no Docker engine is reachable here ('docker info' failed), so no image was built." >&2; \
+	  echo "make $@: run it where a Docker engine runs; the Dockerfiles are in pipelines/docker/." >&2; \
 	  exit 1; }
+
+image: | $(PY)
+	$(NEED_DOCKER)
 	$(PY) -m pip wheel --quiet --progress-bar off --no-deps --wheel-dir $(WHEELHOUSE) \
 	  $(addprefix -r pipelines/docker/,$(IMAGE_LOCKS))
 	@if [ "$(IMAGE_BASE)" = local ]; then pipelines/docker/base.sh $(LOCAL_BASE); fi
@@ -103,6 +106,28 @@ image: | $(PY)
 	    components pipelines -C $(WHEELHOUSE) --transform 's,^\.,wheelhouse,' . \
 	  | $(IMAGE_BUILD) -f pipelines/docker/$$file --build-arg IMAGE=$$tag -t $$tag -; \
 	done
+
+# The GPU image, IMAGE_REPO:VERSION-gpu (Dockerfile.gpu: the CPU image plus the CUDA libraries of
+# tensorflow[and-cuda], pip wheels locked in requirements-gpu.lock), with either IMAGE_BASE. Not
+# part of make image (nor of CI, which builds that): about 3 GB more to download and a far larger
+# image. The CUDA wheels go to a wheelhouse of their own, GPU_WHEELHOUSE, so make image's build
+# context stays as it was; this build's context holds both wheelhouses, merged as wheelhouse/.
+GPU_WHEELHOUSE ?= $(HOME)/.cache/estflow/wheelhouse-gpu
+GPU_IMAGE := $(IMAGE_REPO):$(IMAGE_VERSION)-gpu
+
+image-gpu: | $(PY)
+	$(NEED_DOCKER)
+	$(PY) -m pip wheel --quiet --progress-bar off --no-deps --wheel-dir $(WHEELHOUSE) \
+	  -r pipelines/docker/requirements.lock -r pipelines/docker/requirements-build.lock
+	$(PY) -m pip wheel --quiet --progress-bar off --no-deps --wheel-dir $(GPU_WHEELHOUSE) \
+	  -r pipelines/docker/requirements-gpu.lock
+	@if [ "$(IMAGE_BASE)" = local ]; then pipelines/docker/base.sh $(LOCAL_BASE); fi
+	@echo "make image-gpu: building $(GPU_IMAGE) from pipelines/docker/Dockerfile.gpu"
+	tar -c --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md LICENSE dsl \
+	  components pipelines --transform 's,^\.,wheelhouse,' -C $(abspath $(WHEELHOUSE)) . \
+	  -C $(abspath $(GPU_WHEELHOUSE)) . \
+	| $(IMAGE_BUILD) -f pipelines/docker/Dockerfile.gpu --build-arg IMAGE=$(GPU_IMAGE) \
+	  -t $(GPU_IMAGE) -
 
 clean:
 	rm -rf estflow_runs serving_models taxi.yaml .pytest_cache docs/site
