@@ -4,7 +4,7 @@ push reads a serving token from a Kubernetes Secret, and models are pushed to a 
 (:data:`MODELS`): a Kubeflow task's own disk goes with its pod, so a push target there would
 be lost, and every later run would find no baseline to compare with.
 
-Compile it with the images you published (``make image IMAGE_REPO=REGISTRY/estflow``, then
+Compile it with the images you published (``make image IMAGE_BASE=hub IMAGE_REPO=REGISTRY/estflow``, then
 ``docker push``; ``docs/pages/kubeflow/publishing-images.md``): the train step declares a T4, so
 its task runs the GPU variant ``REGISTRY/estflow:0.1.0-gpu`` (the CPU image has no CUDA), the
 other steps ``REGISTRY/estflow:0.1.0``, the report and placement tasks ``-slim``; the compile

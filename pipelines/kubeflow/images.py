@@ -1,7 +1,9 @@
 """Which container image each task of a compiled pipeline runs.
 
-``make image IMAGE_REPO=REPO`` builds four images from ``pipelines/docker/``, tagged
-``REPO:VERSION`` (CPU), ``REPO:VERSION-gpu``, ``REPO:VERSION-tpu`` and ``REPO:VERSION-slim``.
+``make image IMAGE_BASE=hub IMAGE_REPO=REPO`` builds four images from ``pipelines/docker/``,
+tagged ``REPO:VERSION`` (CPU), ``REPO:VERSION-gpu``, ``REPO:VERSION-tpu`` and
+``REPO:VERSION-slim`` (on a machine without Docker Hub, ``make image`` builds the CPU and slim
+ones from a local base and ``make image-gpu`` the GPU one).
 A pipeline is compiled with one base image (``--image REPO:VERSION``); each task then runs:
 
 * a step whose ``Resources`` declare a GPU (``nvidia-*``) or TPU (``tpu-*``) accelerator: the
