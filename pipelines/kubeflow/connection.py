@@ -21,7 +21,15 @@ no TLS check   ``--insecure``                         ``verify_ssl=False``
 =============  ====================================  =========================================
 
 No secret is ever printed: :meth:`Login.describe` names what is sent (a token and where it comes
-from, the cookie names), never a value.
+from, the cookie names), never a value; a refusal may name the token's issuer (its ``iss``
+claim, :meth:`Login.issuer`), which is no secret.
+
+A refused request's hint follows from what was sent and what answered (:func:`_refusal_hint`;
+the answers of Kubeflow 26.03's manifests and v1.9.0, read from upstream, are listed in
+``tests/pipelines/test_login_overlays.py``): oauth2-proxy's ``401 {}`` on an API path without
+a session, the ``Jwt ...`` 401s of Istio's gateway checking a bearer token (Envoy's jwt_authn),
+an Istio authorization policy's ``403 RBAC: access denied``, and the KFP API's own 401s (no
+identity, or its TokenReview refusing a token: audience, expiry) and 403 (not a contributor).
 
 Only the API's own answers are taken: a login proxy in front of the API (Kubeflow v1.9.0's
 oauth2-proxy, a company SSO gateway) answers a request it does not let through with a redirect
@@ -35,6 +43,7 @@ answer without the id estflow goes on with.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import html
@@ -198,6 +207,26 @@ class Login:
             names = [c.split("=", 1)[0].strip() for c in self.cookies.split(";") if c.strip()]
             sent.append("the cookie" + ("s " if len(names) > 1 else " ") + ", ".join(names))
         return " and ".join(sent) or "no token and no cookie"
+
+    def issuer(self) -> str | None:
+        """The ``iss`` claim of the bearer token (read from the token file), unverified, or
+        None (no token, not a JWT, an unreadable file): which issuer a gateway was shown. An
+        issuer is no secret; the token never leaves this method."""
+        token = self.token
+        if not token and self.token_file:
+            try:
+                token = Path(self.token_file).read_text().strip()
+            except OSError:
+                return None
+        parts = (token or "").split(".")
+        if len(parts) != 3:
+            return None
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        except (ValueError, TypeError):
+            return None
+        iss = claims.get("iss") if isinstance(claims, dict) else None
+        return iss if isinstance(iss, str) and iss else None
 
 
 def _bare(token: str | None) -> str | None:
@@ -463,7 +492,9 @@ def api_errors(host: str, login: Login | None = None,
             raise ApiUnreachableError(f"cannot reach the KFP API at {host}: {reason}"
                                       f"{_tls_hint(reason, login)}") from err
         message = _error_message(err.body)
-        hint = _refusal_hint(err.status, login, namespace, message)
+        # The hint reads the whole answer: the KFP API's reason for refusing a token comes
+        # after its 300th character.
+        hint = _refusal_hint(err.status, login, namespace, _error_message(err.body, None))
         raise ApiHttpError(f"the KFP API at {host} answered HTTP {err.status} {err.reason}: "
                            f"{message}{hint}", err.status, err.reason) from err
     except TimeoutError as err:  # kfp.Client's health check gave up (the API answered errors)
@@ -475,36 +506,30 @@ def api_errors(host: str, login: Login | None = None,
             logging.getLogger(__name__).info("kfp.Client: %s", printed.getvalue().strip())
 
 
+# What answers a refused request, and what each answer says (the texts are upstream's: see
+# tests/pipelines/test_login_overlays.py for the files they come from).
+_PROXY_NO_SESSION = "{}"  # oauth2-proxy's 401 body on an api_route without a session
+_KFP_NO_IDENTITY = "there is no user identity header"  # the KFP API's authenticators
+_TOKEN_REVIEW = re.compile(r"Review\.Status\.Authenticated is false\. Error (.*?)"
+                           r"(?:: Failed to authenticate token review|\]?$)")
+_NEW_SA_TOKEN = "kubectl create token SA -n NS --audience pipelines.kubeflow.org"
+_WITHOUT_GATEWAY = ("reach the API without the gateway, with a service-account token of "
+                    "audience pipelines.kubeflow.org: --host http://ml-pipeline.kubeflow:8888 "
+                    "in the cluster, or kubectl port-forward -n kubeflow svc/ml-pipeline "
+                    "8888:8888 and --host http://localhost:8888")
+
+
 def _refusal_hint(status: int, login: Login | None, namespace: str | None, message: str) -> str:
     """For a 401/403 (or a 400 asking for a namespace): what was sent and what to do (never
-    a secret), following from what answered: Istio's gateway (``Jwt ...`` 401s, ``RBAC:
-    access denied``), a login proxy, or the KFP API itself."""
+    a secret), following from what answered: Kubeflow's oauth2-proxy (``{}``), Istio's gateway
+    (``Jwt ...`` 401s, ``RBAC: access denied``), or the KFP API itself (no identity, its
+    TokenReview refusing the token, a user who is not a contributor). ``message``: the whole
+    answer (see :func:`_error_message`)."""
     login = login or Login()
     sent = bool(login.token or login.token_file or login.cookies)
     where = f"namespace {namespace!r}" if namespace else "no namespace (--namespace)"
     if status == 401:
-        if "Jwt issuer is not configured" in message:
-            todo = ("Kubeflow's Istio gateway does not accept tokens of this token's issuer: "
-                    "Kubeflow 26.03's default install (the m2m-dex-only overlay) accepts "
-                    "Kubernetes service-account tokens only inside the cluster (--host "
-                    "http://ml-pipeline.kubeflow:8888), or at the gateway where the platform "
-                    "installed an m2m-dex-and-<cluster> overlay; from outside, log in with your "
-                    "browser's session cookie (--cookies 'oauth2_proxy_kubeflow=...') or reach "
-                    "the API through kubectl port-forward")
-        elif "Jwt is expired" in message:
-            todo = ("the token has expired: get a new one (kubectl create token SA -n NS "
-                    "--audience pipelines.kubeflow.org)")
-        elif "Jwt verification fails" in message or "Jwks" in message:
-            todo = ("the gateway could not verify the token (its signature, or an audience "
-                    "other than pipelines.kubeflow.org): create it with kubectl create token "
-                    "SA -n NS --audience pipelines.kubeflow.org")
-        elif sent:
-            todo = "the token or cookie was not accepted: it may have expired; get a new one"
-        else:
-            todo = ("log in: give --token/--token-file (a Kubernetes service-account token with "
-                    "audience pipelines.kubeflow.org) or --cookies (your browser's session "
-                    "cookie, e.g. oauth2_proxy_kubeflow or authservice_session)")
-        return f" (sent {login.describe()}, {where}; {todo})"
+        return f" (sent {login.describe()}, {where}; {_unauthenticated_todo(login, message)})"
     if status == 400 and not namespace and "namespace" in message:
         return " (a multi-user KFP needs the namespace to act in: give --namespace, your " \
                "Kubeflow profile's namespace)"
@@ -514,14 +539,88 @@ def _refusal_hint(status: int, login: Login | None, namespace: str | None, messa
                 "oauth2_proxy_kubeflow on Kubeflow) or --token/--token-file)")
     if status == 403 and "RBAC: access denied" in message:
         return (f" (sent {login.describe()}, {where}; Kubeflow's Istio gateway refused it before "
-                "the KFP API saw it (its authorization policy): a token must come from an "
-                "issuer and carry an audience the platform allows (pipelines.kubeflow.org), a "
-                "cookie must be a current session)")
+                "the KFP API saw it, or inside the cluster the API's Istio sidecar did: an "
+                "authorization policy denied this login (Kubeflow's own deny a request without "
+                "a verified token; a platform may add its own): ask the platform's admins "
+                "which logins its policies let through)")
     if status == 403:
         return (f" (sent {login.describe()}, {where}; you are logged in but not allowed there: "
                 "check --namespace is your profile's namespace, or ask its owner to add you as "
                 "a contributor)")
     return ""
+
+
+def _unauthenticated_todo(login: Login, message: str) -> str:
+    """What to do about a 401, from what answered it and what was sent."""
+    token = bool(login.token or login.token_file)
+    cookie_only = bool(login.cookies) and not token
+    if message.strip() == _PROXY_NO_SESSION:
+        # oauth2-proxy (Kubeflow v1.9.1 on: api_routes) found no session. On Kubeflow 26.03 it
+        # only sees a request without an Authorization header: a token never gets this far.
+        if cookie_only:
+            return ("Kubeflow's login proxy (oauth2-proxy) found no session in the cookie: it "
+                    "has expired (24 h on Kubeflow) or is not this site's oauth2_proxy_kubeflow "
+                    f"cookie; copy a fresh one from your browser into --cookies or ${COOKIES_ENV}")
+        if token:
+            return ("a login proxy (oauth2-proxy's 401 {}) took neither the token nor a session "
+                    "cookie: log in with your browser's session cookie (--cookies "
+                    f"'oauth2_proxy_kubeflow=VALUE'), or {_WITHOUT_GATEWAY}")
+        return ("Kubeflow's login proxy (oauth2-proxy) found no session: log in with your "
+                "browser's session cookie (--cookies 'oauth2_proxy_kubeflow=VALUE', from its "
+                "developer tools), or --token/--token-file with a token the gateway takes (a "
+                "Dex-issued token; a Kubernetes service-account token only where the platform "
+                f"installed an m2m-dex-and-<cluster> overlay), or {_WITHOUT_GATEWAY}")
+    if "Jwt issuer is not configured" in message:
+        issuer = login.issuer()
+        return ("Kubeflow's Istio gateway does not accept tokens of this token's issuer"
+                f"{f' ({issuer})' if issuer else ''}: it takes Dex-issued tokens, and Kubeflow "
+                "26.03's default install (the m2m-dex-only overlay) accepts Kubernetes "
+                "service-account tokens only inside the cluster (--host "
+                "http://ml-pipeline.kubeflow:8888), or at the gateway where the platform "
+                "installed an m2m-dex-and-<cluster> overlay for that issuer; from outside, log "
+                "in with your browser's session cookie (--cookies 'oauth2_proxy_kubeflow=...') "
+                "or reach the API through kubectl port-forward -n kubeflow svc/ml-pipeline "
+                "8888:8888 (--host http://localhost:8888)")
+    if "Jwt is expired" in message:
+        if cookie_only:  # oauth2-proxy passed the session's Dex token on to Istio
+            return ("the session's token has expired (Kubeflow's Dex tokens last 24 h): log in "
+                    "again in your browser and copy the fresh oauth2_proxy_kubeflow cookie into "
+                    f"--cookies or ${COOKIES_ENV}")
+        if (login.issuer() or "").endswith("/dex"):
+            return "the token has expired: get a new one from Dex (it issues them for 24 h)"
+        return (f"the token has expired: get a new one ({_NEW_SA_TOKEN}, or a token file that "
+                "is renewed, as a projected service-account token is)")
+    if "Jwt verification fails" in message:
+        return ("the gateway could not verify the token's signature with its issuer's keys "
+                "(JWKS): it was not signed by the issuer it names (made on another cluster, or "
+                f"changed); create a new one on this cluster: {_NEW_SA_TOKEN}")
+    if message.startswith(("Jwt ", "Jwks ")):  # another of Envoy jwt_authn's texts
+        return (f"Kubeflow's Istio gateway refused the bearer token ({_short(message)}): it "
+                "takes a JWT of an issuer the platform configured (Dex's; the cluster's with an "
+                "m2m-dex-and-<cluster> overlay)")
+    review = _TOKEN_REVIEW.search(message)
+    if review:  # the KFP API itself (no gateway in front) asked Kubernetes about the token
+        reason = review.group(1)
+        if "is invalid for the target audiences" in reason:
+            return (f"the KFP API's TokenReview refused the token's audience ({_short(reason)}): "
+                    f"it takes tokens made for pipelines.kubeflow.org: {_NEW_SA_TOKEN}")
+        if "expired" in reason:
+            return (f"the KFP API's TokenReview found the token expired: get a new one "
+                    f"({_NEW_SA_TOKEN})")
+        return (f"the KFP API's TokenReview refused the token ({_short(reason)}): it takes a "
+                f"service-account token of this cluster: {_NEW_SA_TOKEN}")
+    if cookie_only and _KFP_NO_IDENTITY in message:
+        # The API answered, so nothing in front of it read the cookie.
+        return ("the KFP API itself found no identity: a session cookie is read by Kubeflow's "
+                "gateway (--host https://HOST/pipeline), not by the API; without the gateway "
+                "give --token/--token-file (a Kubernetes service-account token with audience "
+                "pipelines.kubeflow.org)")
+    if token or login.cookies:
+        return "the token or cookie was not accepted: it may have expired; get a new one"
+    return ("log in: give --token/--token-file (a Kubernetes service-account token with "
+            "audience pipelines.kubeflow.org, which the KFP API reviews itself) or, through "
+            "Kubeflow's gateway (https://HOST/pipeline), --cookies (your browser's session "
+            "cookie, oauth2_proxy_kubeflow)")
 
 
 def _tls_hint(reason: str, login: Login | None) -> str:
@@ -547,9 +646,10 @@ def _network_reason(err: urllib3.exceptions.HTTPError, login: Login | None = Non
     return text + _tls_hint(text, login)
 
 
-def _error_message(body: bytes | str | None) -> str:
+def _error_message(body: bytes | str | None, limit: int | None = 300) -> str:
     """The message of KFP's error body (a google.rpc.Status), an HTML page by its title (a
-    proxy's or gateway's error page), else the body itself."""
+    proxy's or gateway's error page), else the body itself (oauth2-proxy's ``{}``, Envoy's
+    text); cut to ``limit`` characters (None: whole)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
     try:
         payload = json.loads(text)
@@ -561,4 +661,4 @@ def _error_message(body: bytes | str | None) -> str:
     if isinstance(payload, dict) and (payload.get("message") or payload.get("error")):
         text = payload.get("message") or payload.get("error")
     text = " ".join(str(text).split()) or "(no message)"
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
