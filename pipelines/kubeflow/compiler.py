@@ -340,9 +340,14 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
             s, plan.step(s.runs_if).result.key, _image_of(components[s.name]), keyed=keyed)
             for s in plan.steps if s.runs_if is not None})
     small_image = small_image or image
-    report = kfp_tasks.build_report_component(
-        plan.pipeline.name, small_image,
-        final_status=target >= kfp_backends.FINAL_STATUS.since)
+    final_status = target >= kfp_backends.FINAL_STATUS.since
+    report = kfp_tasks.build_report_component(plan.pipeline.name, small_image,
+                                              final_status=final_status)
+    # The exit task takes the run's id too ({{$.pipeline_job_uuid}}: the driver of 2.14+ and
+    # kfp.local resolve it): when the backend passes a state it cannot map (a task died
+    # before its launcher published), the report reads the run's tasks from the KFP API.
+    report_inputs = {kfp_tasks.RUN_ID_INPUT: dsl.PIPELINE_JOB_ID_PLACEHOLDER} \
+        if final_status else {}
     resources = user_steps.declared_resources(plan.pipeline)
     placements = {step: kfp_tasks.build_placement_component(step, small_image, r)
                   for step, r in resources.items() if r.placement_parameters}
@@ -359,7 +364,7 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
 
     def body(arguments: dict) -> None:
         arguments = {**arguments, "schedule_time": schedule_time}
-        exit_task = report()
+        exit_task = report(**report_inputs)
         _apply_settings(exit_task, TaskContext(name=kfp_tasks.REPORT, caching=False))
         with dsl.ExitHandler(exit_task, name=plan.pipeline.name):
             _add_steps(plan, _task_steps(plan, image, step_images), components, placements,

@@ -8,7 +8,13 @@ estflow image that import no TensorFlow:
   ``CANCELED``, ...: ``backend/src/v2/driver/resolve.go``) and no error code or message (a
   TODO there); ``kfp.local`` passes ``SUCCEEDED``/``FAILED``; Vertex AI ``SUCCEEDED``,
   ``FAILED``, ``CANCELLED``. The report maps them (:data:`STATE_NAMES`) and logs the
-  backend's own value as ``backend_state``. For a backend older than 2.14 (``estflow compile
+  backend's own value as ``backend_state``. A state it cannot map (``RUNNING``: a task whose
+  pod died before its launcher published, evicted, past its deadline or never started, leaves
+  the exit handler's DAG RUNNING on every backend 2.14-2.17, since only a launcher updates it)
+  is never reported as UNKNOWN: the report reads the run's tasks from the KFP API
+  (:func:`outcome_from_kfp_api`) and reports ``FAILED`` (a task failed or canceled, or still
+  running once the exit handler has ended, or the API cannot be read: the reason says which)
+  or ``SUCCEEDED`` (every task ended). For a backend older than 2.14 (``estflow compile
   --kfp-backend 2.5``) the report takes no final status and logs ``UNKNOWN``: see the run's
   page, or ``estflow submit --wait``;
 * ``<step>_placement``, for a step declared with ``Resources(placement_parameters=True)``: it
@@ -28,6 +34,8 @@ pipeline parameter can be wired into the pod directly; a task computes them from
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import textwrap
 
 from kfp import dsl
 from kfp.dsl import python_component
@@ -36,9 +44,10 @@ from estflow.dsl.resources import Resources
 from estflow.pipelines.kubeflow import components
 from estflow.pipelines.plan import PlannedStep
 
-__all__ = ["REPORT", "REPORT_STATES", "STATE_NAMES", "SKIPPED_FILE", "PlacementParameter",
-           "placement_parameters", "build_report_component", "build_placement_component",
-           "build_gated_component", "placement_task_name"]
+__all__ = ["REPORT", "REPORT_STATES", "STATE_NAMES", "SKIPPED_FILE", "KFP_API", "SETTLE_ENV",
+           "SETTLE_SECONDS", "RUN_ID_INPUT", "PlacementParameter", "placement_parameters",
+           "build_report_component", "build_placement_component", "build_gated_component",
+           "placement_task_name", "outcome_from_kfp_api"]
 
 REPORT = "report"
 
@@ -49,6 +58,17 @@ REPORT_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN")
 # Vertex AI.
 STATE_NAMES = {"SUCCEEDED": "SUCCEEDED", "COMPLETE": "SUCCEEDED", "CACHED": "SUCCEEDED",
                "FAILED": "FAILED", "CANCELED": "CANCELLED", "CANCELLED": "CANCELLED"}
+
+# Where the report reads the run's tasks when the backend passes a state it cannot map: the KFP
+# API server's in-cluster address (KF_PIPELINES_ENDPOINT, kfp.Client's own variable, overrides
+# it); how long it waits for the API to show every task ended (the persistence agent copies
+# the Argo workflow's nodes into the API's task details a little after they change).
+KFP_API = "http://ml-pipeline.kubeflow:8888"
+SETTLE_ENV = "ESTFLOW_REPORT_SETTLE_SECONDS"
+SETTLE_SECONDS = 120
+# The report's input carrying the run's id (KFP's {{$.pipeline_job_uuid}}, resolved by the
+# driver of 2.14+ and by kfp.local): the final status names the Argo workflow, not the run.
+RUN_ID_INPUT = "run_id"
 
 # What a gated task (see build_gated_component) writes in each output when its gate is False.
 SKIPPED_FILE = "skipped.json"
@@ -127,6 +147,8 @@ def build_gated_component(step: PlannedStep, gate: str, image: str, *, keyed: bo
     body = next(i for i, line in enumerate(lines) if line.startswith(")")) + 2  # after doc
     outputs = [*step.outputs, *(name for name, _ in components.ui_outputs(step))]
     message = f"estflow step {step.name}: skipped: {gate} is False"
+    if step.name == "push":
+        message += " (not pushed)"
     guard = [f"    if not {gate}:",
              "        import json",
              "        import os",
@@ -165,21 +187,162 @@ def _placement_source(step: str, resources: Resources) -> str:
     return "\n".join(lines)
 
 
+def outcome_from_kfp_api(run_id, pipeline_job, host, settle):
+    """(state, reason, tasks) of run ``run_id`` (Argo workflow ``pipeline_job``) whose exit
+    handler's state the backend passed as one the report cannot map (``RUNNING``): read from
+    the run's task details in the KFP API at ``host`` (``RunServiceApi.run_service_get_run``,
+    what ``kfp.Client.get_run`` calls); ``state`` is ``SUCCEEDED`` or ``FAILED``, never
+    UNKNOWN. Embedded in the report task's code (the stdlib, kfp and kfp_server_api only; no
+    global of this module).
+
+    The API's tasks are the Argo workflow's nodes (``apiserver/server/api_converter.go``,
+    ``toModelTasks``), states mapped to ``RuntimeState``: a pod that died without its launcher
+    publishing is FAILED there even though MLMD still says RUNNING. Left out: the nodes that
+    are still running because the report is (the workflow's own, ``root``, the exit hook
+    ``<exit handler>.onExit``, ``report``, ``report-driver``), the ``executor`` pod nodes
+    (their task's node carries their state) and retry attempts (``name(N)``: the retry node
+    carries the outcome). FAILED: a task FAILED, CANCELED or CANCELING; one still RUNNING,
+    PENDING or PAUSED ``settle`` seconds on (the exit handler has ended, so its pod is gone);
+    no task listed; the API unreachable (an error answered for ``settle`` seconds) or refusing
+    (HTTP 4xx). SUCCEEDED: every task ended otherwise.
+    """
+    import json
+    import os
+    import re
+    import socket
+    import time
+    import urllib.parse
+
+    why = "the backend passed no final state of the exit handler's tasks (see backend_state)"
+    token = os.environ.get("KF_PIPELINES_SA_TOKEN_PATH",
+                           "/var/run/secrets/kubeflow/pipelines/token")
+
+    def described(err):  # (HTTP status or None, one line)
+        status = getattr(err, "status", None)
+        try:
+            message = json.loads(err.body).get("message") or ""
+        except Exception:  # noqa: BLE001 (no JSON body: not an HTTP answer)
+            message = (str(err).strip().splitlines() or [""])[0]
+        if isinstance(status, int):
+            return status, f"HTTP {status} {getattr(err, 'reason', '')}: {message}"
+        return None, f"{type(err).__name__}: {message}"
+
+    def refused(status, error):
+        hint = (" (multi-user Kubeflow: give the report's pod a ServiceAccount token for the "
+                f"audience pipelines.kubeflow.org at {token}, or set "
+                "KF_PIPELINES_SA_TOKEN_PATH)") if status in (401, 403) else ""
+        return "FAILED", (f"{why}, and the KFP API at {host} refused to show run {run_id} "
+                          f"({error}){hint}"), {}
+
+    if not run_id:
+        return "FAILED", why + ", and no run id to read the run's tasks with", {}
+    address = urllib.parse.urlsplit(host)
+    try:
+        port = address.port or (443 if address.scheme == "https" else 80)
+        socket.create_connection((address.hostname, port), timeout=10).close()
+    except (OSError, ValueError) as err:
+        return "FAILED", (f"{why}, and the KFP API at {host} cannot be reached to read run "
+                          f"{run_id}'s tasks ({type(err).__name__}: {err})"), {}
+    try:
+        import kfp_server_api  # what kfp.Client.get_run calls, without its healthz retries
+        config = kfp_server_api.Configuration(host=host)
+        if os.path.isfile(token):  # as kfp.Client(credentials=...) sets it up
+            from kfp.client import set_volume_credentials
+            credentials = set_volume_credentials.ServiceAccountTokenVolumeCredentials(token)
+            config.api_key["authorization"] = "placeholder"
+            config.api_key_prefix["authorization"] = "Bearer"
+            config.refresh_api_key_hook = credentials.refresh_api_key_hook
+        runs = kfp_server_api.RunServiceApi(kfp_server_api.ApiClient(config))
+    except Exception as err:  # noqa: BLE001 (any failure is the reason reported)
+        return "FAILED", f"{why}, and no KFP API client could be made for {host} " \
+            f"({type(err).__name__}: {err})", {}
+    own = {pipeline_job, "root", "report", "report-driver", "executor"}
+    ended = ("FAILED", "CANCELED", "CANCELING")
+    waiting = ("RUNNING", "PENDING", "PAUSED")
+    deadline = time.monotonic() + settle
+    poll = min(5.0, max(0.05, settle / 10))
+    said_last = None
+    while True:
+        error, tasks = None, {}
+        try:
+            run = runs.run_service_get_run(run_id=run_id, _request_timeout=30)
+            details = (run.run_details.task_details if run.run_details else None) or []
+        except Exception as err:  # noqa: BLE001
+            status, error = described(err)
+            if isinstance(status, int) and 400 <= status < 500:  # asking again won't do
+                return refused(status, error)
+            details = []
+        for detail in details:
+            name = detail.display_name or detail.task_id or "?"
+            if name in own or re.search(r"\(\d+\)$|\.onExit$|\.hooks\.", name):
+                continue
+            state = str(detail.state or "RUNTIME_STATE_UNSPECIFIED")
+            message = detail.error.message if detail.error and detail.error.message else ""
+            if name not in tasks or state in ended or (
+                    state in waiting and tasks[name][0] not in ended):
+                tasks[name] = (state, message)
+        failed = sorted(n for n, (state, _) in tasks.items() if state in ended)
+        if failed:
+            said = "; ".join(f"{n} {tasks[n][0]}" + (f": {tasks[n][1]}" if tasks[n][1] else "")
+                             for n in failed)
+            return "FAILED", f"{why}; the KFP API shows run {run_id}'s task(s) {said}", tasks
+        stuck = sorted(n for n, (state, _) in tasks.items() if state in waiting)
+        if tasks and not stuck and error is None:
+            said = ", ".join(f"{n} {tasks[n][0]}" for n in sorted(tasks))
+            return "SUCCEEDED", (f"{why}; the KFP API shows every task of run {run_id} ended "
+                                 f"({said})"), tasks
+        if time.monotonic() >= deadline:
+            if error is not None:
+                reason = (f"run {run_id}'s tasks could not be read from the KFP API at {host} "
+                          f"({error})")
+            elif not tasks:
+                reason = f"the KFP API at {host} lists no task of run {run_id}"
+            else:
+                reason = (f"the KFP API shows run {run_id}'s task(s) {', '.join(stuck)} still "
+                          f"{'/'.join(sorted({tasks[n][0] for n in stuck}))} {settle:g}s after "
+                          "the exit handler ended: the pod is gone without reporting (evicted, "
+                          "past its deadline, its image not pulled) or the API lags")
+            return "FAILED", f"{why}, and {reason}", tasks
+        said = error or "no task of the run"
+        if stuck:
+            said = (f"task(s) {', '.join(stuck)} still "
+                    f"{'/'.join(sorted({tasks[n][0] for n in stuck}))}")
+        if said != said_last:
+            print(f"estflow report: the KFP API at {host} shows {said}; asking again until "
+                  f"{settle:g}s have passed")
+            said_last = said
+        time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
+
+
 def _report_source(pipeline_name: str) -> str:
     doc = f"estflow: log how the run of pipeline {pipeline_name} ended (the exit handler)."
     headline = f"estflow pipeline {pipeline_name} finished: %s%s"
-    lines = [f"def {REPORT}(status: PipelineTaskFinalStatus):",
+    resolver = inspect.getsource(outcome_from_kfp_api)
+    start = resolver.index('"""')  # its docstring, in short: the long one is here
+    resolver = (resolver[:start] + '"""The run\'s outcome read from the KFP API: see estflow\'s '
+                'pipelines/kubeflow/tasks.py."""' + resolver[resolver.index('"""', start + 3) + 3:])
+    resolver = textwrap.indent(textwrap.dedent(resolver), "    ")
+    lines = [f"def {REPORT}(status: PipelineTaskFinalStatus, {RUN_ID_INPUT}: str = ''):",
              f"    {doc!r}",
              "    import json",
-             f"    state = {STATE_NAMES!r}.get(str(status.state).upper(), 'UNKNOWN')",
+             "    import os",
+             resolver.rstrip("\n"),
+             f"    state = {STATE_NAMES!r}.get(str(status.state).upper())",
              f"    summary = {{'pipeline': {pipeline_name!r}, 'state': state,",
              "               'backend_state': status.state,",
              "               'pipeline_job': status.pipeline_job_resource_name,",
              "               'task': status.pipeline_task_name,",
              "               'error_code': status.error_code,",
              "               'error_message': status.error_message}",
-             f"    print({headline!r} % (",
-             "        state, ' (%s)' % status.error_message if status.error_message else ''))",
+             "    reason = status.error_message",
+             "    if state is None:  # RUNNING, ...: a task ended without reporting; ask the API",
+             f"        host = os.environ.get('KF_PIPELINES_ENDPOINT') or {KFP_API!r}",
+             f"        settle = float(os.environ.get({SETTLE_ENV!r}) or {SETTLE_SECONDS!r})",
+             "        state, reason, tasks = outcome_from_kfp_api(",
+             f"            {RUN_ID_INPUT}, status.pipeline_job_resource_name, host, settle)",
+             "        summary.update(state=state, reason=reason, run_id=" + RUN_ID_INPUT + ",",
+             "                       kfp_api=host, tasks={n: s for n, (s, _) in tasks.items()})",
+             f"    print({headline!r} % (state, ' (%s)' % reason if reason else ''))",
              "    print(json.dumps(summary, sort_keys=True))",
              ""]
     return "\n".join(lines)
