@@ -109,9 +109,14 @@ __all__ = ["run", "main", "make_input_fn", "model_fn_of", "export_serving_model"
 def _tuned(pipeline, hyperparameters: Path):
     """``pipeline`` with the tune step's best assignment applied (``best.json``)."""
     best = json.loads((hyperparameters / TUNE_BEST).read_text())
-    shown = ", ".join(f"{k}={v}" for k, v in best["assignment"].items())
-    print(f"[train] training with the tuned hyperparameters of trial {best.get('trial')} "
-          f"({best.get('objective')}={best.get('value')}): {shown}", flush=True)
+
+    def shown(value):
+        return f"{value:.4g}" if isinstance(value, float) else json.dumps(value)
+
+    entry.Progress("train")(
+        f"training with the tuned hyperparameters of trial {best.get('trial')} "
+        f"({best.get('objective')}={shown(best.get('value'))}): "
+        + ", ".join(f"{k}={shown(v)}" for k, v in best["assignment"].items()))
     return tune.apply(pipeline, best["assignment"])
 
 

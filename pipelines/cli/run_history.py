@@ -8,6 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+from estflow.dsl.contracts import TUNE_BEST
+from estflow.dsl.contracts import TUNED
 from estflow.dsl.contracts import Files
 from estflow.pipelines.cli import run_diff
 from estflow.pipelines.cli.usage import UsageError
@@ -136,6 +138,23 @@ def _short(value) -> str:
     return str(value)
 
 
+def _tuned(data: dict) -> None:
+    """The tune step's best trial (its ``best.json``): the hyperparameters the final train
+    used, and the search's counts."""
+    step = data.get("steps", {}).get("tune") or {}
+    output = (step.get("outputs") or {}).get(TUNED) or {}
+    try:
+        best = json.loads((Path(output["path"]) / TUNE_BEST).read_text())
+    except (KeyError, OSError, ValueError):
+        return
+    metrics = step.get("metrics") or {}
+    counts = ", ".join(f"{metrics[k]} {k}" for k in ("complete", "pruned", "failed")
+                       if isinstance(metrics.get(k), int) and metrics[k])
+    print(f"  tuned: trial {best.get('trial')} of the search ({counts or 'no trial counts'}) "
+          f"had the best {best.get('objective')}={_short(best.get('value'))}; the final train "
+          "used " + ", ".join(f"{k}={json.dumps(v)}" for k, v in best["assignment"].items()))
+
+
 def _seconds(value) -> str:
     return f"{value:.1f}s" if isinstance(value, (int, float)) else "-"
 
@@ -204,6 +223,7 @@ def _show(args: argparse.Namespace) -> int:
                                                      else "-")),
                      " ".join(shown) or "-"))
     _table(rows)
+    _tuned(data)
     for name, step in data.get("steps", {}).items():
         if step.get("status") == "failed" and step.get("exit_code") == _EXIT_DATA:
             print(f"  {name} stopped the run: {_STOPPED.get(name, 'data anomaly')} (exit code "

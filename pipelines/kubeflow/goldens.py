@@ -38,7 +38,7 @@ OPTIONS: dict[str, dict] = {
 }
 
 # In a source checkout (editable install), next to the tests that read them.
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "pipelines" / "goldens"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "tests" / "pipelines" / "goldens"
 
 
 _SDK_VERSION = re.compile(rb"^sdkVersion: kfp-[0-9][^\n]*$", re.MULTILINE)

@@ -35,6 +35,9 @@ rounds measured in this same run, never an absolute figure.
   for each other, run at once vs one after another with ``--jobs 1``: the ``estflow run`` walls).
 * candidates: ``tests/benchmarks/bench_candidates.py`` (two candidate models of the taxi
   example, wide & deep and linear, trained at once vs one after another with ``--jobs 1``).
+* tune: ``tests/benchmarks/bench_tune.py`` (a search of 20 trials, 2 at once, on the taxi
+  example with and without early stopping, against the hand-set example: final eval AUCs, the
+  tune step's walls).
 * pipeline: ``tests/benchmarks/bench_pipeline.py`` (``estflow run`` on the taxi example: cold,
   an identical rerun from the step cache, a run where only the model changed; walls and ratios;
   interleaved with TFX 1.16's taxi pipeline when a TFX venv is found: ``$ESTFLOW_TFX_PYTHON``
@@ -220,6 +223,9 @@ PARTS: dict[str, Callable[[int], None]] = {
     "parallel_steps": script("bench_parallel_steps.py", rounds=True),
     # Two taxi candidates (wide & deep, linear) at once vs --jobs 1 (target <= 0.65x).
     "candidates": script("bench_candidates.py", rounds=True),
+    # A 20-trial search on the taxi example with and without early stopping (target <= 0.6x)
+    # and the hand-set example's AUC to reach: ten minutes or more on two cores.
+    "tune": script("bench_tune.py"),
 }
 """The parts, in the order they run: name -> function of the number of rounds."""
 
