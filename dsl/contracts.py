@@ -369,7 +369,12 @@ STEPS = (
              Option("study-key", "the search's key: what makes trials comparable (default: a "
                     "digest of the inputs and the declaration without the budget)"),
              Option("keep-models", "keep each trial's model directory (trials.json's "
-                    "model_dir)", type="bool", default=False)),
+                    "model_dir)", type="bool", default=False),
+             Option("katib-experiment", "the Katib Experiment estflow compile built (JSON; "
+                    "--tune-on katib): the trials run as Katib trials, a pod each, not in "
+                    "this task, which names the Experiment for the run, fills in its "
+                    "namespace and the inputs' bucket URIs, creates it, follows it and writes "
+                    "its best trial (empty or absent: the search runs in this task)")),
          reads=(*_TRAIN_READS, "tune", "eval"), needs="tune", requests=("2", "4Gi"),
          summary=Files.METRICS),
     Step("train", "estflow.components.train", ("transformed",), ("model",),

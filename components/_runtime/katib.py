@@ -23,9 +23,15 @@ and the Experiment deleted (which stops the trials Katib started since). Stopped
 Ctrl-C), the task deletes the Experiment, so its trials stop too.
 
 Katib not installed (the API answers 404 for ``experiments.kubeflow.org``) is an error saying
-so: install Katib (Kubeflow 26.03 includes it), or compile the search without Katib (the KFP
-fan-out of trials). The Kubernetes calls are :data:`API_CALLS`, which the RBAC Role must
-allow (``estflow rbac``).
+so: install Katib (Kubeflow 26.03 includes it), or compile with ``estflow compile --tune-on
+task`` (the search inside the tune task). The Kubernetes calls are :data:`API_CALLS`, which
+the RBAC Role must allow (``estflow rbac``).
+
+The tune step's task (``python -m estflow.components.tune --katib-experiment JSON``) uses
+:func:`follow` and the helpers below it: the KFP input paths as the bucket URIs the trials
+read (:func:`bucket_uri`), the Experiment's run-time name (:func:`experiment_name`), the pod's
+namespace and service account (:func:`pod_namespace`, :func:`pod_service_account`), the
+Experiment filled in for this run (:func:`filled`).
 
 Stdlib and the ``kubernetes`` client only: this module must not import estflow.pipelines (the
 two are independent), so the few lines that read a value back mirror
@@ -35,21 +41,28 @@ two are independent), so the few lines that read a value back mirror
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import hashlib
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = ["GROUP", "VERSION", "PLURAL", "API_CALLS", "MAPPING_ANNOTATION", "SPEC_ANNOTATION",
-           "TIMEOUT_ANNOTATION", "KatibError", "KatibMissing", "SearchFailed", "state",
-           "best_of", "active", "run_search", "main"]
+           "TIMEOUT_ANNOTATION", "TOKENS", "KFP_MOUNTS", "POD_FOLDER", "KatibError",
+           "KatibMissing", "SearchFailed", "state", "best_of", "counts", "parameter_mapping", "active", "follow",
+           "run_search", "api", "bucket_uri", "experiment_name", "pod_namespace",
+           "pod_service_account", "filled", "stopped_by_sigterm", "is_client_error", "main"]
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1beta1", "experiments"
 API_CALLS = ((GROUP, PLURAL, "create"), (GROUP, PLURAL, "get"), (GROUP, PLURAL, "delete"))
@@ -62,6 +75,16 @@ SPEC_ANNOTATION = "estflow.dev/tune-spec-sha256"
 Experiment (Katib's defaulting webhook rewrites the spec it stores)."""
 _PREFIX = "[tune]"
 _MAX_POLL_ERRORS = 10
+TOKENS = {"spec": "{spec}", "examples": "{examples}", "transformed": "{transformed}"}
+"""The literal tokens the compiled trial command holds for what only the run knows (the
+spec the tune task got, its input artifacts' URIs): :func:`filled` replaces them. The same
+as ``estflow.pipelines.kubeflow.katib.TOKENS`` (a test keeps them equal)."""
+KFP_MOUNTS = (("/gcs/", "gs://"), ("/s3/", "s3://"), ("/minio/", "s3://"))
+"""KFP v2's launcher's local path of an artifact -> the URI it stands for (KFP's MinIO store
+speaks S3: ``minio://`` is read as ``s3://``, its endpoint from the environment)."""
+POD_FOLDER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where a pod finds its namespace (``namespace``) and its service account's token (``token``)."""
+_NAME_LIMIT = 40  # Katib's limit on an Experiment's name
 
 
 class KatibError(RuntimeError):
@@ -125,6 +148,16 @@ def _decoded(entry: Mapping[str, Any], text: str) -> Any:
     if entry.get("slot") == "string":
         return json.loads(f'"{inner}"')
     return _frozen(json.loads(inner))
+
+
+def parameter_mapping(experiment: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The Experiment's parameter mapping (Katib name -> path, type, ...), which estflow's
+    compiler put in its annotation.
+
+    Raises:
+        KatibError: the Experiment has none (not compiled by estflow).
+    """
+    return _mapping(experiment)
 
 
 def _mapping(experiment: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -239,8 +272,9 @@ def _missing_katib(where: str) -> KatibMissing:
         f"experiments.kubeflow.org/{VERSION} ({where} answered 404). Install Katib v0.19 "
         "(Kubeflow 26.03 includes it; standalone: kubectl apply -k "
         "'github.com/kubeflow/katib.git/manifests/v1beta1/installs/katib-standalone"
-        "?ref=v0.19.0'), or compile the search without Katib: the KFP-only fan-out of trials "
-        "(a ParallelFor over drawn assignments)")
+        "?ref=v0.19.0'), or compile the search without Katib: estflow compile --tune-on task "
+        "runs it inside the tune task's pod (estflow has no KFP-only fan-out of trials, a "
+        "ParallelFor over drawn assignments)")
 
 
 def _create(api: Any, experiment: dict[str, Any], echo: Callable[[str], None]) -> None:
@@ -319,6 +353,22 @@ def run_search(api: Any, experiment: Mapping[str, Any], output: Path | str, *,
         SearchFailed: the Experiment failed, or no trial reported the objective.
         KatibError: Katib or the API refused the Experiment.
     """
+    best, _ = follow(api, experiment, poll_seconds=poll_seconds, timeout_s=timeout_s,
+                     echo=echo, sleep=sleep, clock=clock)
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "best.json").write_text(json.dumps(best, indent=2, sort_keys=True) + "\n")
+    return best
+
+
+def follow(api: Any, experiment: Mapping[str, Any], *, poll_seconds: float = 30.0,
+           timeout_s: float | None = None, echo: Callable[[str], None] = print,
+           sleep: Callable[[float], None] = time.sleep,
+           clock: Callable[[], float] = time.monotonic
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`run_search` without writing: (the best trial as ``best.json`` holds it, the
+    Experiment as last read: its status counts the trials, :func:`counts`). Same arguments
+    and errors."""
     import urllib3
     from kubernetes.client.rest import ApiException
 
@@ -401,12 +451,134 @@ def run_search(api: Any, experiment: Mapping[str, Any], output: Path | str, *,
             f"no trial of the Experiment {namespace}/{name} reported "
             f"{current['spec']['objective']['objectiveMetricName']!r}: each trial must print "
             "lines '<objective>=<value>' to stdout (see the trials' logs)")
-    folder = Path(output)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "best.json").write_text(json.dumps(best, indent=2, sort_keys=True) + "\n")
     echo(f"{_PREFIX} best trial {best['trial']}: {best['objective']}={best['value']!r} "
          f"{json.dumps(best['assignment'])}")
-    return best
+    return best, current
+
+
+def counts(experiment: Mapping[str, Any]) -> dict[str, int]:
+    """The Experiment's trials by outcome, from its status: ``complete`` (succeeded),
+    ``pruned`` (early stopped), ``failed`` (failed, killed, or without the objective's
+    metric), ``trials`` (all created)."""
+    status = experiment.get("status") or {}
+
+    def n(*keys: str) -> int:
+        return sum(int(status.get(k) or 0) for k in keys)
+
+    return {"complete": n("trialsSucceeded"), "pruned": n("trialsEarlyStopped"),
+            "failed": n("trialsFailed", "trialsKilled", "trialMetricsUnavailable"),
+            "trials": n("trials")}
+
+
+# --- what the tune step's task fills in at run time ------------------------------------------
+
+def bucket_uri(path: str, mounts: Sequence[tuple[str, str]] = KFP_MOUNTS) -> str | None:
+    """The bucket URI ``path`` stands for when it is KFP's local path of one (``/gcs/b/x`` ->
+    ``gs://b/x``, ``/minio/b/x`` -> ``s3://b/x``; ``mounts``: local prefix -> scheme, the
+    default :data:`KFP_MOUNTS`); a ``gs://`` or ``s3://`` URI is itself; else None."""
+    text = str(path)
+    if text.startswith(("gs://", "s3://")):
+        return text
+    for prefix, scheme in mounts:
+        if text.startswith(prefix) and len(text) > len(prefix):
+            return scheme + text[len(prefix):]
+    return None
+
+
+def experiment_name(seed: str, prefix: str = "estflow-tune") -> str:
+    """A Katib Experiment name unique to ``seed`` (the tune task's output path, which holds
+    the KFP run's id: a retried attempt of the task gets the same name and follows the
+    Experiment the first one created): ``prefix`` made a DNS label, cut to fit, then ``-``
+    and 12 hex digits of ``seed``'s sha256; at most 40 characters, starting with a letter."""
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:12]
+    base = "".join(c if c.isalnum() and c.isascii() else "-" for c in prefix.lower())
+    base = "-".join(part for part in base.split("-") if part)
+    if not base or not base[0].isalpha():
+        base = f"t-{base}".rstrip("-")
+    base = base[:_NAME_LIMIT - len(digest) - 1].rstrip("-")
+    return f"{base}-{digest}"
+
+
+def pod_namespace(folder: Path = POD_FOLDER) -> str | None:
+    """The namespace this pod runs in (its service account's ``namespace`` file), or None
+    outside a pod."""
+    try:
+        return (Path(folder) / "namespace").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def pod_service_account(folder: Path = POD_FOLDER) -> str | None:
+    """This pod's service account's name, read from its token's claims (a JWT; nothing is
+    verified: the name only chooses the trials' account), or None when there is no token or
+    it does not say."""
+    try:
+        token = (Path(folder) / "token").read_text().strip()
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (OSError, IndexError, ValueError):
+        return None
+    account = ((claims.get("kubernetes.io") or {}).get("serviceaccount") or {}).get("name")
+    if not account:
+        subject = str(claims.get("sub") or "").split(":")
+        account = subject[3] if len(subject) == 4 and subject[:2] == [
+            "system", "serviceaccount"] else None
+    return account or None
+
+
+def filled(experiment: Mapping[str, Any], *, name: str, namespace: str,
+           values: Mapping[str, str], service_account: str | None = None) -> dict[str, Any]:
+    """The compiled ``experiment`` for this run: named ``name`` in ``namespace`` (a namespace
+    compiled into it is kept), each of :data:`TOKENS` in the trial's command replaced by
+    ``values[key]`` (quoted for the shell as the token was), and the trials' pods running as
+    ``service_account`` unless it names one.
+
+    Raises:
+        KatibError: the Experiment has no trial command holding every token once (not
+            compiled for the tune step), or a value holds Katib's ``${...}`` placeholders.
+    """
+    result = json.loads(json.dumps(experiment))
+    meta = result.setdefault("metadata", {})
+    meta["name"] = name
+    meta["namespace"] = meta.get("namespace") or namespace
+    try:
+        job = result["spec"]["trialTemplate"]["trialSpec"]
+        pod = job["spec"]["template"]["spec"]
+        primary = result["spec"]["trialTemplate"]["primaryContainerName"]
+        container = next(c for c in pod["containers"] if c.get("name") == primary)
+        command = container["command"]
+    except (KeyError, TypeError, StopIteration):
+        raise KatibError("the Experiment has no trial container command to fill in: compile "
+                         "it with estflow compile --tune-on katib") from None
+    script = command[-1]
+    for key, token in TOKENS.items():
+        quoted = shlex.quote(token)
+        if script.count(quoted) != 1:
+            raise KatibError(f"the Experiment's trial command holds {token} "
+                             f"{script.count(quoted)} times, expected once: compile it with "
+                             "estflow compile --tune-on katib")
+        value = str(values[key])
+        if "${" in value:
+            raise KatibError(f"the trial's {key} holds '${{', which Katib would read as its own "
+                             f"placeholder: {value[:200]!r}")
+        script = script.replace(quoted, shlex.quote(value))
+    command[-1] = script
+    if service_account and not pod.get("serviceAccountName"):
+        pod["serviceAccountName"] = service_account
+    return result
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (KFP stopping the task) raises SystemExit inside the block, so a search being
+    followed deletes its Experiment (:func:`follow`); nothing changes off the main thread."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if main_thread else None
+    try:
+        yield
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 # --- the entry point -------------------------------------------------------------------------
@@ -418,7 +590,7 @@ def _read_experiment(text: str) -> dict[str, Any]:
     return json.loads(Path(text).read_text())
 
 
-def _api(host: str | None) -> Any:
+def api(host: str | None = None) -> Any:
     """A CustomObjectsApi: ``host`` (no credentials), else in-cluster, else the kubeconfig."""
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
@@ -459,24 +631,26 @@ def main(argv: list[str] | None = None) -> int:
     for field in ("name", "namespace"):
         if getattr(args, field):
             experiment.setdefault("metadata", {})[field] = getattr(args, field)
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if main_thread else None
     try:
-        run_search(_api(args.host), experiment, args.output, poll_seconds=args.poll_seconds,
-                   timeout_s=args.timeout_seconds,
-                   echo=lambda line: print(line, flush=True))
+        with stopped_by_sigterm():
+            run_search(api(args.host), experiment, args.output,
+                       poll_seconds=args.poll_seconds, timeout_s=args.timeout_seconds,
+                       echo=lambda line: print(line, flush=True))
     except KatibError as err:
         print(f"{_PREFIX} error: {err}", file=sys.stderr, flush=True)
         return 1
     except Exception as err:  # the kubernetes client's configuration and transport errors
-        if type(err).__module__.split(".")[0] not in ("kubernetes", "urllib3"):
+        if not is_client_error(err):
             raise
         print(f"{_PREFIX} error: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         return 1
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def is_client_error(error: BaseException) -> bool:
+    """Whether ``error`` is the kubernetes client's (configuration, transport) or urllib3's:
+    the API unreachable or not configured, said in one line rather than a traceback."""
+    return type(error).__module__.split(".")[0] in ("kubernetes", "urllib3")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from estflow.pipelines.cli.usage import load_target
 from estflow.pipelines.kubeflow import backend as kfp_backends
 from estflow.pipelines.kubeflow import compiler as kfp_compiler
 from estflow.pipelines.kubeflow import images as kfp_images
+from estflow.pipelines.kubeflow import katib as kfp_katib
 from estflow.pipelines.kubeflow import rbac
 
 __all__ = ["add_commands"]
@@ -77,6 +78,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                      "on (default: %(default)s). Older than 2.14: the exit handler's report "
                      "gets no final state; older than 2.5: placement parameters become the "
                      f"declared constants. Kubeflow releases ship: {releases}")
+    cmd.add_argument("--tune-on", choices=kfp_katib.TUNE_ON, default=kfp_katib.DEFAULT_TUNE_ON,
+                     metavar="{" + ",".join(kfp_katib.TUNE_ON) + "}",
+                     help="where a pipeline's hyperparameter search (Pipeline.tune) runs: "
+                     "katib (default): a Katib Experiment the tune task creates and follows, "
+                     "one pod per trial (Kubeflow 26.03 installs Katib v0.19.0; the namespace "
+                     "needs Katib's metrics-collector-injection label, which Kubeflow profiles "
+                     "have, and a bucket pipeline root, since the trials read the inputs from "
+                     "it); task: every trial inside the tune task's pod, for a KFP without "
+                     "Katib.")
     cmd.set_defaults(handler=_compile)
 
     cmd = commands.add_parser(
@@ -134,7 +144,7 @@ def _compile(args: argparse.Namespace) -> int:
             source_root=args.source_root, caching=caching, beam_runner=args.beam_runner,
             beam_options=shlex.split(args.beam_options), kfp_backend=args.kfp_backend,
             push_base_path=args.push_base_path, small_image=args.small_image,
-            step_images=step_images, problems=problems)
+            step_images=step_images, tune_on=args.tune_on, problems=problems)
     except kfp_compiler.CompileError as err:
         # The note is no refusal, but is best acted on in the same attempt as them.
         note = f"\nnote: {source_root_note}" if source_root_note else ""

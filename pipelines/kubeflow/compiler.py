@@ -96,6 +96,7 @@ from estflow.pipelines import beam_options as beam
 from estflow.pipelines.kubeflow import backend as kfp_backends
 from estflow.pipelines.kubeflow import components as kfp_components
 from estflow.pipelines.kubeflow import images as kfp_images
+from estflow.pipelines.kubeflow import katib as kfp_katib
 from estflow.pipelines.kubeflow import lean
 from estflow.pipelines.kubeflow import tasks as kfp_tasks
 from estflow.pipelines.kubeflow import user_steps
@@ -174,6 +175,7 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
                      small_image: str | None = None,
                      steps: Sequence[Step] | None = None,
                      step_images: Mapping[str, str] | None = None,
+                     tune_on: str = kfp_katib.DEFAULT_TUNE_ON,
                      problems: Sequence[str] = ()) -> CompiledPipeline:
     """Compile a pipeline to KFP v2 IR YAML at ``output_path`` (written atomically).
 
@@ -214,6 +216,10 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
         step_images: step name -> the image its task runs, instead of ``image`` or its
             accelerator's variant (required for an accelerated step when ``image`` is pinned
             by digest: a variant's digest cannot be derived).
+        tune_on: where the search of a pipeline with ``Pipeline.tune`` runs (``--tune-on``):
+            ``"katib"`` (default), a Katib Experiment built now and given to the tune task
+            (:func:`estflow.pipelines.kubeflow.katib.with_experiment`), or ``"task"``, every
+            trial inside the tune task's pod.
         problems: refusals the caller already found (``estflow compile``: no image, a bad
             ``--step-image``, local data that does not match the declaration), reported in the
             one CompileError with the compiler's own; with any, nothing is written.
@@ -260,6 +266,7 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     images = _collect(problems, _step_images, plan, image,
                       {**user_steps.declared_images(pipeline), **(step_images or {})})
     _collect(problems, _check_user_steps, plan)
+    plan = _collect(problems, _tune_on, plan, tune_on, image, images or {}) or plan
     if problems:
         raise CompileError(*problems)
     notes = (*notes, *user_steps.unreachable_functions(pipeline), *_job_kind_notes(pipeline))
@@ -617,6 +624,21 @@ def _check_user_steps(plan: Plan) -> None:
                                 f"has one output per name)")
     if problems:
         raise CompileError(*problems)
+
+
+def _tune_on(plan: Plan, tune_on: str, image: str, images: Mapping[str, str]) -> Plan:
+    """``plan`` with its search on Katib (``tune_on="katib"``: the tune task's Experiment,
+    :mod:`estflow.pipelines.kubeflow.katib`) or in the tune task (``"task"``: unchanged)."""
+    if tune_on not in kfp_katib.TUNE_ON:
+        raise CompileError(f"Received an invalid value for `tune_on` (--tune-on), expected one "
+                           f"of {list(kfp_katib.TUNE_ON)}. Received: {tune_on!r}")
+    if tune_on == "task":
+        return plan
+    try:
+        return kfp_katib.with_experiment(plan, image=image, step_images=images)
+    except ValueError as err:
+        raise CompileError(f"{err} (the search as a Katib Experiment; --tune-on task runs it "
+                           "in the tune task)") from None
 
 
 # -- multi-worker training: the train task submits a TFJob (contracts.TFJOB) ------------------

@@ -78,10 +78,22 @@ finished trials, of their first ``start_step`` values.
 has passed (:data:`TIMEOUT_ANNOTATION`), waits for the trials running then, takes the best
 trial so far and deletes the Experiment; ``trial_steps``: the trial reads it from the
 pipeline's ``Tune``.
+
+**In a compiled pipeline** (``estflow compile --tune-on katib``, the default):
+:func:`for_pipeline` builds the Experiment of a pipeline's search at compile time and
+:func:`with_experiment` hands it to the tune task as its ``--katib-experiment`` option (JSON).
+Its trial command is ``python -m estflow.components.tune.katib_trial --spec {spec} --examples
+{examples} --transformed {transformed}`` with those literal tokens (:data:`TOKENS`), which
+the tune task replaces at run time by the spec it got and its input artifacts' bucket URIs;
+it also names the Experiment after its output path (the run's id), sets the namespace (its
+pod's, unless compiled in) and the trials' service account (its pod's, unless compiled in),
+then creates and follows it (``components/_runtime/katib.py``) and writes the best assignment
+where the final train reads it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -91,10 +103,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from estflow.dsl.models import LOWER_IS_BETTER
+from estflow.pipelines.plan import fingerprint_step
 
 __all__ = ["API_VERSION", "KIND", "MAPPING_ANNOTATION", "TIMEOUT_ANNOTATION", "CONTAINER",
-           "ALGORITHMS", "experiment", "parameter_mapping", "best_assignment", "metrics_filter",
-           "katib_name"]
+           "ALGORITHMS", "TOKENS", "TRIAL_MODULE", "OPTION", "TUNE_ON", "DEFAULT_TUNE_ON",
+           "experiment", "parameter_mapping", "best_assignment", "metrics_filter", "katib_name",
+           "trial_command", "trial_resources", "for_pipeline", "with_experiment"]
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
@@ -107,6 +121,21 @@ ALGORITHMS = {"tpe": "tpe", "random": "random", "grid": "grid"}
 """estflow's algorithm -> Katib's algorithmName (katib-config of v0.19.0: tpe and random on
 the Hyperopt suggestion image, grid on the Optuna one)."""
 TRIAL_NAME_PARAMETER = "trial-name"
+TRIAL_MODULE = "estflow.components.tune.katib_trial"
+"""The trial's entry point (one trial: the train and evaluate steps, ``<objective>=<value>``
+lines on stdout)."""
+TOKENS = {"spec": "{spec}", "examples": "{examples}", "transformed": "{transformed}"}
+"""The literal tokens of the compiled trial command that the tune task replaces at run time:
+the spec it got, the URIs of its ``examples`` and ``transformed`` inputs (the same as
+``estflow.components._runtime.katib.TOKENS``)."""
+OPTION = "katib-experiment"
+"""The tune step's option carrying the compiled Experiment (JSON; empty: search in the task)."""
+TUNE_ON = ("katib", "task")
+"""Where a compiled pipeline's search runs: ``katib`` (a Katib Experiment, one pod per trial;
+Kubeflow 26.03 installs Katib v0.19.0) or ``task`` (every trial inside the tune task's pod,
+for a KFP without Katib)."""
+DEFAULT_TUNE_ON = "katib"
+_STAND_IN_NAMESPACE = "default"  # valid for experiment(); dropped unless one is given
 _JOB_SUCCESS = 'status.conditions.#(type=="Complete")#|#(status=="True")#'
 _JOB_FAILURE = 'status.conditions.#(type=="Failed")#|#(status=="True")#'
 _ISTIO_INJECT = "sidecar.istio.io/inject"
@@ -503,3 +532,78 @@ def best_assignment(experiment_status: Mapping[str, Any],
             continue
         kept[entry["path"]] = _decoded(entry, assigned[name])
     return kept
+
+
+# --- a compiled pipeline's search ------------------------------------------------------------
+
+def trial_command() -> list[str]:
+    """The trial's command before ``--assignment``: the trial entry with the tokens of
+    :data:`TOKENS` for what only the run knows."""
+    return ["python", "-m", TRIAL_MODULE, "--spec", TOKENS["spec"],
+            "--examples", TOKENS["examples"], "--transformed", TOKENS["transformed"]]
+
+
+def trial_resources(pipeline: Any) -> tuple[str | None, Any]:
+    """(the step whose resources each trial's pod takes, those resources):
+    ``Pipeline.resources["tune"]`` when declared, else ``["train"]`` (a trial trains as the
+    train step does), else (None, None)."""
+    resources = getattr(pipeline, "resources", None) or {}
+    for step in ("tune", "train"):
+        if step in resources:
+            return step, resources[step]
+    return None, None
+
+
+def for_pipeline(pipeline: Any, *, image: str, namespace: str | None = None,
+                 service_account: str | None = None) -> dict[str, Any]:
+    """The Experiment searching ``pipeline.tune``'s space, as the compiler hands it to the tune
+    task: the trial command :func:`trial_command`, each trial's pod sized by
+    :func:`trial_resources`, running ``image``; named after the pipeline (the task renames it
+    per run); ``namespace`` and ``service_account`` when given (else the task's pod's, filled
+    in at run time: ``metadata.namespace`` is then absent). Deterministic.
+
+    Raises:
+        ValueError: no search declared, or one Katib cannot run (see :func:`experiment`).
+    """
+    tune = getattr(pipeline, "tune", None)
+    if tune is None:
+        raise ValueError("Received a pipeline without a search (Pipeline.tune is None), "
+                         "expected one to compile to a Katib Experiment")
+    name = katib_name(f"{pipeline.name}-tune")[:40].rstrip("-")
+    compiled = experiment(tune, name=name, namespace=namespace or _STAND_IN_NAMESPACE,
+                          image=image, command=trial_command(),
+                          trial_resources=trial_resources(pipeline)[1],
+                          service_account=service_account)
+    if namespace is None:
+        del compiled["metadata"]["namespace"]
+    return compiled
+
+
+def with_experiment(plan: Any, *, image: str, step_images: Mapping[str, str] | None = None,
+                    namespace: str | None = None, service_account: str | None = None) -> Any:
+    """``plan`` (:class:`estflow.pipelines.plan.Plan`) with its tune step taking the
+    Experiment (:func:`for_pipeline`) as its :data:`OPTION`, compact JSON with sorted keys;
+    the fingerprint step keys the tune step with it. Unchanged without a tune step.
+
+    The trials run the image of the step whose resources they take (:func:`trial_resources`):
+    ``step_images`` (step -> image, the compiler's: overrides and accelerator variants) of
+    ``tune``, else of ``train`` when the trials take its resources, else ``image``.
+    """
+    if not any(s.name == "tune" for s in plan.steps) or plan.pipeline.tune is None:
+        return plan
+    step_images = step_images or {}
+    source, _ = trial_resources(plan.pipeline)
+    trial_image = step_images.get("tune") or (
+        step_images.get("train") if source == "train" else None) or image
+    compiled = for_pipeline(plan.pipeline, image=trial_image, namespace=namespace,
+                            service_account=service_account)
+    text = json.dumps(compiled, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    steps = tuple(dataclasses.replace(s, options=(*((k, v) for k, v in s.options
+                                                    if k != OPTION), (OPTION, text)))
+                  if s.name == "tune" else s for s in plan.steps)
+    planned = dataclasses.replace(plan, steps=steps)
+    if plan.fingerprint is not None:
+        source_root = dict(plan.fingerprint.options)["source-root"]
+        planned = dataclasses.replace(planned, fingerprint=fingerprint_step(planned,
+                                                                            source_root))
+    return planned
