@@ -162,6 +162,36 @@ def test_the_compiled_experiment_passes_katibs_schemas_and_validator(compiled):
                          "{transformed}"]
 
 
+_PIPELINE_FILE = """
+import estflow.dsl as ef
+
+pipeline = ef.Pipeline(
+    name="tuned", source=ef.CsvSource("gs://bucket/data.csv"),
+    features=(ef.Numeric("x"), ef.Numeric("z")), label=ef.Label("y"),
+    model=ef.DNNClassifier(hidden_units=(8,), feature_columns=("x", "z")),
+    train=ef.TrainSpec(max_steps=40),
+    tune=ef.Tune({"model.hidden_units": ef.Choice(((8,), (16, 8)))}, objective="auc",
+                 trials=2))
+"""
+
+
+@pytest.mark.parametrize("flag", [(), ("--tune-on", "katib"), ("--tune-on", "task")])
+def test_the_command_line_flag(tmp_path, capsys, flag):
+    from estflow.pipelines import cli
+
+    source = tmp_path / "tuned.py"
+    source.write_text(_PIPELINE_FILE)
+    out = tmp_path / "tuned.yaml"
+    code = cli.main(["compile", str(source), "-o", str(out), "--image", IMAGE,
+                     "--source-root", "/data", *flag])
+    assert code == 0, capsys.readouterr().err
+    carried = _experiment_of(Ir(out))
+    assert (carried is None) == (flag[-1:] == ("task",))
+    if carried is not None:
+        assert carried["spec"]["maxTrialCount"] == 2
+        assert fake.schema_errors(carried) == [] and fake.webhook_errors(carried) == []
+
+
 def test_trials_take_the_tune_steps_resources_and_image_when_declared(tmp_path):
     pipeline = tuned_pipeline(resources={
         "train": ef.Resources(cpu_request="2"),
