@@ -54,7 +54,7 @@ from estflow.dsl.errors import DslErrors
 from estflow.dsl.serialization import serializable
 
 __all__ = ["IntRange", "FloatRange", "Choice", "MedianStop", "Tune", "Dimension", "DIMENSIONS",
-           "ALGORITHMS", "UNTUNED", "apply", "checked"]
+           "ALGORITHMS", "UNTUNED", "apply", "checked", "frozen", "same_choice"]
 
 ALGORITHMS = ("tpe", "random", "grid")
 """How trials are drawn: ``"tpe"`` (a tree-structured Parzen estimator, learning from the
@@ -93,6 +93,18 @@ def _key(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return ("tuple", tuple(_key(v) for v in value))
     return ("other", repr(value))
+
+
+def frozen(value: Any) -> Any:
+    """A JSON value back as a declaration holds it (lists become tuples, recursively)."""
+    return _frozen(value)
+
+
+def same_choice(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same choice, as :meth:`Dimension.active` compares them
+    (``1`` and ``1.0`` alike, a list and a tuple of the same items alike, ``True`` and ``1``
+    not)."""
+    return _key(a) == _key(b)
 
 
 def _is_number(value: Any) -> bool:

@@ -58,6 +58,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from estflow.dsl.tune import frozen
+from estflow.dsl.tune import same_choice
+
 __all__ = ["GROUP", "VERSION", "PLURAL", "API_CALLS", "MAPPING_ANNOTATION", "SPEC_ANNOTATION",
            "TIMEOUT_ANNOTATION", "TOKENS", "KFP_MOUNTS", "POD_FOLDER", "KatibError",
            "KatibMissing", "SearchFailed", "state", "best_of", "counts", "parameter_mapping", "active", "follow",
@@ -117,24 +120,6 @@ def state(experiment: Mapping[str, Any]) -> tuple[str, str]:
     return str(last.get("type")), str(last.get("message") or last.get("reason") or "")
 
 
-def _same(a: Any, b: Any) -> bool:
-    def key(v: Any) -> Any:
-        if v is None or isinstance(v, (bool, str)):
-            return (type(v).__name__, v)
-        if isinstance(v, (int, float)):
-            return ("number", float(v))
-        if isinstance(v, (list, tuple)):
-            return ("tuple", tuple(key(x) for x in v))
-        return ("other", repr(v))
-    return key(a) == key(b)
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
 def _decoded(entry: Mapping[str, Any], text: str) -> Any:
     kind = entry["type"]
     if kind == "int":
@@ -147,7 +132,7 @@ def _decoded(entry: Mapping[str, Any], text: str) -> Any:
     inner = json.loads(f'"{text}"')
     if entry.get("slot") == "string":
         return json.loads(f'"{inner}"')
-    return _frozen(json.loads(inner))
+    return frozen(json.loads(inner))
 
 
 def parameter_mapping(experiment: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -175,7 +160,7 @@ def _assignment(assigned: Mapping[str, str], mapping: Mapping[str, Mapping[str, 
         if name not in assigned:
             continue
         when = entry.get("when")
-        if when is not None and not (when[0] in kept and _same(kept[when[0]], when[1])):
+        if when is not None and not (when[0] in kept and same_choice(kept[when[0]], when[1])):
             continue
         kept[entry["path"]] = _decoded(entry, assigned[name])
     return kept
@@ -226,8 +211,8 @@ def active(assignment: Mapping[str, Any], tune: Any) -> dict[str, Any]:
         if path not in assignment:
             continue
         when = getattr(dim, "when", None)
-        if when is None or (when[0] in kept and _same(kept[when[0]], when[1])):
-            kept[path] = _frozen(assignment[path])
+        if when is None or (when[0] in kept and same_choice(kept[when[0]], when[1])):
+            kept[path] = frozen(assignment[path])
     return kept
 
 

@@ -103,6 +103,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from estflow.dsl.models import LOWER_IS_BETTER
+from estflow.dsl.tune import frozen
+from estflow.dsl.tune import same_choice
 from estflow.pipelines.plan import fingerprint_step
 
 __all__ = ["API_VERSION", "KIND", "MAPPING_ANNOTATION", "TIMEOUT_ANNOTATION", "CONTAINER",
@@ -179,26 +181,6 @@ def _embedded(text: str) -> str:
 
 def _unembedded(token: str) -> str:
     return json.loads(f'"{token}"')
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two values are the same choice, as :meth:`~estflow.dsl.tune.Dimension.active`
-    compares them (``1`` and ``1.0`` alike, a list and a tuple alike, ``True`` and ``1`` not)."""
-    def key(v: Any) -> Any:
-        if v is None or isinstance(v, (bool, str)):
-            return (type(v).__name__, v)
-        if isinstance(v, (int, float)):
-            return ("number", float(v))
-        if isinstance(v, (list, tuple)):
-            return ("tuple", tuple(key(x) for x in v))
-        return ("other", repr(v))
-    return key(a) == key(b)
 
 
 def _pairs(tune: Any) -> list[tuple[str, Any]]:
@@ -499,7 +481,7 @@ def _decoded(entry: Mapping[str, Any], text: str) -> Any:
     inner = _unembedded(text)
     if entry.get("slot") == "string":
         return json.loads(f'"{inner}"')
-    return _frozen(json.loads(inner))
+    return frozen(json.loads(inner))
 
 
 def best_assignment(experiment_status: Mapping[str, Any],
@@ -528,7 +510,7 @@ def best_assignment(experiment_status: Mapping[str, Any],
         if name not in assigned:
             continue
         when = entry.get("when")
-        if when is not None and not (when[0] in kept and _same(kept[when[0]], when[1])):
+        if when is not None and not (when[0] in kept and same_choice(kept[when[0]], when[1])):
             continue
         kept[entry["path"]] = _decoded(entry, assigned[name])
     return kept

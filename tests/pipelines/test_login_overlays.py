@@ -102,10 +102,7 @@ import re
 from pathlib import Path
 
 import pytest
-from kfp import compiler
-from kfp import dsl
 
-from estflow.pipelines import cli as estflow_cli
 from tests.pipelines.fake_login_gateway import EKS_ISSUER
 from tests.pipelines.fake_login_gateway import KFP_AUDIENCE
 from tests.pipelines.fake_login_gateway import KIND_ISSUERS
@@ -126,36 +123,6 @@ GKE_ISSUER = "https://container.googleapis.com/v1/projects/p/locations/europe-we
 REAL_EKS_ISSUER = "https://oidc.eks.eu-west-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
 
 
-@dsl.component(base_image="python:3.11")
-def _echo(text: str) -> str:
-    return text
-
-
-@dsl.pipeline(name="tiny")
-def _tiny(text: str = "hello"):
-    _echo(text=text)
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """A fresh directory holding the compiled package, as the cwd; no login variable
-    inherited from the environment."""
-    for name in ("ESTFLOW_KFP_TOKEN", "ESTFLOW_KFP_COOKIES", "ESTFLOW_KFP_CA_CERT",
-                 "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    compiler.Compiler().compile(_tiny, "tiny.yaml")
-    return tmp_path
-
-
-@pytest.fixture
-def estflow(capsys, workdir):
-    """``estflow ARGS...``: (exit status, stdout, stderr)."""
-    def run(*argv):
-        code = estflow_cli.main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 def _gateway(**kwargs) -> Gateway:

@@ -18,10 +18,7 @@ import urllib.parse
 
 import pytest
 import urllib3
-from kfp import compiler
-from kfp import dsl
 
-from estflow.pipelines import cli as estflow_cli
 from estflow.pipelines.kubeflow import connection
 from estflow.pipelines.kubeflow import submit as submit_mod
 from tests.pipelines.fake_kfp_api import SSO_TITLE
@@ -31,36 +28,6 @@ COOKIE = "oauth2_proxy_kubeflow=sess-alice-abcdef"
 SCHEDULE_ID = "recurring-run-0042"
 
 
-@dsl.component(base_image="python:3.11")
-def _echo(text: str) -> str:
-    return text
-
-
-@dsl.pipeline(name="tiny")
-def _tiny(text: str = "hello"):
-    _echo(text=text)
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """A fresh directory holding the compiled package, as the cwd; no login variable
-    inherited from the environment."""
-    for name in ("ESTFLOW_KFP_TOKEN", "ESTFLOW_KFP_COOKIES", "ESTFLOW_KFP_CA_CERT",
-                 "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    compiler.Compiler().compile(_tiny, "tiny.yaml")
-    return tmp_path
-
-
-@pytest.fixture
-def estflow(capsys, workdir):
-    """``estflow ARGS...``: (exit status, stdout, stderr)."""
-    def run(*argv):
-        code = estflow_cli.main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 def _proxy(gateway):
