@@ -33,9 +33,8 @@ read (:func:`bucket_uri`), the Experiment's run-time name (:func:`experiment_nam
 namespace and service account (:func:`pod_namespace`, :func:`pod_service_account`), the
 Experiment filled in for this run (:func:`filled`).
 
-Stdlib and the ``kubernetes`` client only: this module must not import estflow.pipelines (the
-two are independent), so the few lines that read a value back mirror
-``estflow.pipelines.kubeflow.katib.best_assignment`` (a test keeps them equal).
+Stdlib and the ``kubernetes`` client only (components and pipelines are independent): the
+compiler writes the Experiment, this module alone reads its best trial back (:func:`best_of`).
 """
 
 from __future__ import annotations

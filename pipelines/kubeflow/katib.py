@@ -3,9 +3,8 @@
 back as estflow paths.
 
 :func:`experiment` builds the Experiment; the in-cluster task
-(``python -m estflow.components._runtime.katib``) creates it, follows it and writes the best
-assignment; :func:`best_assignment` is the same read-back for code that holds an Experiment's
-status. What the Experiment holds, and why (Katib v0.19.0's sources, kubeflow/katib@578e60f1):
+(``python -m estflow.components._runtime.katib``) creates it, follows it and reads the best
+trial back as estflow paths (``best_of``: the one read-back). What the Experiment holds, and why (Katib v0.19.0's sources, kubeflow/katib@578e60f1):
 
 **Parameters.** One Katib parameter per path of the space, named after the path in
 lowercase letters, digits and ``-`` (``model.dnn_feature_columns[company].dimension`` ->
@@ -30,7 +29,7 @@ type, how a value is written, ``when``) is an annotation of the Experiment, and 
 **Conditions.** Katib has no conditional parameters: a dimension with ``when=(path, value)``
 is flattened, a parameter every trial draws. The trial ignores the value of a dimension that
 is inactive for its assignment (:func:`estflow.components._runtime.katib.active`, the rule of
-:meth:`~estflow.dsl.tune.Dimension.active`), and :func:`best_assignment` leaves it out. So
+:meth:`~estflow.dsl.tune.Dimension.active`), and the task's read-back leaves it out. So
 trials that differ only in an inactive value train the same model, and a ``grid`` enumerates
 the flattened product (Katib's grid sampler, Optuna's ``GridSampler``, in a random order):
 with conditions, ``trials`` grid points may repeat a model and miss another.
@@ -103,13 +102,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from estflow.dsl.models import LOWER_IS_BETTER
-from estflow.dsl.tune import frozen
-from estflow.dsl.tune import same_choice
 from estflow.pipelines.plan import fingerprint_step
 
 __all__ = ["API_VERSION", "KIND", "MAPPING_ANNOTATION", "TIMEOUT_ANNOTATION", "CONTAINER",
            "ALGORITHMS", "TOKENS", "TRIAL_MODULE", "OPTION", "TUNE_ON", "DEFAULT_TUNE_ON",
-           "experiment", "parameter_mapping", "best_assignment", "metrics_filter", "katib_name",
+           "experiment", "parameter_mapping", "metrics_filter", "katib_name",
            "trial_command", "trial_resources", "for_pipeline", "with_experiment"]
 
 API_VERSION = "kubeflow.org/v1beta1"
@@ -177,10 +174,6 @@ def _embedded(text: str) -> str:
     """``text`` as written inside a JSON string: what Katib must substitute for a placeholder
     inside the trial template's JSON text for the template to read ``text`` there."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
-
-
-def _unembedded(token: str) -> str:
-    return json.loads(f'"{token}"')
 
 
 def _pairs(tune: Any) -> list[tuple[str, Any]]:
@@ -467,53 +460,6 @@ def parameter_mapping(experiment_object: Mapping[str, Any]) -> dict[str, dict[st
         raise ValueError(f"the Experiment has no {MAPPING_ANNOTATION} annotation: not compiled "
                          "by estflow")
     return json.loads(annotations[MAPPING_ANNOTATION])
-
-
-def _decoded(entry: Mapping[str, Any], text: str) -> Any:
-    kind = entry["type"]
-    if kind == "int":
-        try:
-            return int(text)
-        except ValueError:
-            return int(round(float(text)))
-    if kind == "double":
-        return float(text)
-    inner = _unembedded(text)
-    if entry.get("slot") == "string":
-        return json.loads(f'"{inner}"')
-    return frozen(json.loads(inner))
-
-
-def best_assignment(experiment_status: Mapping[str, Any],
-                    mapping: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The best trial's values, estflow path -> value (tuples back as tuples), from an
-    Experiment's ``status.currentOptimalTrial.parameterAssignments`` (``experiment_status``:
-    the status, or the whole Experiment); a conditional dimension that is inactive for them is
-    left out (the trial ignored it).
-
-    Raises:
-        ValueError: no trial has a value yet, or an assignment names a parameter ``mapping``
-            lacks.
-    """
-    status = experiment_status.get("status", experiment_status)
-    optimal = (status or {}).get("currentOptimalTrial") or {}
-    assigned = {a["name"]: a["value"] for a in optimal.get("parameterAssignments") or ()}
-    if not assigned:
-        raise ValueError("the Experiment has no best trial yet "
-                         "(status.currentOptimalTrial.parameterAssignments is empty)")
-    unknown = sorted(set(assigned) - set(mapping))
-    if unknown:
-        raise ValueError(f"the best trial's parameters {unknown} are not in the mapping "
-                         f"({sorted(mapping)})")
-    kept: dict[str, Any] = {}
-    for name, entry in mapping.items():
-        if name not in assigned:
-            continue
-        when = entry.get("when")
-        if when is not None and not (when[0] in kept and same_choice(kept[when[0]], when[1])):
-            continue
-        kept[entry["path"]] = _decoded(entry, assigned[name])
-    return kept
 
 
 # --- a compiled pipeline's search ------------------------------------------------------------

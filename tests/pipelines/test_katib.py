@@ -193,9 +193,11 @@ def test_the_trial_receives_every_declared_value():
                 assert list(got) == [mapping[p["name"]]["path"] for p in params]
                 assert got[entry["path"]] == _jsonable(value), (case, entry["path"], token)
                 assert type(got[entry["path"]]) is type(_jsonable(value))
-                status = {"currentOptimalTrial": {"parameterAssignments": [
-                    {"name": k, "value": v} for k, v in assignments.items()]}}
-                back = katib.best_assignment(status, mapping)
+                read = dict(experiment, status={"currentOptimalTrial": {
+                    "bestTrialName": "t", "parameterAssignments": [
+                        {"name": k, "value": v} for k, v in assignments.items()],
+                    "observation": {"metrics": [{"name": tune.objective, "latest": "0.5"}]}}})
+                back = task.best_of(read)["assignment"]
                 if entry["path"] in back:
                     assert back[entry["path"]] == value
 
@@ -436,22 +438,6 @@ def test_the_task_returns_tuples_and_leaves_inactive_dimensions_out(tmp_path):
                                            "train.batch_size": 128}
     tuples = task.active({"model.hidden_units": [64, 32]}, declarations()["choices"])
     assert tuples == {"model.hidden_units": (64, 32)}
-
-
-def test_the_task_and_the_compiler_read_a_best_trial_alike():
-    """The task cannot import the compiler (components and pipelines are independent), so it
-    has its own copy of the read-back; both give the same assignment."""
-    for tune in declarations().values():
-        experiment = compiled(tune)
-        mapping = katib.parameter_mapping(experiment)
-        for pick in (fake.first_feasible, _pick_last):
-            assigned = [{"name": p["name"], "value": pick(p)}
-                        for p in experiment["spec"]["parameters"]]
-            experiment["status"] = {"currentOptimalTrial": {
-                "bestTrialName": "t", "parameterAssignments": assigned,
-                "observation": {"metrics": [{"name": tune.objective, "latest": "0.5"}]}}}
-            assert task.best_of(experiment)["assignment"] == katib.best_assignment(
-                experiment, mapping) == katib.best_assignment(experiment["status"], mapping)
 
 
 @pytest.mark.parametrize("body", ["status", "text"])
