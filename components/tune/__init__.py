@@ -6,7 +6,8 @@ before the final train; the best assignment is its output (``hyperparameters``).
 parameters), :mod:`.study` (the study on disk: resumable, keyed), :mod:`.trial` (a trial: the
 train and evaluate steps' own entry points, in processes of their own), :mod:`.events`
 (the train step's evaluations, read while it trains) and :mod:`.report` (``trials.json``,
-``report.html``).
+``report.html``). On Kubeflow with Katib, :mod:`.on_katib` runs the search as a Katib
+Experiment instead and :mod:`.katib_trial` is each trial's entry point.
 
 The package imports nothing heavy (no Optuna, no TensorFlow): a KFP task imports it and calls
 :func:`main`, which imports the entry point only then.
