@@ -12,7 +12,8 @@ ROWS = [*contracts.STEPS, contracts.PREPROCESS, contracts.TFJOB]
 # One value an option might be given, by type: text values that look like options on purpose
 # (a KFP parameter's value is passed as its own argument, whatever it starts with).
 VALUES = {"str": "--runner=PortableRunner --job_endpoint=localhost:1", "int": "3",
-          "float": "2.5"}
+          "float": "2.5", "bool": "true"}
+TYPES = {"str": str, "int": int, "float": float, "bool": lambda text: text == "true"}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r.name}:{r.module}" for r in ROWS])
@@ -28,7 +29,7 @@ def test_the_argv_a_runner_builds_is_what_the_step_reads(row):
     for artifact in (*row.inputs, *row.outputs):
         assert getattr(args, artifact) == f"/artifacts/{artifact}"
     for option in row.options:
-        expected = {"str": str, "int": int, "float": float}[option.type](options[option.flag])
+        expected = TYPES[option.type](options[option.flag])
         assert getattr(args, option.flag.replace("-", "_")) == expected
 
 

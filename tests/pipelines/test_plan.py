@@ -175,11 +175,11 @@ def test_each_rows_task_facts_are_those_the_compiler_and_runner_used_to_keep_in_
     settings' requests, the local runner's summary files) into the rows, unchanged."""
     rows = {s.name: s for s in (*STEPS, BATCH_PREDICT)}
     assert {n: s.caching for n, s in rows.items()} == {
-        "ingest": True, "validate": False, "transform": True, "train": True,
+        "ingest": True, "validate": False, "transform": True, "tune": True, "train": True,
         "evaluate": True, "push": False, "batch_predict": False}
     assert {n: s.requests for n, s in rows.items()} == {
         "ingest": ("1", "2Gi"), "validate": ("500m", "1Gi"), "transform": ("1", "4Gi"),
-        "train": ("1", "4Gi"),
+        "tune": ("2", "4Gi"), "train": ("1", "4Gi"),
         "evaluate": ("1", "2Gi"), "push": ("500m", "1Gi"), "batch_predict": ("1", "4Gi")}
     assert (TFJOB.requests, FINGERPRINT.requests, FINGERPRINT.caching) == (
         ("250m", "512Mi"), ("100m", "256Mi"), False)
@@ -187,9 +187,9 @@ def test_each_rows_task_facts_are_those_the_compiler_and_runner_used_to_keep_in_
         "push": "evaluate", "batch_predict": "evaluate"}
     assert {n: s.summary for n, s in rows.items() if s.summary} == {
         "ingest": Files.INGEST_STATS, "validate": Files.VALIDATION,
-        "transform": Files.TRANSFORM_STATS,
+        "transform": Files.TRANSFORM_STATS, "tune": Files.METRICS,
         "train": Files.TRAIN_RESULT, "evaluate": Files.METRICS, "push": Files.PUSH_RESULT}
     assert TFJOB.summary == Files.TRAIN_RESULT
     # validate reads the served version's statistics at the push target
     assert [n for n, s in rows.items() if s.outside_storage] == ["ingest", "validate", "push"]
-    assert [n for n, s in rows.items() if s.needs] == ["validate", "push", "batch_predict"]
+    assert [n for n, s in rows.items() if s.needs] == ["validate", "tune", "push", "batch_predict"]
