@@ -72,7 +72,7 @@ def _build_wheel(tmp: Path) -> Path:
 def _check_wheel(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("estflow/dsl/__init__.py", "estflow/pipelines/cli/__init__.py",
-                   "estflow/pipelines/scaffold.py", "estflow/pipelines/_cli/init.py",
+                   "estflow/pipelines/cli/scaffold.py", "estflow/pipelines/cli/init.py",
                    "estflow/estimator/__init__.py", "estflow/components/train/__main__.py",
                    "estflow/components/ingest/__main__.py", "estflow/components/push/__main__.py",
                    "estflow/pipelines/examples/taxi.py",
