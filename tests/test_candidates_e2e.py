@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from estflow.pipelines import loader
+from estflow.pipelines.local.schedule import Budget
+from estflow.pipelines.local.schedule import core_shares
+from estflow.pipelines.plan import build_plan
 from tests.user_runs import estflow_run
 from tests.user_runs import run_record
 from tests.user_runs import statuses
@@ -174,6 +178,13 @@ def test_a_first_run_trains_every_candidate_and_pushes_the_best_blessed(workspac
                                                       "version": int(version.name)}
 
     assert _summary_line(own, picked) in done.stdout.splitlines()
+    # the two trainings may run at once: each process got its share of the cores
+    shares = core_shares(build_plan(loader.load(str(folder / "cands.py")).pipeline,
+                                    source_root=str(folder)), Budget())
+    assert set(shares) >= {"train_dnn", "train_linear"}
+    for name, threads in shares.items():
+        assert record["steps"][name]["tf_threads"] == threads
+    assert "Steps that can run at once share the cores: " in done.stdout
     workspace.update(first=record, picked=picked, version=version)
 
 

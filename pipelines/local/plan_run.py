@@ -35,7 +35,9 @@ from estflow.pipelines.local.prestart import Prestarter
 from estflow.pipelines.local.processes import Executor
 from estflow.pipelines.local.processes import ProcessExecutor
 from estflow.pipelines.local.processes import StepRun
+from estflow.pipelines.local.schedule import THREAD_ENV
 from estflow.pipelines.local.schedule import Budget
+from estflow.pipelines.local.schedule import core_shares
 from estflow.pipelines.local.schedule import run_at_once
 from estflow.pipelines.local.step_cache import Claim
 from estflow.pipelines.local.step_cache import StepCache
@@ -170,7 +172,14 @@ class PlanRun:
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
     prestarter: Prestarter | None = None
     claim: Claim | None = None
+    # step -> TensorFlow threads, for steps sharing the cores with others (schedule.core_shares)
+    threads: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    def share_cores(self, budget: Budget) -> None:
+        """Give the steps that can run beside others their share of the cores (unless the
+        user's environment sets TensorFlow's threads itself)."""
+        if not any(name in {**os.environ, **self.env} for name in THREAD_ENV):
+            self.threads = core_shares(self.plan, budget)
     @property
     def run_id(self) -> str | None:
         return self.record.run_id if self.record else None
@@ -228,7 +237,8 @@ class PlanRun:
                     and step.name not in self.forced
                     and self.cache.reusable(step.name, info["key"])):
                 continue
-            found.append((step.name, step.module))
+            if step.name not in self.threads:  # their own environment: started when due
+                found.append((step.name, step.module))
         return found
 
     def prestart(self, warm: bool = False) -> None:
@@ -255,6 +265,10 @@ class PlanRun:
         """Run the plan's steps, several at once where they do not wait for each other
         (:mod:`estflow.pipelines.local.schedule`); each line prefixed by its step."""
         index = {s.name: i for i, s in enumerate(self.plan.steps, start=1)}
+        if self.threads:
+            self.echo("Steps that can run at once share the cores: " + ", ".join(
+                f"{name} {n} TensorFlow thread{'s' if n > 1 else ''}"
+                for name, n in self.threads.items()))
 
         def install(echo: Callable[[str], None]) -> None:
             self.echo = echo
@@ -418,6 +432,12 @@ class PlanRun:
         rec["outputs"] = {a: {"path": self.paths[a], "fingerprint": self.fingerprints.get(a)}
                           for a in step.outputs}
 
+    def _env(self, step: PlannedStep) -> dict[str, str]:
+        """The environment of ``step``'s process: the run's, with its share of the cores."""
+        if step.name not in self.threads:
+            return self.env
+        return {**self.env, **dict.fromkeys(THREAD_ENV, str(self.threads[step.name]))}
+
     def _run(self, step: PlannedStep, folder: Path, spec_arg: str,
              outputs: dict[str, Path], rec: dict) -> None:
         self._artifacts(step, folder, outputs)
@@ -436,13 +456,15 @@ class PlanRun:
             late["source_digest"] = self.source_digest
         command = (sys.executable, "-m", step.module,
                    *step.argv(spec_arg, self.paths, late=late))
+        if step.name in self.threads:
+            rec["tf_threads"] = self.threads[step.name]
         start = time.monotonic()
         try:
             for attempt in range(step.retries + 1):
                 try:
                     executor_for(step, self.topology, self.prestarter).execute(
                         StepRun(step.name, command, folder,
-                                _as_linked(self.echo, folder, outputs), self.env,
+                                _as_linked(self.echo, folder, outputs), self._env(step),
                                 on_start=self._started(step.name)))
                     break
                 except StepFailed as err:

@@ -84,6 +84,7 @@ from estflow.dsl.checks import select_window
 from estflow.dsl.checks import span_of
 from estflow.dsl.contracts import CANDIDATES_FILE
 from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import TUNE_STUDIES
 from estflow.dsl.contracts import TUNE_STUDY_ENV
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
@@ -328,7 +329,7 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
     spec = workdir / Files.SPEC
     env = dict(env or {})
     if cache is not None and plan.pipeline.tune is not None:  # searches kept beside the cache
-        env.setdefault(TUNE_STUDY_ENV, str(cache.root.parent / ".tune-studies"))
+        env.setdefault(TUNE_STUDY_ENV, str(cache.root.parent / TUNE_STUDIES))
     run = PlanRun(plan, workdir, echo, env, topology, cache,
                steps_after(plan, no_cache), resume, record)
     step = plan.fingerprint or (plan.steps[0] if plan.steps else None)
@@ -341,9 +342,12 @@ def run_plan(plan: Plan, workdir: Path, *, echo: Callable[[str], None] = print,
             at = plan.fingerprint.name
             run.fingerprint(spec)
             run.claim_entries()
-        run.prestart(warm=warm > 0)
         budget = budget or Budget()
-        if budget.jobs == 1 or runs_one_at_a_time(plan):
+        at_once = not (budget.jobs == 1 or runs_one_at_a_time(plan))
+        if at_once:
+            run.share_cores(budget)
+        run.prestart(warm=warm > 0)
+        if not at_once:
             for index, step in enumerate(plan.steps, start=1):
                 at = step.name
                 run.step(index, step, spec)

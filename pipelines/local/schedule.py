@@ -27,7 +27,8 @@ from decimal import Decimal
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 
-__all__ = ["waits_for", "runs_one_at_a_time", "Budget", "run_at_once", "parse_memory"]
+__all__ = ["waits_for", "runs_one_at_a_time", "Budget", "run_at_once", "parse_memory",
+           "core_shares", "THREAD_ENV"]
 
 
 def waits_for(plan: Plan) -> dict[str, set[str]]:
@@ -55,6 +56,40 @@ def runs_one_at_a_time(plan: Plan) -> bool:
             closure[step.name] |= closure.get(dep, set())
     return all(before.name in closure[step.name]
                for before, step in zip(plan.steps, plan.steps[1:], strict=False))
+
+
+THREAD_ENV = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+"""What TensorFlow reads, as its process starts, for the size of its two thread pools."""
+
+
+def core_shares(plan: Plan, budget: Budget) -> dict[str, int]:
+    """Step name -> the TensorFlow threads its process gets (:data:`THREAD_ENV`), for each
+    step that may run beside another step asking a whole core or more (its ``requests``).
+
+    TensorFlow sizes its thread pools to every core of the machine, whatever else runs; two
+    training steps at once then take turns on the cores instead of sharing them (two taxi
+    candidates at once took 0.96x their wall one after another on two cores). A step gets the
+    machine's cores (or ``--jobs``) divided by the number of such steps that can run with it:
+    itself and every other one that neither waits for it nor is waited for by it, directly or
+    not. Steps that can run only alone, and light steps (under a core), keep TensorFlow's
+    default."""
+    deps = waits_for(plan)
+    before: dict[str, set[str]] = {}
+    for step in plan.steps:  # a plan's steps come after the steps they wait for
+        before[step.name] = set(deps[step.name])
+        for dep in deps[step.name]:
+            before[step.name] |= before.get(dep, set())
+    heavy = [s.name for s in plan.steps if _millicores(s.requests[0]) >= 1000]
+    cores = budget.cpu // 1000
+    shares = {}
+    for name in heavy:
+        beside = 1 + sum(1 for other in heavy if other != name and other not in before[name]
+                         and name not in before[other])
+        if budget.jobs is not None:
+            beside = min(beside, budget.jobs)
+        if beside > 1:
+            shares[name] = max(1, cores // beside)
+    return shares
 
 
 _CPU = re.compile(r"^(\d+(?:\.\d+)?)(m?)$")

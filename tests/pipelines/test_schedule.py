@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import estflow.dsl as ef
 from estflow.pipelines import loader
 from estflow.pipelines.local.schedule import Budget
+from estflow.pipelines.local.schedule import core_shares
 from estflow.pipelines.local.schedule import parse_memory
 from estflow.pipelines.local.schedule import run_at_once
 from estflow.pipelines.local.schedule import runs_one_at_a_time
@@ -137,3 +138,60 @@ def test_memory_bounds_what_runs_at_once():
     started, _, _, peaks = _run(plan, set(), Budget(jobs=8, memory=7 * 2**30))
     assert len(started) == 4
     assert max(count for _, count in peaks) <= 2
+
+
+def _antichains(names: list[str], before: dict[str, set[str]]):
+    """Every set of at least two steps none of which waits for another (small plans only)."""
+    for mask in range(1, 1 << len(names)):
+        chosen = [n for i, n in enumerate(names) if mask >> i & 1]
+        if len(chosen) > 1 and all(a not in before[b] for a in chosen for b in chosen):
+            yield chosen
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 7).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.integers(0, n - 1), max_size=3, unique=True), min_size=n, max_size=n),
+    st.lists(st.sampled_from(["100m", "500m", "1", "2"]), min_size=n, max_size=n),
+    st.integers(1, 16), st.one_of(st.none(), st.integers(1, 4)))))
+def test_steps_that_can_run_together_share_the_cores(case):
+    """Whatever set of steps runs at once, the TensorFlow threads of those asking a core or
+    more add up to at most the cores (one each at least); a step that can only run alone, or
+    asks less than a core, keeps TensorFlow's default; --jobs 1 shares nothing."""
+    deps_idx, cpus, cores, jobs = case
+    names = [f"s{i}" for i in range(len(deps_idx))]
+    deps = {names[i]: sorted({names[j] for j in d if j < i}) for i, d in enumerate(deps_idx)}
+    plan = Plan(pipeline=None, steps=tuple(_step(n, deps[n], cpus[i])
+                                           for i, n in enumerate(names)))
+    budget = Budget(jobs=jobs, memory=2**40) if jobs else _cores(cores)
+    shares = core_shares(plan, budget)
+    before: dict[str, set[str]] = {}
+    for n in names:
+        before[n] = set(deps[n]).union(*(before[d] for d in deps[n]))
+    heavy = {n for i, n in enumerate(names) if cpus[i] in ("1", "2")}
+    together = [set(c) & heavy for c in _antichains(names, before)]
+    if jobs == 1:
+        assert shares == {}
+    else:
+        assert set(shares) == set().union(*(c for c in together if len(c) > 1))
+    for chain in together:
+        if len(chain) > 1 and jobs != 1:
+            assert sum(shares[n] for n in chain) <= max(budget.cpu // 1000, len(chain))
+    assert all(n >= 1 for n in shares.values())
+
+
+def _cores(n: int) -> Budget:
+    budget = Budget(memory=2**40)
+    budget.cpu = 1000 * n
+    return budget
+
+
+def test_two_candidates_train_on_a_core_each_on_two_cores():
+    taxi = loader.load("estflow.pipelines.examples.taxi").pipeline
+    assert core_shares(build_plan(taxi, source_root="ROOT"), _cores(2)) == {}
+    candidates = dataclasses.replace(taxi, model=ef.Candidates({
+        "wide_deep": taxi.model,
+        "linear": ef.LinearClassifier(feature_columns=taxi.model.linear_feature_columns)}))
+    shares = core_shares(build_plan(candidates, source_root="ROOT"), _cores(2))
+    assert shares["train_wide_deep"] == shares["train_linear"] == 1
+    assert "transform" not in shares and "push" not in shares
+    assert core_shares(build_plan(candidates, source_root="ROOT"), Budget(jobs=1)) == {}
