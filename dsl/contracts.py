@@ -18,7 +18,8 @@ __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "S
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE",
            "SELECT", "CANDIDATE_STEPS", "CANDIDATE_FINGERPRINTS", "CANDIDATES_FILE", "candidate_artifact", "artifact_role",
-           "for_candidate", "select_row", "TUNED", "TUNE_BEST", "TUNE_STUDY_ENV", "tuned_train"]
+           "for_candidate", "select_row", "TUNED", "TUNE_BEST", "TUNE_STUDY_ENV", "TUNE_STUDIES",
+           "TUNE_STUDY_LOCK", "tuned_train"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,6 +325,12 @@ TUNE_BEST = "best.json"  # tune -> hyperparameters/: {"assignment", "objective",
 TUNE_STUDY_ENV = "ESTFLOW_TUNE_STUDY_DIR"
 """The tune step's default ``--study-dir``: ``estflow run`` sets it beside its step cache, so a
 rerun (or a larger budget) finds the finished trials of an earlier run's search."""
+TUNE_STUDIES = ".tune-studies"
+"""The folder beside the step cache (``<ESTFLOW_HOME>/.tune-studies``) where ``estflow run``
+keeps its searches, one folder per study key (``estflow runs prune`` prunes it too)."""
+TUNE_STUDY_LOCK = "search.lock"
+"""The file in a study's folder a running search holds (``flock``)."""
+
 
 # The push step's run-time inputs (the local runner and the KFP task fill them in).
 MODEL_FINGERPRINT = "model-fingerprint"

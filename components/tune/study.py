@@ -37,6 +37,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from estflow.dsl.contracts import TUNE_STUDY_LOCK
 from estflow.dsl.pipeline import Pipeline
 
 __all__ = ["BUDGET_FIELDS", "INTERRUPTED", "RETRY_OF", "study_key", "data_digest",
@@ -107,10 +108,10 @@ class _Flock:
 
 @contextlib.contextmanager
 def search_lock(folder: Path, waiting: Callable[[str], None]) -> Iterator[None]:
-    """Hold ``folder/search.lock`` (waiting for another search of the study, with a line
+    """Hold ``folder/search.lock`` (:data:`~estflow.dsl.contracts.TUNE_STUDY_LOCK`) (waiting for another search of the study, with a line
     saying so)."""
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / "search.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(folder / TUNE_STUDY_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -69,10 +69,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     diff.add_argument("second", metavar="RUN_B")
     diff.set_defaults(handler=_diff)
     prune = sub.add_parser(
-        "prune", help="remove step cache entries that no recent run used",
+        "prune", help="remove step cache entries and searches that no recent run used",
         description="Remove the step cache entries ($ESTFLOW_HOME/.cache) that none of the "
         "last --keep runs of each pipeline (nor a run still running) ran or reused, and that "
-        "were not used in the last --recent-hours. Run records are kept; a pruned step of an "
+        "were not used in the last --recent-hours; likewise the tune step's searches "
+        "($ESTFLOW_HOME/.tune-studies; one a search is running is kept). Run records are kept; a pruned step of an "
         "older run runs again if that run is run again. For a scheduled local retraining "
         "job, run it after each run.")
     prune.add_argument("--keep", type=positive_int, default=5, metavar="N",
@@ -106,7 +107,7 @@ def _prune(args: argparse.Namespace) -> int:
               "reuse it")
     total = sum(size for *_, size in pruned.removed)
     kept = sum(size for *_, size in pruned.kept + pruned.busy)
-    print(f"estflow runs prune: {verb} {len(pruned.removed)} cache entries "
+    print(f"estflow runs prune: {verb} {len(pruned.removed)} cache entries and searches "
           f"({_bytes(total)}); kept {len(pruned.kept) + len(pruned.busy)} ({_bytes(kept)}), "
           f"those of the last {args.keep} run(s) of each pipeline ({pruned.runs_kept} runs "
           f"in all) or used in the last {args.recent_hours:g} hour(s), under "

@@ -32,14 +32,19 @@ record whose process is gone reads as interrupted); a step is ``pending``, ``run
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from estflow.dsl.contracts import TUNE_STUDIES
+from estflow.dsl.contracts import TUNE_STUDY_LOCK
+from estflow.dsl.contracts import TUNED
 from estflow.dsl.contracts import Files
 from estflow.pipelines.local.files import write_atomically
 from estflow.pipelines.local.step_cache import StepCache
@@ -310,6 +315,57 @@ class Pruned:
     runs_kept: int = 0
 
 
+STUDY = "tune (study)"
+"""The step name :func:`prune_cache` reports a tune step's search under."""
+
+
+def _studies_of(records: list[RunRecord]) -> set[str]:
+    """The keys of the searches the tune steps of ``records`` ran (their ``trials.json``)."""
+    keys = set()
+    for record in records:
+        for step in (record.data.get("steps") or {}).values():
+            output = (step.get("outputs") or {}).get(TUNED) or {}
+            try:
+                keys.add(json.loads((Path(output["path"]) / "trials.json").read_text())["study"])
+            except (KeyError, TypeError, OSError, ValueError):
+                continue
+    return keys
+
+
+def _prune_studies(root: Path, used: set[str], before: float, dry_run: bool,
+                   result: Pruned) -> None:
+    """Remove the searches under ``root`` that no kept run's tune step ran and that nothing
+    wrote since ``before``; a search still running (holding its lock) is kept."""
+    if not root.is_dir():
+        return
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        entry = (STUDY, folder.name, _size(folder))
+        newest = max((p.stat().st_mtime for p in folder.rglob("*")),
+                     default=folder.stat().st_mtime)
+        if folder.name in used or newest >= before:
+            result.kept.append(entry)
+        elif dry_run:
+            result.removed.append(entry)
+        elif _remove_unless_locked(folder):
+            result.removed.append(entry)
+        else:
+            result.busy.append(entry)
+
+
+def _remove_unless_locked(folder: Path) -> bool:
+    """Remove a study's folder while holding its lock; False when a search holds it."""
+    fd = os.open(folder / TUNE_STUDY_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
 def _size(path: Path) -> int:
     total = 0
     for parent, _, names in os.walk(path):
@@ -340,6 +396,7 @@ def prune_cache(keep: int, *, recent_seconds: float = 3600.0, dry_run: bool = Fa
     for record in all_runs(root=home_dir):
         by_pipeline.setdefault(record.data.get("pipeline") or "", []).append(record)
     used: set[tuple[str, str]] = set()
+    kept_records: list[RunRecord] = []
     result = Pruned()
     for records in by_pipeline.values():
         for index, record in enumerate(records):
@@ -347,10 +404,13 @@ def prune_cache(keep: int, *, recent_seconds: float = 3600.0, dry_run: bool = Fa
             if not latest and effective_status(record.data) != "running":
                 continue
             result.runs_kept += 1
+            kept_records.append(record)
             for name, step in (record.data.get("steps") or {}).items():
                 if step.get("key"):
                     used.add((name, step["key"]))
     now_ = time.time()
+    _prune_studies(home_dir / TUNE_STUDIES, _studies_of(kept_records), now_ - recent_seconds,
+                   dry_run, result)
     for step, key, path in cache.entries():
         size = _size(path)
         if (step, key) in used or now_ - cache.last_used(path) < recent_seconds:

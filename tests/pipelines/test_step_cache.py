@@ -411,3 +411,48 @@ def test_prune_keeps_what_a_running_run_uses(tmp_path, monkeypatch, capsys):
     pruned = runs.prune_cache(1, recent_seconds=0)
     assert pruned.removed == [] and _keys(first) <= _entries()
 
+
+
+def test_prune_removes_searches_no_kept_run_ran(tmp_path, monkeypatch, capsys):
+    """The tune step's searches (<home>/.tune-studies/<key>) are pruned with the cache: those a
+    kept run's tune step ran (its trials.json names the study) stay, as do recent ones and one a
+    running search holds (its lock); the rest go."""
+    import fcntl
+    import time
+
+    from estflow.dsl.contracts import TUNE_STUDIES
+    from estflow.dsl.contracts import TUNE_STUDY_LOCK
+    from estflow.dsl.contracts import TUNED
+
+    monkeypatch.chdir(tmp_path)
+    studies = runs.home() / TUNE_STUDIES
+    old = time.time() - 7200
+    for key in ("kept", "old", "running", "fresh"):
+        (studies / key).mkdir(parents=True)
+        (studies / key / "journal.log").write_text("{}\n" * 100)
+        if key != "fresh":
+            for path in (studies / key, studies / key / "journal.log"):
+                os.utime(path, (old, old))
+    for pipeline, study in (("a", "old"), ("a", "kept")):  # pipeline a's last run ran "kept"
+        record = runs.RunRecord.start(runs.new_run_dir(pipeline), pipeline, version="0")
+        hyper = record.run_dir / "tune" / TUNED
+        hyper.mkdir(parents=True)
+        (hyper / "trials.json").write_text(json.dumps({"study": study, "trials": []}))
+        record.step("tune").update(status="ran", outputs={TUNED: {"path": str(hyper)}})
+        record.finish("succeeded", 1.0)
+        time.sleep(1.1)  # run ids are timestamps
+    dry = runs.prune_cache(1, recent_seconds=3600, dry_run=True)
+    assert {k for s, k, _ in dry.removed if s == runs.STUDY} == {"old", "running"}
+    fd = os.open(studies / "running" / TUNE_STUDY_LOCK, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.utime(studies / "running" / TUNE_STUDY_LOCK, (old, old))  # a search running for hours
+    try:
+        assert cli.main(["runs", "prune", "--keep", "1"]) == 0
+    finally:
+        os.close(fd)
+    out = capsys.readouterr().out
+    assert "removed tune (study) old" in out and "kept tune (study) running" in out
+    assert sorted(p.name for p in studies.iterdir()) == ["fresh", "kept", "running"]
+    # the search ended: its study goes at the next prune
+    assert [k for _, k, _ in runs.prune_cache(1, recent_seconds=3600).removed] == ["running"]
+    assert sorted(p.name for p in studies.iterdir()) == ["fresh", "kept"]
