@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
 from typing import TextIO
 
@@ -44,3 +45,26 @@ def terminal_echo(stream: TextIO | None = None) -> Callable[[str], None]:
         out = stream or sys.stdout
         print(paint(line) if enabled(out) else line, file=out)
     return echo
+
+
+def survive_closed_output(echo: Callable[[str], None], command: str) -> Callable[[str], None]:
+    """``echo`` that outlives the reader of stdout (``estflow run ... | head``, a ``tee`` that
+    was killed): the first write that finds the pipe closed sends stdout to /dev/null and says
+    on stderr that the command goes on (a long run is not lost to its progress lines; each
+    step's lines stay in its log and the run's record), instead of failing mid-step."""
+    gone = threading.Event()
+
+    def echoed(line: str) -> None:
+        if gone.is_set():
+            return
+        try:
+            echo(line)
+        except BrokenPipeError:
+            gone.set()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+            print(f"{command}: the reader of its output went away; it goes on, writing no more "
+                  "progress lines (each step's lines are in its log.txt; `estflow runs show` "
+                  "reads the run)", file=sys.stderr)
+    return echoed

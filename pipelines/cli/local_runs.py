@@ -262,7 +262,8 @@ def _run(args: argparse.Namespace) -> int:
             result = local_runner.run_local(loaded, args.workdir, workers=args.workers,
                                             no_cache=forced, resume=resume, jobs=args.jobs,
                                             memory=args.memory,
-                                            echo=_colour.terminal_echo())
+                                            echo=_colour.survive_closed_output(
+                                                _colour.terminal_echo(), "estflow run"))
     except local_runner.DeclarationChanged as err:  # --resume would rerun the old one
         print(f"estflow run: {err}", file=sys.stderr)
         print(f"estflow run: to continue run {err.record.run_id} as it was declared, put "
