@@ -3,7 +3,8 @@ estflow with no hand edit, against the figures the unmodified programs gave on T
 tensorflow-estimator 2.15 (``figures_tf215.json``, recorded by ``record_tf215.py``).
 
 Each program: migrate it into a temporary directory, run it through ``harness.py`` in a
-subprocess of this interpreter (seed 0), then compare, for each Estimator the program evaluates,
+subprocess of this interpreter (seed 0; forked from ``fork_server.py``, which has TensorFlow
+imported already, as if started afresh), then compare, for each Estimator the program evaluates,
 its *last* ``evaluate()`` result with the 2.15 runs (seeds 0, 1, 2):
 
 - ``global_step``: equal (the same input pipelines and step arguments must train the same number
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -120,23 +123,86 @@ def finals(evaluations: list[dict]) -> list[dict]:
     return [{k: v for k, v in last[i].items() if k != "_estimator"} for i in sorted(last)]
 
 
-def run_on_estflow(program: Path, tmp_path: Path, seed: int = 0) -> dict:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    migrated = tmp_path / program.name
-    migrate_file(program, migrated)
-    out = tmp_path / "result.json"
+class Forks:
+    """``fork_server.py`` processes, one per seed, each started on first use and kept for the
+    module: a program forks from the one of its seed (TensorFlow already imported, the seed's
+    ``PYTHONHASHSEED`` set at its start) instead of starting an interpreter. A forked run that
+    has not finished within ``FORK_TIMEOUT_S`` is killed and the program runs again in a fresh
+    interpreter (a fork that hangs costs time, never the verdict)."""
+
+    FORK_TIMEOUT_S = 600
+
+    def __init__(self):
+        self.servers: dict[int, subprocess.Popen] = {}
+
+    def run(self, seed: int, argv: list[str], log: Path) -> int | None:
+        """The child's exit status, or None when no fork could run it."""
+        server = self.servers.get(seed)
+        if server is None:
+            server = self.servers[seed] = subprocess.Popen(
+                [sys.executable, str(HERE / "fork_server.py")], env=_env(seed), text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if server.poll() is not None:
+            return None
+        server.stdin.write(json.dumps({"argv": argv, "log": str(log)}) + "\n")
+        server.stdin.flush()
+        started = self._answer(server, 120)
+        if started is None:
+            return None
+        done = self._answer(server, self.FORK_TIMEOUT_S)
+        if done is None:
+            os.kill(started["pid"], signal.SIGKILL)
+            self._answer(server, 60)
+            return None
+        return done["status"]
+
+    @staticmethod
+    def _answer(server: subprocess.Popen, timeout: float) -> dict | None:
+        ready, _, _ = select.select([server.stdout], [], [], timeout)
+        line = server.stdout.readline() if ready else ""
+        return json.loads(line) if line else None
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.stdin.close()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            server.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def forks():
+    servers = Forks()
+    yield servers
+    servers.close()
+
+
+def _env(seed: int) -> dict[str, str]:
     env = dict(os.environ, PYTHONHASHSEED=str(seed), TF_CPP_MIN_LOG_LEVEL="2",
                CUDA_VISIBLE_DEVICES="")
     # tf.Transform sets TF_USE_LEGACY_KERAS=1 in this process when any test imports it; the
     # program must see the Keras a user's process gets (Keras 3), not the test runner's.
     env.pop("TF_USE_LEGACY_KERAS", None)
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "harness.py"), str(migrated), "--framework", "estflow",
-         "--seed", str(seed), "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=900)
+    return env
+
+
+def run_on_estflow(program: Path, tmp_path: Path, seed: int = 0,
+                   forks: Forks | None = None) -> dict:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    migrated = tmp_path / program.name
+    migrate_file(program, migrated)
+    out = tmp_path / "result.json"
+    argv = [str(migrated), "--framework", "estflow", "--seed", str(seed), "--out", str(out)]
+    log = tmp_path / "harness.log"
+    if forks is None or forks.run(seed, argv, log) is None:
+        with log.open("w") as output:
+            subprocess.run([sys.executable, str(HERE / "harness.py"), *argv], env=_env(seed),
+                           stdout=output, stderr=subprocess.STDOUT, timeout=900)
     if not out.exists():
-        raise AssertionError(f"the harness wrote no result:\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-3000:]}")
+        raise AssertionError(f"the harness wrote no result:\n{log.read_text()[-6000:]}")
     return json.loads(out.read_text())
 
 
@@ -195,13 +261,13 @@ def spread(reference_runs: list[dict]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", _params())
-def test_program_runs_after_migrate_and_matches_tf215(name, tmp_path):
+def test_program_runs_after_migrate_and_matches_tf215(name, tmp_path, forks):
     reference = FIGURES["programs"][name]
     assert reference["ok"], f"{name} did not run on TF 2.15 itself"
     seeds = (0, 1, 2) if name in SEED_SENSITIVE else (0,)
     results = []
     for seed in seeds:
-        result = run_on_estflow(PROGRAMS / f"{name}.py", tmp_path / f"seed{seed}", seed)
+        result = run_on_estflow(PROGRAMS / f"{name}.py", tmp_path / f"seed{seed}", seed, forks)
         assert result["ok"], (f"{name} failed on estflow after `estflow migrate` (seed {seed}):"
                               f"\n{result['error']}")
         results.append(result)
