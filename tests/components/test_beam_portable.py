@@ -9,7 +9,9 @@ for real:
 * PortableRunner against Beam's own Python job service with an external worker pool, both
   started here (the Job API, artifact staging and Fn API client path that Flink, Spark and
   portable Dataflow take; their job servers are downloaded at run time, which cannot happen
-  here).
+  here). The worker pool and the SDK workers it starts run from estflow's **wheel**, installed
+  into a fresh venv (:mod:`tests.wheel_venv`), not from this checkout, as a remote worker
+  that was given the wheel runs: the test checks where the workers import estflow from.
 
 Each run's outputs (the decoded raw and transformed examples of every split, the step
 summaries, and the transform_fn applied to the same raw examples) must equal the in-memory
@@ -54,28 +56,58 @@ def _wait_for(port: int, process: subprocess.Popen, seconds: float = 90) -> None
     raise TimeoutError(f"nothing listens on port {port} after {seconds}s: {process.args}")
 
 
-def _env() -> dict[str, str]:
+def _env(bin_dir: str = VENV_BIN) -> dict[str, str]:
     # The venv's bin first: the worker pool starts SDK workers by name ("python"), and those
     # must have apache_beam, tf.Transform and estflow (else the job hangs).
-    return {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
             "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
+# The pool and each SDK worker it starts write where they import estflow from, once (a
+# sitecustomize module of the wheel's venv, run as each interpreter starts).
+_WHERE = """\
+import os
+if os.environ.get("ESTFLOW_TEST_WHERE"):
+    import estflow.components, estflow.dsl
+    with open(os.path.join(os.environ["ESTFLOW_TEST_WHERE"], str(os.getpid())), "w") as f:
+        f.write(estflow.components.__file__ + "\\n" + estflow.dsl.__file__ + "\\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> Path:
+    """A fresh venv with estflow from its wheel only (the workers' Python)."""
+    from tests.wheel_venv import build_wheel
+    from tests.wheel_venv import venv_with
+
+    tmp = tmp_path_factory.mktemp("wheel")
+    venv = venv_with(tmp, build_wheel(tmp / "build"))
+    purelib = next((venv / "lib").glob("python3*/site-packages"))
+    (purelib / "sitecustomize.py").write_text(_WHERE)
+    return venv
+
+
 @contextlib.contextmanager
-def _portable_services(logs: Path):
-    """Beam's Python job service and an external worker pool, stopped (with the workers the
-    pool started: each in its own process group) however the test ends."""
+def _portable_services(logs: Path, workers: Path):
+    """Beam's Python job service (this checkout's) and an external worker pool run by the
+    ``workers`` venv, stopped (with the workers the pool started: each in its own process
+    group) however the test ends."""
     job_port, pool_port = _free_port(), _free_port()
+    python = str(workers / "bin" / "python")
     commands = [
         [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
          "--port", str(job_port)],
-        [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+        [python, "-m", "apache_beam.runners.worker.worker_pool_main",
          f"--service_port={pool_port}"]]
+    where = logs / "where"
+    where.mkdir()
     started: list[subprocess.Popen] = []
     try:
         for i, command in enumerate(commands):
+            env = _env() if i == 0 else {**_env(str(workers / "bin")),
+                                         "ESTFLOW_TEST_WHERE": str(where)}
             with open(logs / f"service-{i}.log", "wb") as log:
-                started.append(subprocess.Popen(command, env=_env(), stdout=log,
+                started.append(subprocess.Popen(command, env=env, stdout=log,
                                                 stderr=subprocess.STDOUT, cwd=logs,
                                                 start_new_session=True))
         _wait_for(job_port, started[0])
@@ -251,11 +283,19 @@ def test_the_ingest_step_refuses_a_local_output_for_dataflow(spec, tmp_path, cap
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["multi_process_direct", "portable"])
 def test_beam_steps_on_another_runner_match_the_in_memory_run(runner, spec, in_memory,
-                                                              tmp_path):
+                                                              tmp_path, request):
     root = spec.parent / runner
     if runner == "portable":
-        with _portable_services(tmp_path) as options:
+        workers = request.getfixturevalue("wheel_venv")
+        with _portable_services(tmp_path, workers) as options:
             root, seconds = _run_steps(root, spec, options)
+        # the SDK workers ran estflow from the wheel's venv, never from this checkout
+        found = [Path(line) for f in (tmp_path / "where").iterdir()
+                 for line in f.read_text().split()]
+        assert len(list((tmp_path / "where").iterdir())) >= 2, "no SDK worker was started"
+        for path in found:
+            assert path.resolve().is_relative_to(workers.resolve()), path
+            assert not path.resolve().is_relative_to(REPO), path
     else:
         root, seconds = _run_steps(root, spec, [
             "--runner=DirectRunner", "--direct_running_mode=multi_processing",

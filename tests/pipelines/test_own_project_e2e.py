@@ -3,70 +3,30 @@ virtual environment outside the checkout, runs a pipeline that ``estflow init`` 
 the user's CSV (a 3-class string label, NA cells), with the venv's own ``estflow`` command, from
 the project's directory, in the default environment.
 
-The venv gets estflow from the wheel alone (``pip install --no-deps``); its dependencies
-(TensorFlow, Beam, ...: gigabytes) are this checkout's venv's site-packages, appended to its
-``sys.path`` by a ``.pth`` line. That folder holds the editable install's finder, but a ``.pth``
-line only adds a folder to ``sys.path`` (the ``.pth`` files in it are not run), so the checkout
-is not importable there: the test asserts every ``estflow`` module comes from the new venv.
+The wheel and the venv are :mod:`tests.wheel_venv`'s (estflow from the wheel alone, its
+dependencies from this checkout's venv); the test asserts every ``estflow`` module comes from the
+new venv.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import random
-import re
-import shutil
-import subprocess
-import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.wheel_venv import REPO
+from tests.wheel_venv import build_wheel
+from tests.wheel_venv import estflow_paths
+from tests.wheel_venv import run as _run
+from tests.wheel_venv import venv_with
+
 CLASSES = ("Adelie", "Chinstrap", "Gentoo")
-# What the wheel is built from: the files pyproject.toml names (as the Dockerfile copies them).
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "dsl", "components", "pipelines")
 
 pytestmark = pytest.mark.slow
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """The default environment of a user's shell: nothing of pytest's or estflow's."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ESTFLOW_", "PYTEST_")) and k not in ("PYTHONPATH",
-                                                                      "VIRTUAL_ENV")}
-    return env | extra
-
-
-def _run(argv, cwd: Path, timeout: int = 900, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout, **kwargs)
-    assert done.returncode == 0, (f"{' '.join(map(str, argv))}: exit {done.returncode}\n"
-                                  f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return done
-
-
-def _build_wheel(tmp: Path) -> Path:
-    """``pip wheel`` of the checkout's files (tracked, and untracked ones git does not ignore),
-    copied first, so that no build/ folder of an earlier build in the checkout can add to it."""
-    listed = subprocess.run(["git", "ls-files", "-coz", "--exclude-standard", "--", *SOURCES],
-                            cwd=REPO, capture_output=True, check=True).stdout.decode()
-    source = tmp / "source"
-    for rel in filter(None, listed.split("\0")):
-        if (REPO / rel).is_file():
-            (source / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, source / rel)
-    done = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp / "wheels",
-                 source], cwd=tmp, timeout=600)
-    output = done.stdout + done.stderr
-    # setuptools' warning screens ("Package ... is absent from the `packages` configuration")
-    assert not re.search(r"\w+Warning\b|Package would be ignored|\*{20}", output), output
-    (wheel,) = (tmp / "wheels").glob("estflow-*.whl")
-    return wheel
 
 
 def _check_wheel(wheel: Path) -> None:
@@ -81,22 +41,6 @@ def _check_wheel(wheel: Path) -> None:
     outside = sorted(n for n in names if not n.startswith(("estflow/", "estflow-")))
     assert outside == []
     assert not [n for n in names if "/tests/" in n or "__pycache__" in n or "/docker/" in n]
-
-
-def _venv(tmp: Path, wheel: Path) -> Path:
-    """A fresh venv with estflow from ``wheel`` only; the dependencies from this checkout's
-    venv through a .pth line."""
-    venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp, timeout=300)
-    python = venv / "bin" / "python"
-    purelib = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
-                                       "['purelib'])"], cwd=tmp).stdout.strip())
-    (purelib / "estflow_test_dependencies.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n")
-    # this venv's pip, installing into the new one (ensurepip would take a minute)
-    _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index",
-          wheel], cwd=tmp, timeout=300)
-    return venv
 
 
 def _penguins(path: Path, n: int = 344, seed: int = 0) -> None:
@@ -129,23 +73,16 @@ def _predictions(folder: Path) -> list[dict]:
 
 
 def test_a_wheel_in_a_fresh_venv_runs_a_pipeline_scaffolded_from_a_csv(tmp_path):
-    wheel = _build_wheel(tmp_path / "build")
+    wheel = build_wheel(tmp_path / "build")
     _check_wheel(wheel)
-    venv = _venv(tmp_path, wheel)
+    venv = venv_with(tmp_path, wheel)
     project = tmp_path / "project"
     project.mkdir()
 
     # estflow comes from the wheel, not from the checkout
-    where = _run([venv / "bin" / "python", "-c",
-                  "import json, estflow, estflow.dsl, estflow.pipelines, estflow.components, "
-                  "estflow.estimator; from importlib import metadata; print(json.dumps("
-                  "[list(estflow.__path__), [m.__file__ for m in (estflow.dsl, "
-                  "estflow.pipelines, estflow.components, estflow.estimator)], "
-                  "str(metadata.distribution('estflow').locate_file(''))]))"], cwd=project)
-    paths, files, dist = json.loads(where.stdout)
-    for path in [*paths, *files, dist]:
+    for path in estflow_paths(venv / "bin" / "python", project):
         assert Path(path).resolve().is_relative_to(venv.resolve()), (path, venv)
-    assert not any(Path(p).resolve().is_relative_to(REPO) for p in [*paths, *files])
+        assert not Path(path).resolve().is_relative_to(REPO), path
 
     estflow = venv / "bin" / "estflow"
     _penguins(project / "penguins.csv")
