@@ -237,14 +237,15 @@ class PlanRun:
                     and step.name not in self.forced
                     and self.cache.reusable(step.name, info["key"])):
                 continue
-            if step.name not in self.threads:  # their own environment: started when due
-                found.append((step.name, step.module))
+            found.append((step.name, step.module))
         return found
 
     def prestart(self, warm: bool = False) -> None:
         ahead = _prestart_ahead(self.env)
         if ahead:
-            self.prestarter = Prestarter(self.expected(), self.env, limit=ahead, warm=warm)
+            self.prestarter = Prestarter(self.expected(), self.env, limit=ahead, warm=warm,
+                                         step_env={name: self._threads_env(name)
+                                                   for name in self.threads})
 
     def leave_warm(self, seconds: float) -> None:
         """Warm processes for the next run: for the steps this run ran in a process of their
@@ -434,9 +435,12 @@ class PlanRun:
 
     def _env(self, step: PlannedStep) -> dict[str, str]:
         """The environment of ``step``'s process: the run's, with its share of the cores."""
-        if step.name not in self.threads:
-            return self.env
-        return {**self.env, **dict.fromkeys(THREAD_ENV, str(self.threads[step.name]))}
+        return {**self.env, **self._threads_env(step.name)}
+
+    def _threads_env(self, name: str) -> dict[str, str]:
+        if name not in self.threads:
+            return {}
+        return dict.fromkeys(THREAD_ENV, str(self.threads[name]))
 
     def _run(self, step: PlannedStep, folder: Path, spec_arg: str,
              outputs: dict[str, Path], rec: dict) -> None:

@@ -28,6 +28,7 @@ __all__ = ["Prestarter"]
 class _Prestart:
     name: str
     module: str
+    env: dict[str, str]  # its whole environment (full_env)
     proc: subprocess.Popen | None = None
     ready: int | None = None  # read end of the pipe the process closes once it has imported
     state: str = "wanted"  # -> "started" -> "taken" | "dropped"
@@ -45,14 +46,16 @@ class Prestarter:
         limit: at most this many started and not yet taken at once.
         warm: take an earlier run's warm process for a step when one waits
             (:func:`claim_warm`), before starting one.
+        step_env: a step's environment beyond ``env`` (its share of the cores), by name.
     """
 
     def __init__(self, steps: list[tuple[str, str]], env: Mapping[str, str],
-                 limit: int = 2, warm: bool = False) -> None:
-        self._env = full_env(env)
+                 limit: int = 2, warm: bool = False,
+                 step_env: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self._limit = limit
         self._warm = warm
-        self._items = [_Prestart(name, module) for name, module in steps]
+        self._items = [_Prestart(name, module, full_env({**env, **(step_env or {}).get(name, {})}))
+                       for name, module in steps]
         self._lock = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._start_all, name="estflow-prestart",
@@ -71,7 +74,7 @@ class Prestarter:
                 if item.state != "wanted":  # taken plainly or dropped before its turn
                     continue
                 if self._warm:  # an earlier run's warm process: its imports are done
-                    item.proc = claim_warm(item.module, self._env)
+                    item.proc = claim_warm(item.module, item.env)
                     if item.proc is not None:
                         item.state = "started"
                         continue
@@ -81,7 +84,7 @@ class Prestarter:
                         (sys.executable, "-m", PRESTART_MODULE, "--ready-fd", str(write),
                          item.module),
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, text=True, env=self._env, pass_fds=(write,))
+                        stderr=subprocess.STDOUT, text=True, env=item.env, pass_fds=(write,))
                 except OSError:
                     os.close(read)
                     item.state = "dropped"
@@ -114,7 +117,7 @@ class Prestarter:
             self._lock.notify_all()
         proc = item.proc
         fits = (tuple(command[:3]) == (sys.executable, "-m", item.module)
-                and full_env(env) == self._env)
+                and full_env(env) == item.env)
         if fits and proc.poll() is None:
             try:
                 proc.stdin.write(json.dumps(list(command[3:])) + "\n")

@@ -169,6 +169,24 @@ def test_a_prestarted_process_is_not_used_for_another_environment(tmp_path):
         assert _started(tmp_path, "solo")["cmdline"][1:3] == ["-m", FAKE]  # a plain start
 
 
+def test_a_step_with_its_own_share_of_the_cores_gets_a_process_started_with_it(tmp_path):
+    """A step that runs beside others is prestarted with its thread settings and takes that
+    process; a step without them would not fit it."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(taxi.pipeline.to_json())
+    threads = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+    with Prestarter([("shared", FAKE)], _env(tmp_path),
+                    step_env={"shared": threads}) as prestarter:
+        (proc,) = _wait_started(prestarter, 1)
+        command = (sys.executable, "-m", FAKE, "--spec", str(spec), "--name", "shared")
+
+        ProcessExecutor(prestarter).execute(
+            StepRun("shared", command, tmp_path, print, {**_env(tmp_path), **threads}))
+
+        assert proc.returncode == 0  # this process ran the step
+        assert _started(tmp_path, "shared")["cmdline"][1:3] == ["-m", PRESTART_MODULE]
+
+
 def test_a_prestarted_process_never_used_is_killed_on_close(tmp_path):
     prestarter = _prestarter(tmp_path, "a", "b")
     procs = _wait_started(prestarter, 2)
