@@ -88,11 +88,12 @@ def wheel_venv(tmp_path_factory) -> Path:
 
 
 @contextlib.contextmanager
-def _portable_services(logs: Path, workers: Path):
+def _portable_services(logs: Path, workers: Path | None = None):
     """Beam's Python job service (this checkout's) and an external worker pool run by the
-    ``workers`` venv, stopped (with the workers the pool started: each in its own process
-    group) however the test ends."""
+    ``workers`` venv (default: this checkout's), stopped (with the workers the pool started:
+    each in its own process group) however the test ends."""
     job_port, pool_port = _free_port(), _free_port()
+    workers = workers or Path(VENV_BIN).parent
     python = str(workers / "bin" / "python")
     commands = [
         [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
