@@ -19,7 +19,7 @@ __all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "S
            "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE",
            "SELECT", "CANDIDATE_STEPS", "CANDIDATE_FINGERPRINTS", "CANDIDATES_FILE", "candidate_artifact", "artifact_role",
            "for_candidate", "select_row", "TUNED", "TUNE_BEST", "TUNE_STUDY_ENV", "TUNE_STUDIES",
-           "TUNE_STUDY_LOCK", "tuned_train"]
+           "TUNE_TRIALS", "TUNE_STUDY_LOCK", "tuned_train"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,6 +328,8 @@ rerun (or a larger budget) finds the finished trials of an earlier run's search.
 TUNE_STUDIES = ".tune-studies"
 """The folder beside the step cache (``<ESTFLOW_HOME>/.tune-studies``) where ``estflow run``
 keeps its searches, one folder per study key (``estflow runs prune`` prunes it too)."""
+TUNE_TRIALS = "trials.json"
+"""tune -> hyperparameters/: every trial, and the key of the study they belong to (``study``)."""
 TUNE_STUDY_LOCK = "search.lock"
 """The file in a study's folder a running search holds (``flock``)."""
 

@@ -75,6 +75,7 @@ from estflow.components.tune.trial import TrialRun
 from estflow.components.tune.trial import thread_env
 from estflow.components.tune.trial import trial_pipeline
 from estflow.dsl.contracts import TUNE_BEST
+from estflow.dsl.contracts import TUNE_TRIALS
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.tune import Tune
@@ -82,7 +83,7 @@ from estflow.dsl.tune import Tune
 __all__ = ["run", "TuneError", "BEST_FILE", "TRIALS_FILE", "best_trial"]
 
 BEST_FILE = TUNE_BEST  # what the final train reads
-TRIALS_FILE = "trials.json"
+TRIALS_FILE = TUNE_TRIALS
 STUDY_FOLDER = "study"
 
 

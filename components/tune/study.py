@@ -108,8 +108,8 @@ class _Flock:
 
 @contextlib.contextmanager
 def search_lock(folder: Path, waiting: Callable[[str], None]) -> Iterator[None]:
-    """Hold ``folder/search.lock`` (:data:`~estflow.dsl.contracts.TUNE_STUDY_LOCK`) (waiting for another search of the study, with a line
-    saying so)."""
+    """Hold the study's lock file (:data:`~estflow.dsl.contracts.TUNE_STUDY_LOCK` in
+    ``folder``), waiting for another search of the study with a line saying so."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / TUNE_STUDY_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -73,8 +73,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         description="Remove the step cache entries ($ESTFLOW_HOME/.cache) that none of the "
         "last --keep runs of each pipeline (nor a run still running) ran or reused, and that "
         "were not used in the last --recent-hours; likewise the tune step's searches "
-        "($ESTFLOW_HOME/.tune-studies; one a search is running is kept). Run records are kept; a pruned step of an "
-        "older run runs again if that run is run again. For a scheduled local retraining "
+        "($ESTFLOW_HOME/.tune-studies; one a search is running is kept). Run records are "
+        "kept; a pruned step of an older run runs again if that run is run again. For a scheduled local retraining "
         "job, run it after each run.")
     prune.add_argument("--keep", type=positive_int, default=5, metavar="N",
                        help="runs of each pipeline whose steps stay cached (default 5)")

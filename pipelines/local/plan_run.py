@@ -180,6 +180,7 @@ class PlanRun:
         user's environment sets TensorFlow's threads itself)."""
         if not any(name in {**os.environ, **self.env} for name in THREAD_ENV):
             self.threads = core_shares(self.plan, budget)
+
     @property
     def run_id(self) -> str | None:
         return self.record.run_id if self.record else None

@@ -44,6 +44,7 @@ from typing import Any
 
 from estflow.dsl.contracts import TUNE_STUDIES
 from estflow.dsl.contracts import TUNE_STUDY_LOCK
+from estflow.dsl.contracts import TUNE_TRIALS
 from estflow.dsl.contracts import TUNED
 from estflow.dsl.contracts import Files
 from estflow.pipelines.local.files import write_atomically
@@ -326,7 +327,7 @@ def _studies_of(records: list[RunRecord]) -> set[str]:
         for step in (record.data.get("steps") or {}).values():
             output = (step.get("outputs") or {}).get(TUNED) or {}
             try:
-                keys.add(json.loads((Path(output["path"]) / "trials.json").read_text())["study"])
+                keys.add(json.loads((Path(output["path"]) / TUNE_TRIALS).read_text())["study"])
             except (KeyError, TypeError, OSError, ValueError):
                 continue
     return keys

@@ -45,15 +45,22 @@ def waits_for(plan: Plan) -> dict[str, set[str]]:
     return found
 
 
-def runs_one_at_a_time(plan: Plan) -> bool:
-    """Whether no two steps of ``plan`` can be ready together: each step waits, directly or
-    not, for the one before it."""
+def _upstream(plan: Plan) -> dict[str, set[str]]:
+    """Step name -> every step it waits for, directly or not (a plan's steps come after the
+    steps they wait for)."""
     deps = waits_for(plan)
     closure: dict[str, set[str]] = {}
     for step in plan.steps:
         closure[step.name] = set(deps[step.name])
         for dep in deps[step.name]:
             closure[step.name] |= closure.get(dep, set())
+    return closure
+
+
+def runs_one_at_a_time(plan: Plan) -> bool:
+    """Whether no two steps of ``plan`` can be ready together: each step waits, directly or
+    not, for the one before it."""
+    closure = _upstream(plan)
     return all(before.name in closure[step.name]
                for before, step in zip(plan.steps, plan.steps[1:], strict=False))
 
@@ -66,19 +73,13 @@ def core_shares(plan: Plan, budget: Budget) -> dict[str, int]:
     """Step name -> the TensorFlow threads its process gets (:data:`THREAD_ENV`), for each
     step that may run beside another step asking a whole core or more (its ``requests``).
 
-    TensorFlow sizes its thread pools to every core of the machine, whatever else runs; two
-    training steps at once then take turns on the cores instead of sharing them (two taxi
-    candidates at once took 0.96x their wall one after another on two cores). A step gets the
-    machine's cores (or ``--jobs``) divided by the number of such steps that can run with it:
-    itself and every other one that neither waits for it nor is waited for by it, directly or
-    not. Steps that can run only alone, and light steps (under a core), keep TensorFlow's
-    default."""
-    deps = waits_for(plan)
-    before: dict[str, set[str]] = {}
-    for step in plan.steps:  # a plan's steps come after the steps they wait for
-        before[step.name] = set(deps[step.name])
-        for dep in deps[step.name]:
-            before[step.name] |= before.get(dep, set())
+    TensorFlow sizes its thread pools to every core of the machine, whatever else runs, so two
+    training steps at once would each ask for all the cores (the tune step sizes its trials by
+    the same rule). A step gets the machine's cores (or ``--jobs``) divided by the number of
+    such steps that can run with it: itself and every other one that neither waits for it nor
+    is waited for by it, directly or not. Steps that can run only alone, and light steps
+    (under a core), keep TensorFlow's default."""
+    before = _upstream(plan)
     heavy = [s.name for s in plan.steps if _millicores(s.requests[0]) >= 1000]
     cores = budget.cpu // 1000
     shares = {}
