@@ -33,6 +33,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from estflow.components._runtime import beam_signatures
+from estflow.components._runtime import entry
 
 __all__ = ["LOCAL_RUNNERS", "IMAGE_ENV", "BeamIO", "BeamLocationError", "LocalOptions",
            "new_pipeline", "split_options", "is_local", "remote_uri", "resolve_io",
@@ -206,7 +207,7 @@ def freeze_imports() -> None:
 
 
 def main_and_exit(main: Callable[[], int]) -> None:
-    """Run ``main``, then leave with ``os._exit``.
+    """Run ``main``, then leave with ``os._exit`` (:func:`~.entry.leave`).
 
     Beam + tf.Transform can segfault in interpreter teardown after all work is done
     (docs/pages/architecture.md, "The local runner"). Every output is written and closed before ``main`` returns, so skipping the
@@ -221,4 +222,4 @@ def main_and_exit(main: Callable[[], int]) -> None:
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    entry.leave(code)

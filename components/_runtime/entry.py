@@ -25,7 +25,7 @@ from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.refs import CallableRef
 
 __all__ = ["step_parser", "load_pipeline", "resolve", "resolve_source_root", "Progress",
-           "exit_after"]
+           "exit_after", "leave"]
 
 
 class _StepParser(argparse.ArgumentParser):
@@ -148,7 +148,13 @@ def exit_after(main: Callable[[], int]) -> None:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    for report in BEFORE_EXIT:  # a warm process tells its runner (prestart.py)
+    leave(code)
+
+
+def leave(code: int) -> None:
+    """Leave the process at once with ``code`` (:func:`os._exit`), after the
+    :data:`BEFORE_EXIT` calls (a warm or forked process tells its runner)."""
+    for report in BEFORE_EXIT:
         report(code)
     os._exit(code)
 

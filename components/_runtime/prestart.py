@@ -48,7 +48,8 @@ import traceback
 
 from estflow.components._runtime import entry
 
-__all__ = ["LATER", "preimport", "later_imports", "import_later", "main", "serve_warm"]
+__all__ = ["LATER", "preimport", "later_imports", "import_later", "main", "serve_warm",
+           "serve_step", "recv_json"]
 
 
 LATER = "PRESTART_LATER"
@@ -117,7 +118,7 @@ def import_later(module: str) -> threading.Thread | None:
     return thread
 
 
-def _recv_json(conn: socket.socket, fds: int = 0) -> tuple[dict | None, list[int]]:
+def recv_json(conn: socket.socket, fds: int = 0) -> tuple[dict | None, list[int]]:
     """One newline-terminated JSON message (and up to ``fds`` descriptors); None at EOF."""
     data, received = b"", []
     while not data.endswith(b"\n"):
@@ -159,8 +160,20 @@ def serve_warm(module: str, path: str, idle: float) -> int:
         listener.close()
     if conn is None:
         return 0
+    return serve_step(conn, module, f"[estflow] warm process {os.getpid()}: imports done "
+                                    f"{time.monotonic() - started:.0f}s before this step")
+
+
+def serve_step(conn: socket.socket, module: str, note: str,
+               sigint=signal.default_int_handler) -> int:
+    """Run one step of ``module`` for the runner at the other end of ``conn`` (a warm process
+    that accepted it, or a process forked for it by :mod:`.fork_server`): answer this process's
+    pid, receive the step's arguments, environment and working directory with its output
+    descriptor, print ``note`` there, run the step as ``python -m module ARGS`` would, and
+    report its exit status on ``conn``. Returns 0 when the runner gave the step up first;
+    otherwise leaves the process with the step's status (:func:`os._exit`)."""
     conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")  # taken: by this runner
-    request, fds = _recv_json(conn, fds=1)
+    request, fds = recv_json(conn, fds=1)
     if request is None or len(fds) != 1:  # given up
         return 0
     (out,) = fds
@@ -178,9 +191,8 @@ def serve_warm(module: str, path: str, idle: float) -> int:
             conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
 
     entry.BEFORE_EXIT.append(report)
-    print(f"[estflow] warm process {os.getpid()}: imports done "
-          f"{time.monotonic() - started:.0f}s before this step", flush=True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    print(note, flush=True)
+    signal.signal(signal.SIGINT, sigint)
     sys.argv = [module, *request["args"]]
     code = 1
     try:
@@ -191,8 +203,13 @@ def serve_warm(module: str, path: str, idle: float) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except KeyboardInterrupt:
-        code = 130
+    except KeyboardInterrupt:  # as python -m leaves: the traceback, then killed by SIGINT
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        report(-signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     except BaseException:  # noqa: BLE001 - reported as python -m would
         traceback.print_exc()
     sys.stdout.flush()

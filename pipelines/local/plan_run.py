@@ -31,6 +31,7 @@ from estflow.pipelines.local import runs
 from estflow.pipelines.local.cluster import ClusterExecutor
 from estflow.pipelines.local.cluster import Topology
 from estflow.pipelines.local.files import write_atomically
+from estflow.pipelines.local.forks import fork_server_on
 from estflow.pipelines.local.prestart import Prestarter
 from estflow.pipelines.local.processes import Executor
 from estflow.pipelines.local.processes import ProcessExecutor
@@ -246,7 +247,8 @@ class PlanRun:
         if ahead:
             self.prestarter = Prestarter(self.expected(), self.env, limit=ahead, warm=warm,
                                          step_env={name: self._threads_env(name)
-                                                   for name in self.threads})
+                                                   for name in self.threads},
+                                         fork=fork_server_on(self.env))
 
     def leave_warm(self, seconds: float) -> None:
         """Warm processes for the next run: for the steps this run ran in a process of their

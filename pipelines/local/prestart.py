@@ -2,7 +2,9 @@
 Beam and tf.Transform. The runner names the steps it expects to run; a background thread
 starts their processes ahead, in order, the first two at once and then one importing at a time
 (:mod:`estflow.components._runtime.prestart`: it imports what the step's module imports, then
-waits for its arguments). :class:`~estflow.pipelines.local.processes.ProcessExecutor` hands a step
+waits for its arguments). With a fork server (:mod:`estflow.pipelines.local.forks`), started
+beside the first step, the later steps' processes are forked from it instead: their imports
+are done once for the whole run. :class:`~estflow.pipelines.local.processes.ProcessExecutor` hands a step
 its prestarted process when there is one for the same module and environment, and otherwise
 starts it plainly. :meth:`Prestarter.close` kills the ones never used.
 """
@@ -17,6 +19,7 @@ import sys
 import threading
 from collections.abc import Mapping
 
+from estflow.pipelines.local.forks import ForkServer
 from estflow.pipelines.local.step_env import PRESTART_MODULE
 from estflow.pipelines.local.step_env import full_env
 from estflow.pipelines.local.warm import claim_warm
@@ -47,15 +50,20 @@ class Prestarter:
         warm: take an earlier run's warm process for a step when one waits
             (:func:`claim_warm`), before starting one.
         step_env: a step's environment beyond ``env`` (its share of the cores), by name.
+        fork: start a fork server for the steps after the first and fork their processes
+            from it (:class:`~estflow.pipelines.local.forks.ForkServer`).
     """
 
     def __init__(self, steps: list[tuple[str, str]], env: Mapping[str, str],
                  limit: int = 2, warm: bool = False,
-                 step_env: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 step_env: Mapping[str, Mapping[str, str]] | None = None,
+                 fork: bool = False) -> None:
         self._limit = limit
         self._warm = warm
         self._items = [_Prestart(name, module, full_env({**env, **(step_env or {}).get(name, {})}))
                        for name, module in steps]
+        self._forks = (ForkServer([i.module for i in self._items[1:]], full_env(env))
+                       if fork and len(self._items) >= 2 else None)
         self._lock = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._start_all, name="estflow-prestart",
@@ -65,6 +73,9 @@ class Prestarter:
 
     def _start_all(self) -> None:
         for index, item in enumerate(self._items):
+            forks = self._forks if index > 0 and self._forks is not None else None
+            if forks is not None and not forks.ready():  # waits for its imports
+                forks = None
             with self._lock:
                 while not self._closed and sum(
                         1 for i in self._items if i.state == "started") >= self._limit:
@@ -76,6 +87,11 @@ class Prestarter:
                 if self._warm:  # an earlier run's warm process: its imports are done
                     item.proc = claim_warm(item.module, item.env)
                     if item.proc is not None:
+                        item.state = "started"
+                        continue
+                if forks is not None:
+                    item.proc = forks.fork(item.module, item.env)
+                    if item.proc is not None:  # its imports are done: no need to wait
                         item.state = "started"
                         continue
                 read, write = os.pipe()
@@ -109,15 +125,21 @@ class Prestarter:
                          and i.state in ("wanted", "started")), None)
             if item is None:
                 return None
-            if item.state == "wanted":
+            fork = (item.state == "wanted" and self._forks is not None
+                    and item is not self._items[0])
+            if item.state == "wanted" and not fork:
                 item.state = "dropped"
                 self._lock.notify_all()
                 return None
             item.state = "taken"
             self._lock.notify_all()
-        proc = item.proc
         fits = (tuple(command[:3]) == (sys.executable, "-m", item.module)
                 and full_env(env) == item.env)
+        if fork:  # its turn came before the server's imports were done: they will be first
+            item.proc = self._forks.fork(item.module, item.env) if fits else None
+            if item.proc is None:
+                return None
+        proc = item.proc
         if fits and proc.poll() is None:
             try:
                 proc.stdin.write(json.dumps(list(command[3:])) + "\n")
@@ -151,6 +173,8 @@ class Prestarter:
         for item in left:
             if item.proc is not None:
                 _kill(item.proc)
+        if self._forks is not None:  # one still importing is killed: the thread stops waiting
+            self._forks.close()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         for item in self._items:

@@ -53,6 +53,8 @@ Beam's imports overlap the work of the steps before them: each step still runs a
 exist. A prestarted process never used (its step reused after all, a failure, Ctrl-C) is
 killed before :func:`run_plan` returns. ``ESTFLOW_PRESTART=N``: at most N waiting at once
 (default :data:`~estflow.pipelines.local.plan_run.PRESTART_AHEAD`); 0 turns prestarting off.
+The steps after the first are forked from a fork server that imported their libraries once
+for the run (:mod:`~estflow.pipelines.local.forks`; ``ESTFLOW_FORK=0`` turns it off).
 
 Warm processes (``ESTFLOW_WARM=SECONDS``; by default only for a run at a terminal, see
 :data:`~estflow.pipelines.local.warm.WARM_ENV`): a run that succeeds leaves, for the steps

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["full_env", "PRESTART_MODULE"]
+__all__ = ["full_env", "PRESTART_MODULE", "FORK_ENV"]
 
 # Added to the runner's environment: unbuffered output, so progress streams as it happens, and
 # TensorFlow's C++ logging kept to errors.
@@ -22,6 +22,11 @@ _QUIET_ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 PRESTART_MODULE = "estflow.components._runtime.prestart"
 """The module a step's process started ahead runs (it imports the step's, then waits for its
 arguments)."""
+
+
+FORK_ENV = "ESTFLOW_FORK"
+"""``0``: no fork server (:mod:`estflow.pipelines.local.forks`); each step's process imports its
+libraries itself."""
 
 
 def full_env(env: Mapping[str, str]) -> dict[str, str]:

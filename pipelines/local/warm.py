@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from estflow.pipelines.local.step_env import FORK_ENV
 from estflow.pipelines.local.step_env import PRESTART_MODULE
 from estflow.pipelines.local.step_env import full_env
 
@@ -39,7 +40,7 @@ WARM_STEPS = 3
 # The environment that shapes what a process imports: a warm process serves a run whose
 # values of these are its own (it takes the rest of that run's environment as it is).
 _IMPORT_ENV = ("TF_", "KERAS_", "CUDA", "LD_", "PYTHON", "OMP_", "MKL_", "XLA_", "ESTFLOW_")
-_NOT_IMPORT_ENV = {"ESTFLOW_PRESTART", WARM_ENV}
+_NOT_IMPORT_ENV = {"ESTFLOW_PRESTART", FORK_ENV, WARM_ENV}
 
 
 def warm_seconds(env: Mapping[str, str]) -> float:

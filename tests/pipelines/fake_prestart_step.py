@@ -1,5 +1,5 @@
 """:mod:`tests.pipelines.fake_step`, also recording how its process was started: it writes its
-process's command line (``/proc/self/cmdline``, NUL-separated) and its ``sys.argv`` to
+process's command line (``/proc/self/cmdline``, NUL-separated), its ``sys.argv``, pid and parent's pid to
 ``$FAKE_CMDLINE_DIR/<name>.json`` before doing what fake_step does."""
 
 from __future__ import annotations
@@ -17,5 +17,6 @@ if __name__ == "__main__":
     folder = Path(os.environ["FAKE_CMDLINE_DIR"])
     (folder / f"{name}.json").write_text(json.dumps({
         "cmdline": Path("/proc/self/cmdline").read_bytes().decode().split("\0"),
-        "argv": sys.argv, "pid": os.getpid(), "main": sys.modules["__main__"].__name__}))
+        "argv": sys.argv, "pid": os.getpid(), "ppid": os.getppid(),
+        "main": sys.modules["__main__"].__name__}))
     sys.exit(fake_step.main(argv))

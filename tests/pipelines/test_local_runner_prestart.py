@@ -2,7 +2,9 @@
 :mod:`estflow.components._runtime.prestart`): a step runs in a process started ahead of its
 turn exactly as ``python -m <module> ARGS`` runs, falls back to a plain start when that process
 cannot be used, and a prestarted process never used is killed (no orphans: after a success, a
-failure, a step reused from the cache, Ctrl-C, or the runner dying)."""
+failure, a step reused from the cache, Ctrl-C, or the runner dying). The fork server is off in
+these runs (``ESTFLOW_FORK=0``: test_local_runner_forks.py has it), except where a whole run
+is checked for processes left behind: there it is on, as by default."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ import pytest
 from estflow.components._runtime import prestart
 from estflow.pipelines.examples import taxi
 from estflow.pipelines.local import runner as local_runner
+from estflow.pipelines.local.forks import FORK_SERVER_MODULE
 from estflow.pipelines.local.prestart import Prestarter
 from estflow.pipelines.local.processes import PRESTART_MODULE
 from estflow.pipelines.local.processes import ProcessExecutor
 from estflow.pipelines.local.processes import StepRun
+from estflow.pipelines.local.step_env import FORK_ENV
 from estflow.pipelines.plan import Plan
 from estflow.pipelines.plan import PlannedStep
 from tests.pipelines import fake_runs
@@ -44,7 +48,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     cmdlines = tmp_path / "cmdlines"
     cmdlines.mkdir(exist_ok=True)
     return {"PYTHONPATH": str(REPO), "FAKE_CMDLINE_DIR": str(cmdlines),
-            "PRESTART_TEST_MARKER": str(tmp_path), **extra}
+            "PRESTART_TEST_MARKER": str(tmp_path), FORK_ENV: "0", **extra}
 
 
 def _started(tmp_path: Path, name: str) -> dict:
@@ -52,7 +56,8 @@ def _started(tmp_path: Path, name: str) -> dict:
 
 
 def _prestarted_left(marker: Path) -> list[int]:
-    """Processes of the prestart module whose environment carries ``marker``."""
+    """Processes of the prestart module or the fork server (and the steps it forked) whose
+    environment carries ``marker``."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -63,7 +68,8 @@ def _prestarted_left(marker: Path) -> list[int]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if (PRESTART_MODULE.encode() in cmdline and state != "Z"
+        if ({PRESTART_MODULE.encode(), FORK_SERVER_MODULE.encode()} & set(cmdline)
+                and state != "Z"
                 and f"PRESTART_TEST_MARKER={marker}".encode() in environ):
             found.append(int(proc.name))
     return found
