@@ -51,7 +51,7 @@ class Prestarter:
             (:func:`claim_warm`), before starting one.
         step_env: a step's environment beyond ``env`` (its share of the cores), by name.
         fork: start a fork server for the steps after the first and fork their processes
-            from it (:class:`~estflow.pipelines.local.forks.ForkServer`).
+            from it (:class:`~estflow.pipelines.local.forks.ForkServer`); not with ``warm``.
     """
 
     def __init__(self, steps: list[tuple[str, str]], env: Mapping[str, str],
@@ -63,7 +63,8 @@ class Prestarter:
         self._items = [_Prestart(name, module, full_env({**env, **(step_env or {}).get(name, {})}))
                        for name, module in steps]
         self._forks = (ForkServer([i.module for i in self._items[1:]], full_env(env))
-                       if fork and len(self._items) >= 2 else None)
+                       if fork and not warm and len(self._items) >= 2 else None)
+        # (a run that takes warm processes has their imports done already: no fork server)
         self._lock = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._start_all, name="estflow-prestart",
