@@ -25,10 +25,10 @@ from estflow.pipelines.local.processes import PRESTART_MODULE
 from estflow.pipelines.local.processes import ProcessExecutor
 from estflow.pipelines.local.processes import StepRun
 from estflow.pipelines.local.step_env import FORK_ENV
-from estflow.pipelines.plan import Plan
 from tests.pipelines.test_local_runner_prestart import FAKE
 from tests.pipelines.test_local_runner_prestart import _fake
 from tests.pipelines.test_local_runner_prestart import _none_left
+from tests.pipelines.test_local_runner_prestart import _run as _prestart_run
 from tests.pipelines.test_local_runner_prestart import _started
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,10 +43,8 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _run(tmp_path: Path, *steps, **env: str):
-    lines: list[str] = []
-    result = local_runner.run_plan(Plan(taxi.pipeline, steps), tmp_path / "run",
-                                   echo=lines.append, env=_env(tmp_path, **env))
-    return result, lines
+    """The prestart tests' run, with the fork server on and ``tmp_path`` importable."""
+    return _prestart_run(tmp_path, *steps, **{**_env(tmp_path), **env})
 
 
 def test_steps_after_the_first_are_forked_from_one_server_and_run_as_python_m_would(tmp_path):
