@@ -13,8 +13,9 @@ exists) makes it exit with status 3 instead.
 
 ``--emit`` is a JSON object ``{relative file: content}`` also written into each artifact
 directory of ``--writes`` (a string as it is, anything else as JSON), before ``--sleep``
-seconds of sleep (``--pid-file`` gets the process id first; ``--ignore-sigint`` makes it deaf
-to Ctrl-C). Arguments are ``--flag value`` pairs, or ``--flag=value``.
+seconds of sleep (``--pid-file`` gets the process id right before the sleep, when its outputs
+are written: a test that signals the step once the file appears finds them; ``--ignore-sigint``
+makes it deaf to Ctrl-C). Arguments are ``--flag value`` pairs, or ``--flag=value``.
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ def main(argv: Sequence[str]) -> int:
     argv = [part for arg in argv for part in (
         arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
     args = dict(zip(argv[::2], argv[1::2], strict=True))  # "--flag" -> value
-    if "--pid-file" in args:
-        Path(args["--pid-file"]).write_text(str(os.getpid()))
     if "--ignore-sigint" in args:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     name = args["--name"]
@@ -61,6 +60,8 @@ def main(argv: Sequence[str]) -> int:
             (out.parent / file).parent.mkdir(parents=True, exist_ok=True)
             (out.parent / file).write_text(content if isinstance(content, str)
                                            else json.dumps(content))
+    if "--pid-file" in args:  # the step is ready for a signal: its outputs are written
+        Path(args["--pid-file"]).write_text(str(os.getpid()))
     time.sleep(float(args.get("--sleep", 0)))
     return 0
 
