@@ -51,6 +51,9 @@ def _runs(step: Step) -> str:
         parts.append(f"only if `{step.runs_if}` returned true")
     if step.when is not None:
         parts.append(f"`when`: {step.when}")
+    if step.waits_for:
+        parts.append("after " + ", ".join(f"`{w}`" for w in step.waits_for)
+                     + " where the pipeline has it")
     return "; ".join(parts) or "always"
 
 

@@ -174,6 +174,10 @@ class Step:
     candidate's ``model_linear`` is the train step's ``--model``); every other artifact is
     its own flag. ``of``: the row this one was made from (``train`` for ``train_linear``:
     its resources are ``Pipeline.resources["train"]``); None for a row of its own.
+
+    ``waits_for``: steps that, when the pipeline has them, end before this one starts without
+    feeding it (train waits for validate: the data checks gate training, and a train task
+    that waits for a validate that failed on a blocking anomaly never starts).
     """
 
     def flag(self, artifact: str) -> str:
@@ -202,6 +206,7 @@ class Step:
     retries: int = 0
     roles: tuple[tuple[str, str], ...] = ()
     of: str | None = None
+    waits_for: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -388,7 +393,8 @@ STEPS = (
          summary=Files.METRICS),
     Step("train", "estflow.components.train", ("transformed",), ("model",),
          "train the Estimator, checkpoint, export the serving SavedModel",
-         reads=_TRAIN_READS, requests=("1", "4Gi"), summary=Files.TRAIN_RESULT),
+         reads=_TRAIN_READS, requests=("1", "4Gi"), summary=Files.TRAIN_RESULT,
+         waits_for=("validate",)),
     Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
          "metrics on the eval split through the exported model",
          reads=(*_SCHEMA, "model", "eval", "push.base_path", "push.model_name"),
@@ -450,7 +456,8 @@ TFJOB = Step(
                default=86400),
         Option("runtime", "the ClusterTrainingRuntime of a TrainJob",
                default="estflow-tensorflow"),
-    ), reads=_TRAIN_READS, requests=("250m", "512Mi"), summary=Files.TRAIN_RESULT)
+    ), reads=_TRAIN_READS, requests=("250m", "512Mi"), summary=Files.TRAIN_RESULT,
+    waits_for=("validate",))
 """The train step of a pipeline declaring a multi-process cluster, on Kubeflow: it submits
 the ``Cluster.job_kind`` the pipeline declares."""
 

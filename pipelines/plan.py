@@ -85,6 +85,7 @@ class PlannedStep:
     retries: int = 0
     roles: tuple[tuple[str, str], ...] = ()
     of: str | None = None
+    waits_for: tuple[str, ...] = ()
 
     def flag(self, artifact: str) -> str:
         """The entry point's flag (without ``--``) for ``artifact`` (its contract row's)."""
