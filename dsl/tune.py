@@ -407,7 +407,8 @@ class Tune:
             only :class:`Choice` and :class:`IntRange` (without log) dimensions, and at most
             as many trials as it has points.
         early_stopping: None, or :class:`MedianStop`: stop trials that are behind.
-        max_failures: how many trials may fail before the search gives up.
+        max_failures: how many trials may fail: the search gives up at the next failure
+            (0: at the first), here, on Katib and in a ``--tune-on parallel-for`` fan-out.
         timeout_s: no new trial starts once the search has run this many seconds (None: no
             limit).
         trial_steps: training steps of each trial (None: ``train.max_steps``); not with

@@ -7,7 +7,9 @@ parameters), :mod:`.study` (the study on disk: resumable, keyed), :mod:`.trial` 
 train and evaluate steps' own entry points, in processes of their own), :mod:`.events`
 (the train step's evaluations, read while it trains) and :mod:`.report` (``trials.json``,
 ``report.html``). On Kubeflow with Katib, :mod:`.on_katib` runs the search as a Katib
-Experiment instead and :mod:`.katib_trial` is each trial's entry point.
+Experiment instead and :mod:`.katib_trial` is each trial's entry point; with ``--tune-on
+parallel-for``, each trial is a task of a KFP ``ParallelFor`` (:mod:`.katib_trial` with
+``--result``) and :mod:`.on_parallel_for` collects them.
 
 The package imports nothing heavy (no Optuna, no TensorFlow): a KFP task imports it and calls
 :func:`main`, which imports the entry point only then.

@@ -25,6 +25,12 @@ Everything else (progress, the steps' logs when one fails) goes to stderr. Exit 
 the value printed; 1 when the trial failed (its inputs unreadable, training or evaluation
 failed, the objective not a number), said in a ``[tune-trial] error:`` line; 2 for arguments
 that are wrong.
+
+With ``--result DIR`` (a task of ``estflow compile --tune-on parallel-for``'s loop, numbered
+``--trial N``) the trial's outcome, its value or why it failed (wrong arguments included), is
+also written to ``DIR/trial.json`` (:func:`estflow.components.tune.on_parallel_for.write_result`)
+and the exit status is 0 either way, so that one failed trial does not stop the loop: the tune
+task that collects the trials counts the failures against ``Tune.max_failures``.
 """
 
 from __future__ import annotations
@@ -40,10 +46,13 @@ import threading
 from pathlib import Path
 from typing import IO
 from typing import Any
+from typing import NamedTuple
 
 from estflow.components._io import storage
 from estflow.components._runtime import entry
 from estflow.components._runtime import katib
+from estflow.components.tune.on_parallel_for import write_result
+from estflow.components.tune.trial import Outcome
 from estflow.components.tune.trial import SearchError
 from estflow.components.tune.trial import StepProcesses
 from estflow.components.tune.trial import TrialError
@@ -82,7 +91,24 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--scratch", default=None, metavar="DIR",
                         help="where the inputs are copied and the trial trains (default: a "
                              "temporary folder, removed at the end; this one is kept)")
+    parser.add_argument("--result", default=None, metavar="DIR",
+                        help="also write the trial's outcome (its value, or why it failed) "
+                             "to DIR/trial.json, and exit 0 either way (--tune-on "
+                             "parallel-for: a failed trial does not stop the loop)")
+    parser.add_argument("--trial", type=int, default=0, metavar="N",
+                        help="the trial's number in the search (with --result; default: 0)")
     return parser
+
+
+class _Ended(NamedTuple):
+    """How a trial ended: its exit status, objective, active assignment, and its outcome or
+    the one line saying why it failed."""
+
+    code: int
+    objective: str = ""
+    assignment: dict[str, Any] | None = None
+    outcome: Outcome | None = None
+    error: str | None = None
 
 
 def main(argv: list[str] | None = None, *, out: IO[str] | None = None,
@@ -90,13 +116,34 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None,
     """Run one trial (module docstring); returns the exit status. ``out``: where the metric
     lines go (default: stdout); ``clients``: object store clients (tests)."""
     args = _parser().parse_args(argv)
-    out = out if out is not None else sys.stdout
+    ended = _run(args, out if out is not None else sys.stdout, clients)
+    if args.result is None:
+        return ended.code
+    outcome = ended.outcome
+    try:
+        write_result(args.result, trial=args.trial, assignment=ended.assignment or {},
+                     objective=ended.objective,
+                     value=None if outcome is None else outcome.value, error=ended.error,
+                     metrics=None if outcome is None else outcome.metrics,
+                     seconds=None if outcome is None else outcome.seconds)
+    except OSError as err:
+        _say(f"error: cannot write the trial's result to {args.result}: {_one_line(err)}")
+        return 1
+    return 0
+
+
+def _run(args, out: IO[str], clients: dict | None) -> _Ended:
+    """Run the trial of the parsed arguments ``args``."""
     try:
         pipeline, tune, assignment = _trial_of(args)
-        trial = trial_pipeline(pipeline, tune, assignment)
     except (_ArgumentError, DslError, DslErrors, ValueError, OSError) as err:
         _say(f"error: {_one_line(err)}")
-        return 2
+        return _Ended(2, error=_one_line(err))
+    try:
+        trial = trial_pipeline(pipeline, tune, assignment)
+    except (DslError, DslErrors, ValueError) as err:  # a value the declaration refuses
+        _say(f"error: {_one_line(err)}")
+        return _Ended(2, tune.objective, assignment, error=_one_line(err))
     scratch = Path(args.scratch) if args.scratch else Path(
         tempfile.mkdtemp(prefix="estflow-trial-"))
     folder = scratch / "trial"
@@ -116,8 +163,9 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None,
 
         runner = StepProcesses(examples, transformed, keep_models=False,
                                env=thread_env(os.environ, 1, len(os.sched_getaffinity(0))))
-        run = TrialRun(number=0, assignment=dict(assignment), pipeline=trial, folder=folder,
-                       objective=tune.objective, report=report, cancelled=threading.Event(),
+        run = TrialRun(number=args.trial, assignment=dict(assignment), pipeline=trial,
+                       folder=folder, objective=tune.objective, report=report,
+                       cancelled=threading.Event(),
                        intermediate=tune.early_stopping is not None)
         try:
             outcome = runner(run)
@@ -127,14 +175,14 @@ def main(argv: list[str] | None = None, *, out: IO[str] | None = None,
         for log in ("train.log", "evaluate.log"):
             _tail(folder / log)
         _say(f"error: {_one_line(err)}")
-        return 1
+        return _Ended(1, tune.objective, assignment, error=_one_line(err))
     finally:
         if not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     _emit(out, metric_line(tune.objective, outcome.value))
     _say(f"{tune.objective}={outcome.value!r} (train {outcome.seconds.get('train')}s, "
          f"evaluate {outcome.seconds.get('evaluate')}s)")
-    return 0
+    return _Ended(0, tune.objective, assignment, outcome)
 
 
 def _trial_of(args) -> tuple[Any, Any, dict[str, Any]]:

@@ -23,8 +23,8 @@ and trains again only those it stopped (with the same values); a search with a l
 The budget counts the study's finished trials, earlier searches' included: COMPLETE, PRUNED
 and FAIL, but not the interrupted ones (a trial its search was stopped in the middle of,
 failed and queued again). A trial that raises is FAIL, its error kept and printed, and the
-search goes on until ``max_failures`` trials have failed in this search (0 is as 1); then the
-step fails, naming the count and the last error (the trials still running are stopped as
+search goes on while at most ``max_failures`` trials have failed in this search (0: none may);
+at the next failure the step fails, naming the count and the last error (the trials still running are stopped as
 interrupted: a rerun trains them again). No trial starts once ``timeout_s`` seconds have passed
 (those running finish). A search with no completed trial fails.
 
@@ -276,7 +276,7 @@ class _Search:
             return trial, assignment, used + 1 < self.tune.trials
 
     def _gave_up(self) -> bool:
-        return self.failures >= max(1, self.tune.max_failures)
+        return self.failures > self.tune.max_failures  # as on Katib and in a fan-out
 
     # --- running them ------------------------------------------------------------------------
 

@@ -86,7 +86,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                      "needs Katib's metrics-collector-injection label, which Kubeflow profiles "
                      "have, and a bucket pipeline root, since the trials read the inputs from "
                      "it); task: every trial inside the tune task's pod, for a KFP without "
-                     "Katib.")
+                     "Katib; parallel-for: the trials drawn now from Tune.seed (random or grid; "
+                     "no tpe, no early_stopping) and run one pod each in a KFP ParallelFor of "
+                     "Tune.parallel at once, then the tune task keeps the best, for a KFP "
+                     "without Katib (needs --kfp-backend 2.17 or later).")
     cmd.set_defaults(handler=_compile)
 
     cmd = commands.add_parser(

@@ -38,7 +38,11 @@ The translation is Plan -> KFP, never Pipeline -> KFP: the same
   handler's state stays RUNNING and the report reads UNKNOWN: 2.14-2.16 never pass a group's
   state up, and on 2.17 a false condition is created CANCELED and nothing updates the exit
   handler's DAG after it (:mod:`estflow.pipelines.kubeflow.backend`); mapped steps (a
-  ``dsl.ParallelFor``) need 2.17;
+  ``dsl.ParallelFor``) need 2.17, as does a search's ``--tune-on parallel-for``;
+* a search (``Pipeline.tune``, ``tune_on``): a Katib Experiment the tune task runs
+  (:mod:`estflow.pipelines.kubeflow.katib`), every trial in the tune task, or the trials drawn
+  now, one task each in a ``dsl.ParallelFor``, then collected by the tune task
+  (:mod:`estflow.pipelines.kubeflow.tune_fan_out`);
 * pipeline parameters: ``spec`` (the Pipeline as JSON; override it per run),
   ``source_root`` (where the ingest step resolves relative data paths), ``beam_options`` (the
   Beam pipeline options of the ingest and transform tasks, one string such as
@@ -99,6 +103,7 @@ from estflow.pipelines.kubeflow import images as kfp_images
 from estflow.pipelines.kubeflow import katib as kfp_katib
 from estflow.pipelines.kubeflow import lean
 from estflow.pipelines.kubeflow import tasks as kfp_tasks
+from estflow.pipelines.kubeflow import tune_fan_out
 from estflow.pipelines.kubeflow import user_steps
 from estflow.pipelines.kubeflow.settings import TASK_SETTINGS
 from estflow.pipelines.kubeflow.settings import TaskContext
@@ -218,8 +223,11 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
             by digest: a variant's digest cannot be derived).
         tune_on: where the search of a pipeline with ``Pipeline.tune`` runs (``--tune-on``):
             ``"katib"`` (default), a Katib Experiment built now and given to the tune task
-            (:func:`estflow.pipelines.kubeflow.katib.with_experiment`), or ``"task"``, every
-            trial inside the tune task's pod.
+            (:func:`estflow.pipelines.kubeflow.katib.with_experiment`), ``"task"``, every
+            trial inside the tune task's pod, or ``"parallel-for"``, the trials drawn now and
+            run as a ``dsl.ParallelFor`` of tasks, then collected by the tune task (no
+            ``tpe``, no ``early_stopping``; KFP backend 2.17 or later:
+            :mod:`estflow.pipelines.kubeflow.tune_fan_out`).
         problems: refusals the caller already found (``estflow compile``: no image, a bad
             ``--step-image``, local data that does not match the declaration), reported in the
             one CompileError with the compiler's own; with any, nothing is written.
@@ -266,10 +274,11 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     images = _collect(problems, _step_images, plan, image,
                       {**user_steps.declared_images(pipeline), **(step_images or {})})
     _collect(problems, _check_user_steps, plan)
-    plan = _collect(problems, _tune_on, plan, tune_on, image, images or {}) or plan
+    plan = _collect(problems, _tune_on, plan, tune_on, image, images or {}, target) or plan
     if problems:
         raise CompileError(*problems)
-    notes = (*notes, *user_steps.unreachable_functions(pipeline), *_job_kind_notes(pipeline))
+    notes = (*notes, *user_steps.unreachable_functions(pipeline), *_job_kind_notes(pipeline),
+             *tune_fan_out.notes(plan))
     declared = {step: r.caching for step, r in user_steps.declared_resources(pipeline).items()
                 if r.caching is not None}
     graph = build_pipeline(plan, image=image, small_image=small_image, source_root=root,
@@ -280,9 +289,11 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     needs = _write(graph, path, target)
     return CompiledPipeline(path=path, tasks=tuple(s.name for s in plan.steps),
                             kfp_backend=str(needs), notes=notes,
-                            images=kfp_images.task_images(
+                            images={**kfp_images.task_images(
                                 plan, image, small_image, images,
-                                tfjob=TFJOB.name if _runs_tfjob(TFJOB.name, pipeline) else None))
+                                tfjob=TFJOB.name if _runs_tfjob(TFJOB.name, pipeline) else None),
+                                **tune_fan_out.task_images(plan, image, small_image,
+                                                           images or {})})
 
 
 def build_pipeline(plan: Plan, *, image: str, source_root: str,
@@ -335,6 +346,12 @@ def build_pipeline(plan: Plan, *, image: str, source_root: str,
             components[s.name] = _user_component(
                 s, users[s.name], step_image, keyed=keyed, types=types[s.name],
                 in_task_gate=in_task_gates and bool(chains[s.name]), plan_steps=by_name)
+        elif tune_fan_out.is_fan_out(s):  # --tune-on parallel-for: trials, then collected
+            components[s.name] = tune_fan_out.build_collector(s, step_image, keyed=keyed)
+            components[tune_fan_out.TRIAL_COMPONENT] = tune_fan_out.build_trial(
+                s, kfp_katib.trial_image(plan.pipeline, image, step_images), keyed=keyed)
+            components[tune_fan_out.ITEMS_COMPONENT] = tune_fan_out.build_items(
+                s, small_image or image)
         else:
             components[s.name] = kfp_components.build_component(s, step_image, keyed=keyed)
     if keyed:
@@ -520,15 +537,22 @@ def _add_steps(plan: Plan, steps: Sequence[PlannedStep], components: dict, place
                               for a in step.outputs})
             return
         given = {**available, **_step_inputs(step, fingerprint)}
+        if tune_fan_out.is_fan_out(step):  # the trials' ParallelFor, then the tune task
+            task = tune_fan_out.add_tasks(
+                step, components, given, pipeline=plan.pipeline,
+                caching=caching.get(name, step.caching),
+                after=[tasks[a] for a in step.after], placement=placement)
+            tasks[step.name] = task
+            available.update({a: task.outputs[a] for a in step.outputs})
+            return
         task = component(**{name: given[name] for name in component.component_spec.inputs})
         ctx = TaskContext(name=step.name, caching=caching.get(name, step.caching),
                           resources=resources, placement=placement,
                           default_requests=step.requests)
         _apply_settings(task, ctx)
-        if step.name == "train" and "validate" in tasks:
-            # the data checks gate training: validate fails on a blocking anomaly, and a
-            # train task that waits for it never starts then
-            task.after(tasks["validate"])
+        for name in step.waits_for:  # the contract's order without data (train: validate)
+            if name in tasks:
+                task.after(tasks[name])
         for name in step.after:  # a user step's `after`: an order without data
             task.after(tasks[name])
         tasks[step.name] = task
@@ -626,19 +650,43 @@ def _check_user_steps(plan: Plan) -> None:
         raise CompileError(*problems)
 
 
-def _tune_on(plan: Plan, tune_on: str, image: str, images: Mapping[str, str]) -> Plan:
+def _tune_on(plan: Plan, tune_on: str, image: str, images: Mapping[str, str],
+             target: kfp_backends.BackendVersion | None = None) -> Plan:
     """``plan`` with its search on Katib (``tune_on="katib"``: the tune task's Experiment,
-    :mod:`estflow.pipelines.kubeflow.katib`) or in the tune task (``"task"``: unchanged)."""
+    :mod:`estflow.pipelines.kubeflow.katib`), in the tune task (``"task"``: unchanged) or as
+    a ParallelFor of trials drawn now (``"parallel-for"``, for the KFP backend ``target``:
+    :mod:`estflow.pipelines.kubeflow.tune_fan_out`)."""
     if tune_on not in kfp_katib.TUNE_ON:
         raise CompileError(f"Received an invalid value for `tune_on` (--tune-on), expected one "
                            f"of {list(kfp_katib.TUNE_ON)}. Received: {tune_on!r}")
     if tune_on == "task":
         return plan
+    if tune_on == "parallel-for":
+        return _tune_fan_out(plan, target)
     try:
         return kfp_katib.with_experiment(plan, image=image, step_images=images)
     except ValueError as err:
         raise CompileError(f"{err} (the search as a Katib Experiment; --tune-on task runs it "
                            "in the tune task)") from None
+
+
+def _tune_fan_out(plan: Plan, target: kfp_backends.BackendVersion | None) -> Plan:
+    """``plan`` with its tune step's trials drawn (``--tune-on parallel-for``), or
+    CompileError with every reason it cannot be."""
+    tune = plan.pipeline.tune
+    if tune is None or not any(s.name == "tune" for s in plan.steps):
+        return plan
+    problems = tune_fan_out.refusals(tune)
+    since = kfp_backends.EXIT_HANDLER_STATE.since
+    if target is not None and target < since:
+        problems.append(
+            f"Received --tune-on parallel-for for KFP backend {target}, expected --kfp-backend "
+            f"{since.major}.{since.minor} or later: the trials run in a dsl.ParallelFor, a group "
+            "inside the pipeline's exit handler, whose state backends before 2.17 do not pass "
+            "up (kubeflow/pipelines#11979); or compile with --tune-on katib or --tune-on task")
+    if problems:
+        raise CompileError(*problems)
+    return tune_fan_out.with_trials(plan)
 
 
 # -- multi-worker training: the train task submits a TFJob (contracts.TFJOB) ------------------

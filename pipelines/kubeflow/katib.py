@@ -107,7 +107,8 @@ from estflow.pipelines.plan import fingerprint_step
 __all__ = ["API_VERSION", "KIND", "MAPPING_ANNOTATION", "TIMEOUT_ANNOTATION", "CONTAINER",
            "ALGORITHMS", "TOKENS", "TRIAL_MODULE", "OPTION", "TUNE_ON", "DEFAULT_TUNE_ON",
            "experiment", "parameter_mapping", "metrics_filter", "katib_name",
-           "trial_command", "trial_resources", "for_pipeline", "with_experiment"]
+           "trial_command", "trial_resources", "trial_image", "for_pipeline",
+           "with_experiment", "with_tune_option"]
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
@@ -129,10 +130,11 @@ the spec it got, the URIs of its ``examples`` and ``transformed`` inputs (the sa
 ``estflow.components._runtime.katib.TOKENS``)."""
 OPTION = "katib-experiment"
 """The tune step's option carrying the compiled Experiment (JSON; empty: search in the task)."""
-TUNE_ON = ("katib", "task")
+TUNE_ON = ("katib", "task", "parallel-for")
 """Where a compiled pipeline's search runs: ``katib`` (a Katib Experiment, one pod per trial;
-Kubeflow 26.03 installs Katib v0.19.0) or ``task`` (every trial inside the tune task's pod,
-for a KFP without Katib)."""
+Kubeflow 26.03 installs Katib v0.19.0), ``task`` (every trial inside the tune task's pod,
+for a KFP without Katib) or ``parallel-for`` (trials drawn at compile time, one KFP task each
+in a ``dsl.ParallelFor``, for a KFP without Katib: :mod:`.tune_fan_out`)."""
 DEFAULT_TUNE_ON = "katib"
 _STAND_IN_NAMESPACE = "default"  # valid for experiment(); dropped unless one is given
 _JOB_SUCCESS = 'status.conditions.#(type=="Complete")#|#(status=="True")#'
@@ -482,6 +484,18 @@ def trial_resources(pipeline: Any) -> tuple[str | None, Any]:
     return None, None
 
 
+def trial_image(pipeline: Any, image: str,
+                step_images: Mapping[str, str] | None = None) -> str:
+    """The image each trial runs: the one of the step whose resources it takes
+    (:func:`trial_resources`), from ``step_images`` (step -> image, the compiler's: overrides
+    and accelerator variants): ``tune``'s, else ``train``'s when the trials take its resources,
+    else ``image``."""
+    step_images = step_images or {}
+    source, _ = trial_resources(pipeline)
+    return step_images.get("tune") or (
+        step_images.get("train") if source == "train" else None) or image
+
+
 def for_pipeline(pipeline: Any, *, image: str, namespace: str | None = None,
                  service_account: str | None = None) -> dict[str, Any]:
     """The Experiment searching ``pipeline.tune``'s space, as the compiler hands it to the tune
@@ -519,15 +533,20 @@ def with_experiment(plan: Any, *, image: str, step_images: Mapping[str, str] | N
     """
     if not any(s.name == "tune" for s in plan.steps) or plan.pipeline.tune is None:
         return plan
-    step_images = step_images or {}
-    source, _ = trial_resources(plan.pipeline)
-    trial_image = step_images.get("tune") or (
-        step_images.get("train") if source == "train" else None) or image
-    compiled = for_pipeline(plan.pipeline, image=trial_image, namespace=namespace,
-                            service_account=service_account)
-    text = json.dumps(compiled, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    compiled = for_pipeline(plan.pipeline, image=trial_image(plan.pipeline, image, step_images),
+                            namespace=namespace, service_account=service_account)
+    return with_tune_option(plan, OPTION, compiled)
+
+
+def with_tune_option(plan: Any, option: str, value: Any, drop: Sequence[str] = ()) -> Any:
+    """``plan`` with its tune step's ``option`` set to ``value`` as compact JSON with sorted
+    keys (and the options ``drop`` removed), the fingerprint step keying the tune step with
+    it: how a compiled search reaches the tune task (:func:`with_experiment`, and the drawn
+    trials of :mod:`estflow.pipelines.kubeflow.tune_fan_out`)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    gone = {option, *drop}
     steps = tuple(dataclasses.replace(s, options=(*((k, v) for k, v in s.options
-                                                    if k != OPTION), (OPTION, text)))
+                                                    if k not in gone), (option, text)))
                   if s.name == "tune" else s for s in plan.steps)
     planned = dataclasses.replace(plan, steps=steps)
     if plan.fingerprint is not None:
