@@ -6,8 +6,6 @@ PYTHON_VERSION ?= 3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.estflow-installed
-# More options for the venv's pip install (CI: --no-compile, see .ci/run).
-PIP_INSTALL_OPTIONS ?=
 # Exits 0 for Python $(PYTHON_VERSION); prints the version it is (runs on Python 2 and 3).
 IS_VERSION = -c 'import sys; v = "%d.%d" % sys.version_info[:2]; print(v); sys.exit(v != "$(PYTHON_VERSION)")'
 
@@ -29,7 +27,7 @@ $(STAMP): pyproject.toml | $(PY)
 	  echo "make: $(VENV) was made with Python $${version:-unknown}; estflow needs Python $(PYTHON_VERSION)." >&2; \
 	  echo "make: run make distclean (it removes $(VENV)), then make PYTHON=python$(PYTHON_VERSION)." >&2; \
 	  exit 1; }
-	$(PY) -m pip install --quiet --progress-bar off $(PIP_INSTALL_OPTIONS) -e '.[test]' || { \
+	$(PY) -m pip install --quiet --progress-bar off -e '.[test]' || { \
 	  echo "make: installing estflow into $(VENV) failed; make distclean removes $(VENV) to start over." >&2; \
 	  exit 1; }
 	touch $(STAMP)

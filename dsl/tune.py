@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -54,7 +55,8 @@ from estflow.dsl.errors import DslErrors
 from estflow.dsl.serialization import serializable
 
 __all__ = ["IntRange", "FloatRange", "Choice", "MedianStop", "Tune", "Dimension", "DIMENSIONS",
-           "ALGORITHMS", "UNTUNED", "apply", "checked", "frozen", "same_choice"]
+           "ALGORITHMS", "UNTUNED", "apply", "checked", "frozen", "same_choice", "as_json",
+           "choice_as_text", "optuna_choices", "suggest"]
 
 ALGORITHMS = ("tpe", "random", "grid")
 """How trials are drawn: ``"tpe"`` (a tree-structured Parzen estimator, learning from the
@@ -941,3 +943,54 @@ def _value_refusal(pipeline: Any, base: Any, target: _Target,
         _, where, expected = refused.refusals[0]
         return where, expected
     return None
+
+
+# --- the space as Optuna draws it ----------------------------------------------------------
+# The local search (components/tune/space.py) and a compiled fan-out's draw
+# (pipelines/kubeflow/tune_fan_out.py) both draw through these: one draw for one seed.
+
+def as_json(value: Any) -> Any:
+    """A declared value as JSON holds it (tuples as lists; a non-finite float as None)."""
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def choice_as_text(dim: Choice) -> bool:
+    """Whether ``dim``'s values go to Optuna as their JSON text: Optuna's categorical values
+    are None, booleans, numbers and strings, so a Choice of strings only, or of numbers only,
+    goes as it is, any other (tuples such as hidden units ``(64, 32)``, None or booleans among
+    numbers) as the JSON text of each value (``"[64, 32]"``)."""
+    values = dim.values
+    if all(isinstance(v, str) for v in values):
+        return False
+    return not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def optuna_choices(dim: Choice) -> tuple:
+    """``dim``'s values as Optuna's ``suggest_categorical`` takes them (:func:`choice_as_text`)."""
+    return (tuple(json.dumps(as_json(v)) for v in dim.values) if choice_as_text(dim)
+            else dim.values)
+
+
+def suggest(trial: Any, tune: Tune) -> dict[str, Any]:
+    """Draw an assignment for an Optuna ``trial`` (its ``suggest_int``, ``suggest_float`` and
+    ``suggest_categorical``; Optuna itself is not imported here): each active dimension, in
+    the order of :meth:`Tune.dimensions` (an enqueued trial's fixed values come back as they
+    were given)."""
+    assignment: dict[str, Any] = {}
+    for path, dim in tune.dimensions():
+        if not dim.active(assignment):
+            continue
+        if isinstance(dim, IntRange):
+            assignment[path] = trial.suggest_int(path, dim.low, dim.high, step=dim.step,
+                                                 log=dim.log)
+        elif isinstance(dim, FloatRange):
+            assignment[path] = trial.suggest_float(path, dim.low, dim.high, log=dim.log)
+        else:
+            choices = optuna_choices(dim)
+            assignment[path] = dim.values[choices.index(
+                trial.suggest_categorical(path, choices))]
+    return assignment

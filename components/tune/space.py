@@ -14,30 +14,20 @@ first), so a trial's assignment holds the active paths only.
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
 
 from estflow.dsl.tune import Choice
-from estflow.dsl.tune import FloatRange
 from estflow.dsl.tune import IntRange
 from estflow.dsl.tune import Tune
+from estflow.dsl.tune import as_json
+from estflow.dsl.tune import choice_as_text as _as_text
+from estflow.dsl.tune import optuna_choices
+from estflow.dsl.tune import suggest
 
 __all__ = ["suggest", "encoded", "decoded", "as_json", "key_of", "grid_order"]
-
-
-def _as_text(dim: Choice) -> bool:
-    """Whether ``dim``'s values go to Optuna as JSON text (see the module docstring)."""
-    values = dim.values
-    if all(isinstance(v, str) for v in values):
-        return False
-    return not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-
-
-def _choices(dim: Choice) -> tuple:
-    return tuple(json.dumps(as_json(v)) for v in dim.values) if _as_text(dim) else dim.values
 
 
 def encoded(tune: Tune, assignment: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,41 +49,13 @@ def decoded(tune: Tune, params: Mapping[str, Any]) -> dict[str, Any]:
             continue
         value = params[path]
         if isinstance(dim, Choice):
-            value = dim.values[_choices(dim).index(value)]
+            value = dim.values[optuna_choices(dim).index(value)]
         elif isinstance(dim, IntRange):
             value = int(value)
         else:
             value = float(value)
         out[path] = value
     return out
-
-
-def suggest(trial, tune: Tune) -> dict[str, Any]:
-    """Draw an assignment for the Optuna ``trial``: each active dimension, in order (an
-    enqueued trial's fixed values come back as they were given)."""
-    assignment: dict[str, Any] = {}
-    for path, dim in tune.dimensions():
-        if not dim.active(assignment):
-            continue
-        if isinstance(dim, IntRange):
-            assignment[path] = trial.suggest_int(path, dim.low, dim.high, step=dim.step,
-                                                 log=dim.log)
-        elif isinstance(dim, FloatRange):
-            assignment[path] = trial.suggest_float(path, dim.low, dim.high, log=dim.log)
-        else:
-            choices = _choices(dim)
-            assignment[path] = dim.values[choices.index(
-                trial.suggest_categorical(path, choices))]
-    return assignment
-
-
-def as_json(value: Any) -> Any:
-    """A declared value as JSON holds it (tuples as lists)."""
-    if isinstance(value, (list, tuple)):
-        return [as_json(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def key_of(assignment: Mapping[str, Any]) -> str:

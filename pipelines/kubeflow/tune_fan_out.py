@@ -5,7 +5,7 @@ parallel-for``): the KFP-only fallback where Katib is not installed, with one po
   search (``components/tune/step.py``) draws for the same ``Tune.seed``: ``grid``, the first
   ``trials`` points of :meth:`~estflow.dsl.Tune.grid` shuffled by ``random.Random(seed)``;
   ``random``, Optuna's ``RandomSampler`` seeded ``(seed * 1_000_003 + n) % 2**32`` for trial
-  ``n``, each dimension drawn in :meth:`~estflow.dsl.Tune.dimensions` order when active. Optuna
+  ``n``, each dimension drawn by the search's own :func:`estflow.dsl.tune.suggest`. Optuna
   is imported only then, by a compile of a random search. ``tpe`` needs each trial's result
   before it draws the next, and ``early_stopping`` compares a running trial with the others: a
   loop of tasks drawn in advance can do neither, so both are refused (:func:`refusals`), naming
@@ -50,9 +50,8 @@ from kfp.dsl import pipeline_task
 from kfp.dsl import python_component
 
 from estflow.dsl.resources import Resources
-from estflow.dsl.tune import Choice
-from estflow.dsl.tune import FloatRange
-from estflow.dsl.tune import IntRange
+from estflow.dsl.tune import as_json
+from estflow.dsl.tune import suggest
 from estflow.pipelines.kubeflow import components
 from estflow.pipelines.kubeflow import katib
 from estflow.pipelines.kubeflow.settings import SMALL_REQUESTS
@@ -136,44 +135,10 @@ def draw(tune: Any) -> list[dict[str, Any]]:
         drawn = []
         for number in range(tune.trials):
             study.sampler = sampler(number)
-            drawn.append(_suggest(study.ask(), tune))
+            drawn.append(suggest(study.ask(), tune))
         return drawn
     finally:
         optuna.logging.set_verbosity(verbosity)
-
-
-def _suggest(trial: Any, tune: Any) -> dict[str, Any]:
-    """One assignment from an Optuna trial, each active dimension in order: the calls of the
-    local search's ``components/tune/space.py`` ``suggest`` (a differential test holds them
-    equal)."""
-    assignment: dict[str, Any] = {}
-    for path, dim in tune.dimensions():
-        if not dim.active(assignment):
-            continue
-        if isinstance(dim, IntRange):
-            assignment[path] = trial.suggest_int(path, dim.low, dim.high, step=dim.step,
-                                                 log=dim.log)
-        elif isinstance(dim, FloatRange):
-            assignment[path] = trial.suggest_float(path, dim.low, dim.high, log=dim.log)
-        else:
-            choices = _choices(dim)
-            assignment[path] = dim.values[choices.index(
-                trial.suggest_categorical(path, choices))]
-    return assignment
-
-
-def _choices(dim: Choice) -> tuple:
-    """A Choice's values as Optuna takes them: as they are when all strings or all numbers,
-    else each one's JSON text."""
-    values = dim.values
-    if all(isinstance(v, str) for v in values) or all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return tuple(values)
-    return tuple(json.dumps(_as_json(v)) for v in values)
-
-
-def _as_json(value: Any) -> Any:
-    return [_as_json(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 # --- the plan --------------------------------------------------------------------------------
@@ -185,7 +150,7 @@ def with_trials(plan: Plan) -> Plan:
     if tune is None or not any(s.name == "tune" for s in plan.steps):
         return plan
     return katib.with_tune_option(
-        plan, OPTION, [{k: _as_json(v) for k, v in a.items()} for a in draw(tune)],
+        plan, OPTION, [{k: as_json(v) for k, v in a.items()} for a in draw(tune)],
         drop=(katib.OPTION,))
 
 

@@ -1,14 +1,15 @@
 """``make image`` (the README's command, from the repository root) once per state of what it
-builds from, one build at a time: the ``images`` fixture's build, and CI's early start of it.
+builds from, one build at a time: the ``images`` fixture's build.
 
-``.ci/run`` runs this file in the background while ``make test`` installs the venv, so the image
-build (debootstrap, the wheelhouse, two ``docker build``) overlaps the install and the first
-tests; the fixture then waits for that build (one lock) and, finding the images made from the
-same sources, does not build them again. A build that failed, or sources that changed since,
-make the fixture run ``make image`` itself, and a failure is reported there.
+``make test`` runs modules on two processes, and several modules use the images: the first
+one builds them and records what they were made from (``.image-build.done``: a digest of the
+sources and both image ids); the others, waiting on one lock, find the images made from the
+same sources and do not build them again (a ``make image`` of built images still sends the
+whole wheelhouse to Docker twice: about a minute). Sources that changed since, or images gone,
+make the next caller build again.
 
-Standard library only: ``.ci/run`` starts it with the system Python before the venv holds
-anything.
+Standard library only: ``python3 tests/pipelines/image_build.py`` builds the same way outside
+pytest.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def image_ids() -> list[str] | None:
 
 def build(env: dict | None = None) -> subprocess.CompletedProcess | None:
     """``make image``, unless the images were made from these very sources by an earlier call
-    (the other pytest process, or ``.ci/run``'s early start): None then."""
+    (an earlier module, or the other pytest process): None then."""
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         digest = source_digest()

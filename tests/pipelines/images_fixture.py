@@ -1,7 +1,7 @@
 """The ``images`` fixture the image tests share: ``make image``, as documented (the README's
 command, from the repository root), once per state of the sources (``image_build.py``: the
-first module that uses it builds, or CI's early start did); it yields the CPU and slim image
-references.
+first module that uses it builds, the others find the images built); it yields the CPU and
+slim image references.
 
 Needs a Docker engine (CI's ``.ci/run`` installs and starts one); skipped where none runs, except
 under CI (``CI`` set), where a missing engine fails. A test module takes it with
@@ -41,8 +41,8 @@ def images():
         if os.environ.get("CI"):
             pytest.fail("no Docker engine runs here: .ci/run should have started one")
         pytest.skip("no Docker engine runs here")
-    # make test runs modules on two processes, and CI starts the build before the tests: one
-    # build at a time, and none again from the same sources (image_build.py)
+    # make test runs modules on two processes: one build at a time, and none again from the
+    # same sources (image_build.py)
     done = image_build.build(kfp_local_fakes.env())
     assert done is None or done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return IMAGE, SLIM_IMAGE
