@@ -14,7 +14,8 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 
-__all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "STEPS", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
+__all__ = ["Option", "add_options", "Step", "Result", "UiOutput", "UI_KINDS", "STEPS", "INGEST",
+           "VALIDATE", "TRANSFORM", "TUNE", "TRAIN", "EVALUATE", "PUSH", "PREPROCESS", "TFJOB", "SERVE_MODULE", "SERVE_OPTIONS",
            "BATCH_PREDICT", "PREDICT_ONLY", "DEFAULT_GZIP_LEVEL", "step_named",
            "steps_for", "Files", "USER_STEP_MODULE", "FINGERPRINT", "MODEL_FINGERPRINT", "RUN_REFERENCE",
            "SELECT", "CANDIDATE_STEPS", "CANDIDATE_FINGERPRINTS", "CANDIDATES_FILE", "candidate_artifact", "artifact_role",
@@ -178,6 +179,13 @@ class Step:
     ``waits_for``: steps that, when the pipeline has them, end before this one starts without
     feeding it (train waits for validate: the data checks gate training, and a train task
     that waits for a validate that failed on a blocking anomaly never starts).
+
+    ``warm``: the step's imports take seconds (TensorFlow, Beam), so a local run may leave a
+    process with them done for the next run; False for a step that imports next to nothing
+    (push).
+
+    ``skip_note``: what the step's message says when its :attr:`runs_if` result is false
+    and it is skipped, besides why (push: ``"not pushed"``).
     """
 
     def flag(self, artifact: str) -> str:
@@ -207,6 +215,8 @@ class Step:
     roles: tuple[tuple[str, str], ...] = ()
     of: str | None = None
     waits_for: tuple[str, ...] = ()
+    warm: bool = True
+    skip_note: str = ""
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -347,76 +357,77 @@ SOURCE_DIGEST = "source-digest"
 # The select step's: each candidate's model fingerprint (:data:`SELECT`).
 CANDIDATE_FINGERPRINTS = "candidate-fingerprints"
 
-STEPS = (
-    Step("ingest", "estflow.components.ingest", (), ("examples",),
-         "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples",
-         options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples"),
-                  Option(SOURCE_DIGEST, "the source's fingerprint digest when the run started "
-                         "(the fingerprint step's): the step fails if the data it read no "
-                         "longer has it (the source changed under the run)")), beam=True,
-         reads=(*_SCHEMA, "source", "split"), requests=("1", "2Gi"),
-         summary=Files.INGEST_STATS, outside_storage=True),
-    # Never reused: it reads the schema file and the served model's statistics, which no
-    # cache key covers, and it costs a fraction of a second.
-    Step("validate", "estflow.components.validate", ("examples",), ("validation",),
-         "check the data's statistics against the schema, and drift against the served "
-         "model's training data; stop before training on a blocking anomaly",
-         options=(_SOURCE_ROOT,), reads=(*_SCHEMA, "checks", "push.base_path",
-                                         "push.model_name"),
-         side_effects=True, needs="checks", caching=False, requests=("500m", "1Gi"),
-         summary=Files.VALIDATION, outside_storage=True),
-    Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
-         "analyze + transform with Beam and tf.Transform",
-         options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True,
-         reads=(*_SCHEMA, "derive", "split", "model.weight_column"), requests=("1", "4Gi"),
-         summary=Files.TRANSFORM_STATS),
-    # Only with Pipeline.tune: the trials train and evaluate through the train and evaluate
-    # steps' own entry points (one answer: a trial's objective is the evaluate step's metric);
-    # the final train reads the best assignment (tuned_train).
-    Step("tune", "estflow.components.tune", ("examples", "transformed"), (TUNED,),
-         "search Pipeline.tune's space: train and evaluate each trial (in parallel, early "
-         "stopping the ones behind), keep the best assignment for the final train",
-         options=(
-             Option("study-dir", "where searches are kept, one folder per key (default: "
-                    "$ESTFLOW_TUNE_STUDY_DIR, which estflow run sets to its cache, else the "
-                    "output's study/): a rerun or a larger budget reuses the finished trials"),
-             Option("study-key", "the search's key: what makes trials comparable (default: a "
-                    "digest of the inputs and the declaration without the budget)"),
-             Option("keep-models", "keep each trial's model directory (trials.json's "
-                    "model_dir)", type="bool", default=False),
-             Option("katib-experiment", "the Katib Experiment estflow compile built (JSON; "
-                    "--tune-on katib): the trials run as Katib trials, a pod each, not in "
-                    "this task, which names the Experiment for the run, fills in its "
-                    "namespace and the inputs' bucket URIs, creates it, follows it and writes "
-                    "its best trial (empty or absent: the search runs in this task)")),
-         reads=(*_TRAIN_READS, "tune", "eval"), needs="tune", requests=("2", "4Gi"),
-         summary=Files.METRICS),
-    Step("train", "estflow.components.train", ("transformed",), ("model",),
-         "train the Estimator, checkpoint, export the serving SavedModel",
-         reads=_TRAIN_READS, requests=("1", "4Gi"), summary=Files.TRAIN_RESULT,
-         waits_for=("validate",)),
-    Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
-         "metrics on the eval split through the exported model",
-         reads=(*_SCHEMA, "model", "eval", "push.base_path", "push.model_name"),
-         requests=("1", "2Gi"), summary=Files.METRICS,
-         result=Result("evaluation", Files.BLESSING, "blessed"),
-         ui_outputs=(UiOutput("metrics", "metrics", "evaluation", Files.KFP_METRICS),
-                     UiOutput("classification", "classification", "evaluation",
-                              Files.KFP_CLASSIFICATION),
-                     UiOutput("html_report", "html", "evaluation", Files.REPORT))),
-    Step("push", "estflow.components.push", ("model", "evaluation"), ("pushed",),
-         "copy the export to <base>/<model_name>/<version>/ atomically",
-         options=(Option(MODEL_FINGERPRINT, "fingerprint of the model artifact (the train "
-                         "step's cache key): a served version with the same one is not "
-                         "pushed again, and a pushed version records it"),
-                  Option(RUN_REFERENCE, "the run that made the model (a local run directory "
-                         "or a KFP run), recorded in the pushed version's lineage")),
-         # checks: the drift thresholds recorded in the pushed version's lineage (batch
-         # scoring with it checks skew with them)
-         reads=(*_SCHEMA, "push", "checks"), side_effects=True, needs="push", caching=False,
-         requests=("500m", "1Gi"), runs_if="evaluate", summary=Files.PUSH_RESULT,
-         outside_storage=True),
-)
+INGEST = Step("ingest", "estflow.components.ingest", (), ("examples",),
+    "read CSV, validate rows, reject bad ones, split train/eval, write tf.Examples",
+    options=(_SOURCE_ROOT, *_BEAM_OPTIONS, *_remote("examples"),
+             Option(SOURCE_DIGEST, "the source's fingerprint digest when the run started "
+                    "(the fingerprint step's): the step fails if the data it read no "
+                    "longer has it (the source changed under the run)")), beam=True,
+    reads=(*_SCHEMA, "source", "split"), requests=("1", "2Gi"),
+    summary=Files.INGEST_STATS, outside_storage=True)
+# Never reused: it reads the schema file and the served model's statistics, which no
+# cache key covers, and it costs a fraction of a second.
+VALIDATE = Step("validate", "estflow.components.validate", ("examples",), ("validation",),
+    "check the data's statistics against the schema, and drift against the served "
+    "model's training data; stop before training on a blocking anomaly",
+    options=(_SOURCE_ROOT,), reads=(*_SCHEMA, "checks", "push.base_path",
+                                    "push.model_name"),
+    side_effects=True, needs="checks", caching=False, requests=("500m", "1Gi"),
+    summary=Files.VALIDATION, outside_storage=True)
+TRANSFORM = Step("transform", "estflow.components.transform", ("examples",), ("transformed",),
+    "analyze + transform with Beam and tf.Transform",
+    options=(*_BEAM_OPTIONS, *_remote("examples", "transformed")), beam=True,
+    reads=(*_SCHEMA, "derive", "split", "model.weight_column"), requests=("1", "4Gi"),
+    summary=Files.TRANSFORM_STATS)
+# Only with Pipeline.tune: the trials train and evaluate through the train and evaluate
+# steps' own entry points (one answer: a trial's objective is the evaluate step's metric);
+# the final train reads the best assignment (tuned_train).
+TUNE = Step("tune", "estflow.components.tune", ("examples", "transformed"), (TUNED,),
+    "search Pipeline.tune's space: train and evaluate each trial (in parallel, early "
+    "stopping the ones behind), keep the best assignment for the final train",
+    options=(
+        Option("study-dir", "where searches are kept, one folder per key (default: "
+               "$ESTFLOW_TUNE_STUDY_DIR, which estflow run sets to its cache, else the "
+               "output's study/): a rerun or a larger budget reuses the finished trials"),
+        Option("study-key", "the search's key: what makes trials comparable (default: a "
+               "digest of the inputs and the declaration without the budget)"),
+        Option("keep-models", "keep each trial's model directory (trials.json's "
+               "model_dir)", type="bool", default=False),
+        Option("katib-experiment", "the Katib Experiment estflow compile built (JSON; "
+               "--tune-on katib): the trials run as Katib trials, a pod each, not in "
+               "this task, which names the Experiment for the run, fills in its "
+               "namespace and the inputs' bucket URIs, creates it, follows it and writes "
+               "its best trial (empty or absent: the search runs in this task)")),
+    reads=(*_TRAIN_READS, "tune", "eval"), needs="tune", requests=("2", "4Gi"),
+    summary=Files.METRICS)
+TRAIN = Step("train", "estflow.components.train", ("transformed",), ("model",),
+    "train the Estimator, checkpoint, export the serving SavedModel",
+    reads=_TRAIN_READS, requests=("1", "4Gi"), summary=Files.TRAIN_RESULT,
+    waits_for=("validate",))
+EVALUATE = Step("evaluate", "estflow.components.evaluate", ("examples", "model"), ("evaluation",),
+    "metrics on the eval split through the exported model",
+    reads=(*_SCHEMA, "model", "eval", "push.base_path", "push.model_name"),
+    requests=("1", "2Gi"), summary=Files.METRICS,
+    result=Result("evaluation", Files.BLESSING, "blessed"),
+    ui_outputs=(UiOutput("metrics", "metrics", "evaluation", Files.KFP_METRICS),
+                UiOutput("classification", "classification", "evaluation",
+                         Files.KFP_CLASSIFICATION),
+                UiOutput("html_report", "html", "evaluation", Files.REPORT)))
+PUSH = Step("push", "estflow.components.push", ("model", "evaluation"), ("pushed",),
+    "copy the export to <base>/<model_name>/<version>/ atomically",
+    options=(Option(MODEL_FINGERPRINT, "fingerprint of the model artifact (the train "
+                    "step's cache key): a served version with the same one is not "
+                    "pushed again, and a pushed version records it"),
+             Option(RUN_REFERENCE, "the run that made the model (a local run directory "
+                    "or a KFP run), recorded in the pushed version's lineage")),
+    # checks: the drift thresholds recorded in the pushed version's lineage (batch
+    # scoring with it checks skew with them)
+    reads=(*_SCHEMA, "push", "checks"), side_effects=True, needs="push", caching=False,
+    requests=("500m", "1Gi"), runs_if="evaluate", summary=Files.PUSH_RESULT,
+    outside_storage=True, warm=False, skip_note="not pushed")
+
+STEPS = (INGEST, VALIDATE, TRANSFORM, TUNE, TRAIN, EVALUATE, PUSH)
+"""The built-in steps of a training pipeline, in order (:func:`steps_for`)."""
 
 FINGERPRINT = Step(
     "fingerprint", "estflow.components.fingerprint", (), ("fingerprints",),
@@ -549,7 +560,7 @@ SELECT = Step(
                     "model's (a rerun picking the same trained model pushes nothing)"),),
     requests=("500m", "1Gi"), summary=Files.METRICS,
     result=Result("evaluation", Files.BLESSING, "blessed"),
-    ui_outputs=next(s for s in STEPS if s.name == "evaluate").ui_outputs)
+    ui_outputs=EVALUATE.ui_outputs)
 """Where candidates meet (:func:`select_row`): its inputs are each candidate's model and
 evaluation (``model_<name>``, ``evaluation_<name>``); its outputs are the pipeline's ``model``
 and ``evaluation``, what push and the user's steps read."""

@@ -21,8 +21,10 @@ from estflow.dsl.contracts import MODEL_FINGERPRINT
 from estflow.dsl.contracts import PREDICT_ONLY
 from estflow.dsl.contracts import PREPROCESS
 from estflow.dsl.contracts import RUN_REFERENCE
+from estflow.dsl.contracts import SELECT
 from estflow.dsl.contracts import SOURCE_DIGEST
 from estflow.dsl.contracts import STEPS
+from estflow.dsl.contracts import TRAIN
 from estflow.dsl.contracts import USER_STEP_MODULE
 from estflow.dsl.contracts import Result
 from estflow.dsl.contracts import Step
@@ -86,6 +88,8 @@ class PlannedStep:
     roles: tuple[tuple[str, str], ...] = ()
     of: str | None = None
     waits_for: tuple[str, ...] = ()
+    warm: bool = True
+    skip_note: str = ""
 
     def flag(self, artifact: str) -> str:
         """The entry point's flag (without ``--``) for ``artifact`` (its contract row's)."""
@@ -251,10 +255,10 @@ def with_user_steps(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
             user_rows += items
         user_rows.append(contract_row(s, reads=reads))
     if isinstance(pipeline.model, Candidates):  # "the evaluation" is the one select picked
-        moved = {n: "select" for n in CANDIDATE_STEPS}
+        moved = {n: SELECT.name for n in CANDIDATE_STEPS}
         user_rows = [dataclasses.replace(
             r, after=tuple(dict.fromkeys(moved.get(a, a) for a in r.after)),
-            when=(dataclasses.replace(r.when, step="select")
+            when=(dataclasses.replace(r.when, step=SELECT.name)
                   if r.when is not None and r.when.step in moved else r.when))
             for r in user_rows]
     return _ordered(rows, user_rows, writers)
@@ -265,7 +269,7 @@ def with_tune(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
     (:func:`~estflow.dsl.contracts.tuned_train`) when the pipeline declares ``tune``."""
     if pipeline.tune is None:
         return tuple(rows)
-    return tuple(tuned_train(r) if r.name == "train" else r for r in rows)
+    return tuple(tuned_train(r) if r.name == TRAIN.name else r for r in rows)
 
 
 def with_candidates(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...]:
@@ -283,7 +287,7 @@ def with_candidates(pipeline: Pipeline, rows: Sequence[Step]) -> tuple[Step, ...
             if i == last:
                 out.append(select_row(names))
             continue
-        moved = {s: "select" for s in CANDIDATE_STEPS}
+        moved = {s: SELECT.name for s in CANDIDATE_STEPS}
         out.append(dataclasses.replace(
             r, after=tuple(dict.fromkeys(moved.get(a, a) for a in r.after)),
             runs_if=moved.get(r.runs_if, r.runs_if)))

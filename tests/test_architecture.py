@@ -165,3 +165,41 @@ def test_the_architecture_pages_steps_table_is_drawn_from_the_contract():
     for step in STEPS:  # every built-in row is in it, with its module
         assert f"| `{step.name}` | `{step.module}` |" in table
     assert "`estflow.components.user_step`" in table
+
+
+# The record fields of a run that share a step's name (a digest is a "fingerprint").
+_RECORD_FIELDS = {"fingerprint"}
+
+
+def _step_name_literals(path: Path, names: set[str]) -> list[str]:
+    """``path``'s string constants equal to one of ``names``, docstrings aside."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)}
+    return [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value in names and id(node) not in docs]
+
+
+def test_no_step_name_is_written_in_the_runner_the_planner_or_the_compiler():
+    """The local runner, the planner and the KFP compiler read what they know of a step from
+    its contract row (``estflow.dsl.contracts``): its name comes from the row (``TUNE.name``),
+    what sets it apart from a field (``warm``, ``skip_note``, ``waits_for``, ``reads``), so a
+    step declared from outside reaches them the same way. A string literal equal to a step's
+    name there fails this test."""
+    from estflow.dsl import contracts
+
+    rows = (*contracts.STEPS, contracts.FINGERPRINT, contracts.PREPROCESS, contracts.TFJOB,
+            contracts.SELECT, contracts.BATCH_PREDICT)
+    names = {r.name for r in rows} - _RECORD_FIELDS
+    files = sorted([*(REPO / "pipelines" / "local").glob("*.py"),
+                    *(REPO / "pipelines" / "kubeflow").glob("*.py"),
+                    REPO / "pipelines" / "plan.py"])
+    assert len(files) > 20, files
+    found = [hit for f in files for hit in _step_name_literals(f, names)]
+    assert not found, "step names written outside the contract:\n" + "\n".join(found)

@@ -89,8 +89,10 @@ from kfp.dsl import graph_component
 from kfp.dsl import pipeline_task
 
 from estflow.dsl.contracts import BATCH_PREDICT
+from estflow.dsl.contracts import PUSH
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import TFJOB
+from estflow.dsl.contracts import TUNE
 from estflow.dsl.contracts import Step
 from estflow.dsl.contracts import candidate_artifact
 from estflow.dsl.models import Candidates
@@ -674,7 +676,7 @@ def _tune_fan_out(plan: Plan, target: kfp_backends.BackendVersion | None) -> Pla
     """``plan`` with its tune step's trials drawn (``--tune-on parallel-for``), or
     CompileError with every reason it cannot be."""
     tune = plan.pipeline.tune
-    if tune is None or not any(s.name == "tune" for s in plan.steps):
+    if tune is None or not any(s.name == TUNE.name for s in plan.steps):
         return plan
     problems = tune_fan_out.refusals(tune)
     since = kfp_backends.EXIT_HANDLER_STATE.since
@@ -738,7 +740,7 @@ def _as_tfjob(step: PlannedStep, pipeline: Pipeline, image: str) -> PlannedStep:
                            "expected the storage the TFJob's replicas and the train task share "
                            "(gs://bucket/path, or a path on a PVC in resources['train'].pvcs) "
                            "to compile a multi-worker train step. Received: None")
-    if pipeline.resources.get("train", Resources()).placement_parameters:
+    if pipeline.resources.get(TFJOB.name, Resources()).placement_parameters:
         raise CompileError("Received resources['train'].placement_parameters=True with a "
                            "multi-worker cluster, expected False: the TFJob's replicas take "
                            "the declared accelerator and node pool")
@@ -817,13 +819,25 @@ def _unpack(value: LoadedPipeline | Pipeline, source_root: str | None) -> tuple[
                        f"loaded_or_pipeline={type(value).__name__}")
 
 
+def _push_target_readers(pipeline: Pipeline) -> list[str]:
+    """The steps the pipeline runs that read or write the push target's storage (their
+    contract rows read the push target's field, ``PUSH.needs``, or its ``base_path``): push
+    writes it; evaluate reads the served model there as its baseline, validate its training
+    statistics."""
+    field = PUSH.needs
+    return [s.name for s in reversed(STEPS)
+            if any(r in (field, f"{field}.base_path") for r in s.reads or ())
+            and (s.needs is None or getattr(pipeline, s.needs, None) is not None)]
+
+
 def _check_push_target(pipeline: Pipeline, given: bool = False) -> None:
     """A push target must be somewhere a Kubeflow task can reach and that outlives its pod:
-    a bucket URL, or a path on a volume the push and evaluate tasks mount (evaluate reads the
-    served model there as its baseline)."""
+    a bucket URL, or a path on a volume every task reading it mounts
+    (:func:`_push_target_readers`)."""
     push = pipeline.push
     if push is None:
         return
+    readers = _push_target_readers(pipeline)
     base = push.base_path
     scheme = base.partition("://")[0] if "://" in base else ""
     if scheme and scheme != "file":
@@ -831,15 +845,16 @@ def _check_push_target(pipeline: Pipeline, given: bool = False) -> None:
     field = "--push-base-path" if given else "`push.base_path`"
     local = base[len("file://"):] if scheme else base
     fix = ("declare a bucket URL (gs://BUCKET/models, s3://BUCKET/models) or a path on a "
-           "volume the push and evaluate tasks mount (resources['push'].pvcs and "
-           "resources['evaluate'].pvcs), or compile with --push-base-path gs://BUCKET/models")
+           f"volume the {' and '.join(readers)} tasks mount ("
+           + " and ".join(f"resources[{s!r}].pvcs" for s in readers)
+           + "), or compile with --push-base-path gs://BUCKET/models")
     if not os.path.isabs(local):
         raise CompileError(
             f"Received an invalid value for {field}, expected a place a Kubeflow task can "
             f"reach: a relative path is resolved in the task's pod, where the pushed model is "
             f"lost when the pod ends (and every later run finds no baseline); {fix}. "
             f"Received: push.base_path={base!r}")
-    for step in ("push", "evaluate"):
+    for step in readers:
         mounts = [p.mount_path for p in pipeline.resources.get(step, Resources()).pvcs]
         if not any(_under(local, mount) for mount in mounts):
             raise CompileError(

@@ -101,6 +101,8 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+from estflow.dsl.contracts import TRAIN
+from estflow.dsl.contracts import TUNE
 from estflow.dsl.models import LOWER_IS_BETTER
 from estflow.pipelines.plan import fingerprint_step
 
@@ -140,7 +142,7 @@ _STAND_IN_NAMESPACE = "default"  # valid for experiment(); dropped unless one is
 _JOB_SUCCESS = 'status.conditions.#(type=="Complete")#|#(status=="True")#'
 _JOB_FAILURE = 'status.conditions.#(type=="Failed")#|#(status=="True")#'
 _ISTIO_INJECT = "sidecar.istio.io/inject"
-_LABELS = {"app.kubernetes.io/part-of": "estflow", "app.kubernetes.io/component": "tune"}
+_LABELS = {"app.kubernetes.io/part-of": "estflow", "app.kubernetes.io/component": TUNE.name}
 # Katib's experiment validator: names start with a letter, at most 40 characters (the
 # suggestion's Deployment and Service are named after the experiment and its algorithm).
 _EXPERIMENT_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -478,7 +480,7 @@ def trial_resources(pipeline: Any) -> tuple[str | None, Any]:
     ``Pipeline.resources["tune"]`` when declared, else ``["train"]`` (a trial trains as the
     train step does), else (None, None)."""
     resources = getattr(pipeline, "resources", None) or {}
-    for step in ("tune", "train"):
+    for step in (TUNE.name, TRAIN.name):
         if step in resources:
             return step, resources[step]
     return None, None
@@ -492,8 +494,8 @@ def trial_image(pipeline: Any, image: str,
     else ``image``."""
     step_images = step_images or {}
     source, _ = trial_resources(pipeline)
-    return step_images.get("tune") or (
-        step_images.get("train") if source == "train" else None) or image
+    return step_images.get(TUNE.name) or (
+        step_images.get(TRAIN.name) if source == TRAIN.name else None) or image
 
 
 def for_pipeline(pipeline: Any, *, image: str, namespace: str | None = None,
@@ -507,7 +509,7 @@ def for_pipeline(pipeline: Any, *, image: str, namespace: str | None = None,
     Raises:
         ValueError: no search declared, or one Katib cannot run (see :func:`experiment`).
     """
-    tune = getattr(pipeline, "tune", None)
+    tune = pipeline.tune
     if tune is None:
         raise ValueError("Received a pipeline without a search (Pipeline.tune is None), "
                          "expected one to compile to a Katib Experiment")
@@ -531,7 +533,7 @@ def with_experiment(plan: Any, *, image: str, step_images: Mapping[str, str] | N
     ``step_images`` (step -> image, the compiler's: overrides and accelerator variants) of
     ``tune``, else of ``train`` when the trials take its resources, else ``image``.
     """
-    if not any(s.name == "tune" for s in plan.steps) or plan.pipeline.tune is None:
+    if not any(s.name == TUNE.name for s in plan.steps) or plan.pipeline.tune is None:
         return plan
     compiled = for_pipeline(plan.pipeline, image=trial_image(plan.pipeline, image, step_images),
                             namespace=namespace, service_account=service_account)
@@ -547,7 +549,7 @@ def with_tune_option(plan: Any, option: str, value: Any, drop: Sequence[str] = (
     gone = {option, *drop}
     steps = tuple(dataclasses.replace(s, options=(*((k, v) for k, v in s.options
                                                     if k not in gone), (option, text)))
-                  if s.name == "tune" else s for s in plan.steps)
+                  if s.name == TUNE.name else s for s in plan.steps)
     planned = dataclasses.replace(plan, steps=steps)
     if plan.fingerprint is not None:
         source_root = dict(plan.fingerprint.options)["source-root"]

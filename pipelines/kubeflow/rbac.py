@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from estflow.dsl.contracts import TFJOB
+
 __all__ = ["ROLE_NAME", "RULES", "DEFAULT_NAMESPACE", "DEFAULT_SERVICE_ACCOUNT", "manifests",
            "render", "allows"]
 
@@ -51,7 +53,7 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": ["kubeflow.org"], "resources": ["experiments"],
      "verbs": ["create", "get", "delete"]},
 ]
-_LABELS = {"app.kubernetes.io/part-of": "estflow", "app.kubernetes.io/component": "train"}
+_LABELS = {"app.kubernetes.io/part-of": "estflow", "app.kubernetes.io/component": TFJOB.name}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 

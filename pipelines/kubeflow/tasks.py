@@ -147,8 +147,8 @@ def build_gated_component(step: PlannedStep, gate: str, image: str, *, keyed: bo
     body = next(i for i, line in enumerate(lines) if line.startswith(")")) + 2  # after doc
     outputs = [*step.outputs, *(name for name, _ in components.ui_outputs(step))]
     message = f"estflow step {step.name}: skipped: {gate} is False"
-    if step.name == "push":
-        message += " (not pushed)"
+    if step.skip_note:
+        message += f" ({step.skip_note})"
     guard = [f"    if not {gate}:",
              "        import json",
              "        import os",

@@ -49,6 +49,7 @@ from kfp import dsl
 from kfp.dsl import pipeline_task
 from kfp.dsl import python_component
 
+from estflow.dsl.contracts import TUNE
 from estflow.dsl.resources import Resources
 from estflow.dsl.tune import as_json
 from estflow.dsl.tune import suggest
@@ -147,7 +148,7 @@ def with_trials(plan: Plan) -> Plan:
     """``plan`` with its tune step carrying the draw (:data:`OPTION`; any Katib Experiment
     dropped), the fingerprint step keying it; unchanged without a tune step."""
     tune = plan.pipeline.tune
-    if tune is None or not any(s.name == "tune" for s in plan.steps):
+    if tune is None or not any(s.name == TUNE.name for s in plan.steps):
         return plan
     return katib.with_tune_option(
         plan, OPTION, [{k: as_json(v) for k, v in a.items()} for a in draw(tune)],
@@ -156,7 +157,7 @@ def with_trials(plan: Plan) -> Plan:
 
 def is_fan_out(step: PlannedStep) -> bool:
     """Whether ``step`` is a tune step whose trials run as a ParallelFor."""
-    return step.name == "tune" and OPTION in dict(step.options)
+    return step.name == TUNE.name and OPTION in dict(step.options)
 
 
 def trials_of(step: PlannedStep) -> list[dict[str, Any]]:
@@ -250,7 +251,7 @@ def _trial_resources(pipeline: Any, placement: pipeline_task.PipelineTask | None
     source, resources = katib.trial_resources(pipeline)
     if resources is None:
         return Resources()
-    if resources.placement_parameters and (placement is None or source != "tune"):
+    if resources.placement_parameters and (placement is None or source != TUNE.name):
         return dataclasses.replace(resources, placement_parameters=False)
     return resources
 

@@ -257,7 +257,7 @@ class PlanRun:
         names = [s.name for s in self.plan.steps]
         start = names.index(TFJOB.name) if TFJOB.name in names else 0
         ran = [(s.name, s.module) for s in self.plan.steps[start:]
-               if s.name in self.seconds and s.name != "push"
+               if s.name in self.seconds and s.warm
                and isinstance(executor_for(s, self.topology), ProcessExecutor)]
         left = spawn_warm(ran[-WARM_STEPS:] if start == 0 else ran[:WARM_STEPS], self.env,
                           seconds)

@@ -15,10 +15,13 @@ outputs.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from estflow.dsl.contracts import PREPROCESS
+from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import Files
 from estflow.pipelines.local import runs
 from estflow.pipelines.local.cluster import Topology
@@ -32,8 +35,9 @@ from estflow.pipelines.plan import build_preprocess_plan
 
 __all__ = ["CACHED_STEPS", "run_preprocess"]
 
-CACHED_STEPS = ("ingest", "transform")
-"""The training steps whose entries ``estflow preprocess`` reuses or makes, in lock order."""
+CACHED_STEPS = tuple(s.name for s in STEPS if set(s.outputs) & set(PREPROCESS.outputs))
+"""The training steps whose entries ``estflow preprocess`` reuses or makes, in lock order: those
+writing what the fused job writes (ingest, transform)."""
 
 
 def run_preprocess(pipeline, source_root: str, workdir: Path, *,
@@ -65,8 +69,9 @@ def run_preprocess(pipeline, source_root: str, workdir: Path, *,
         entries = _whole(cache, keys)
         reused = entries is not None
         if not reused:
-            with cache.lock(CACHED_STEPS[0], keys[CACHED_STEPS[0]]["key"]), \
-                    cache.lock(CACHED_STEPS[1], keys[CACHED_STEPS[1]]["key"]):
+            with contextlib.ExitStack() as locks:
+                for name in CACHED_STEPS:
+                    locks.enter_context(cache.lock(name, keys[name]["key"]))
                 entries = _whole(cache, keys)  # another run made them meanwhile
                 reused = entries is not None
                 if not reused:
@@ -78,8 +83,8 @@ def run_preprocess(pipeline, source_root: str, workdir: Path, *,
     if reused:
         made = {e.info.get("run") or "an earlier run" for e in entries.values()}
         run.reused.append(preprocess.name)
-        echo(f"<== {preprocess.name} reused: the ingest and transform steps' cache entries "
-             f"(keys {keys['ingest']['key'][:12]}, {keys['transform']['key'][:12]}), made by "
+        echo(f"<== {preprocess.name} reused: the {' and '.join(CACHED_STEPS)} steps' cache "
+             f"entries (keys {', '.join(keys[n]['key'][:12] for n in CACHED_STEPS)}), made by "
              f"{', '.join(sorted(made))}")
     return RunResult(workdir, {a: Path(p) for a, p in run.paths.items()}, run.seconds,
                      tuple(run.reused))

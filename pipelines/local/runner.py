@@ -85,6 +85,7 @@ from estflow.dsl.checks import select_span
 from estflow.dsl.checks import select_window
 from estflow.dsl.checks import span_of
 from estflow.dsl.contracts import CANDIDATES_FILE
+from estflow.dsl.contracts import PUSH
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import TUNE_STUDIES
 from estflow.dsl.contracts import TUNE_STUDY_ENV
@@ -298,8 +299,8 @@ def where_things_go(pipeline: Pipeline, pipeline_file: Path | str | None = None,
         if not target.exists():
             lines.append(f"push target: {target} (new: no version of {push.model_name!r} there "
                          "yet; a relative PushTarget.base_path follows the current directory)")
-            pushed = {str(Path(r.data["push"]["path"]).parent) for _, records in elsewhere
-                      for r in records if (r.data.get("push") or {}).get("path")}
+            pushed = {str(Path(r.data[PUSH.name]["path"]).parent) for _, records in elsewhere
+                      for r in records if (r.data.get(PUSH.name) or {}).get("path")}
             pushed.discard(str(target))
             if pushed:
                 lines.append(f"  earlier runs of {pipeline.name!r} pushed to "
@@ -497,7 +498,7 @@ def _finish_record(record: runs.RunRecord, result: RunResult) -> None:
             pass
     if "pushed" in result.artifacts:
         try:
-            record.data["push"] = result.read("pushed", Files.PUSH_RESULT)
+            record.data[PUSH.name] = result.read("pushed", Files.PUSH_RESULT)
         except (OSError, ValueError):
             pass
 

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from estflow.dsl.contracts import PUSH
 from estflow.dsl.contracts import TUNE_STUDIES
 from estflow.dsl.contracts import TUNE_STUDY_LOCK
 from estflow.dsl.contracts import TUNE_TRIALS
@@ -113,7 +114,7 @@ class RunRecord:
         record = cls(run_dir / Files.RUN_RECORD, {
             "run": run_dir.name, "pipeline": pipeline, "status": "running",
             "started": now(), "finished": None, "seconds": None, "estflow": version,
-            "attempts": [], "steps": {}, "metrics": {}, "push": None})
+            "attempts": [], "steps": {}, "metrics": {}, PUSH.name: None})
         record.begin_attempt(resumed=False)
         return record
 

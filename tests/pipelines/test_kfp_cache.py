@@ -60,6 +60,20 @@ def test_a_bucket_or_a_mounted_volume_is_reachable(tmp_path, base_path):
     kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml")
 
 
+def test_with_data_checks_the_validate_task_must_mount_the_push_target_too(tmp_path):
+    """validate reads the served model's training statistics at the push target (drift): a
+    path on a volume it does not mount would find none and check no drift."""
+    mounted = ef.Resources(pvcs=(ef.PvcMount("m", "/mnt/m"),))
+    pipeline = dataclasses.replace(
+        taxi.pipeline, push=ef.PushTarget("/mnt/m/serving", "taxi"),
+        checks=ef.DataChecks(), resources={"push": mounted, "evaluate": mounted})
+    with pytest.raises(kfp_compiler.CompileError,
+                       match=r"volume the validate task mounts \(resources\['validate'\]"):
+        kfp_compiler.compile_pipeline(pipeline, tmp_path / "p.yaml")
+    kfp_compiler.compile_pipeline(dataclasses.replace(
+        pipeline, resources={**pipeline.resources, "validate": mounted}), tmp_path / "p.yaml")
+
+
 def test_push_base_path_replaces_the_declared_one(tmp_path, capsys):
     out = tmp_path / "p.yaml"
     image = ("--image", "r/estflow:1")  # compile wants the image named
