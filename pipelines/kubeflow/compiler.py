@@ -89,7 +89,6 @@ from kfp.dsl import graph_component
 from kfp.dsl import pipeline_task
 
 from estflow.dsl.contracts import BATCH_PREDICT
-from estflow.dsl.contracts import PUSH
 from estflow.dsl.contracts import STEPS
 from estflow.dsl.contracts import TFJOB
 from estflow.dsl.contracts import TUNE
@@ -104,9 +103,11 @@ from estflow.pipelines.kubeflow import components as kfp_components
 from estflow.pipelines.kubeflow import images as kfp_images
 from estflow.pipelines.kubeflow import katib as kfp_katib
 from estflow.pipelines.kubeflow import lean
+from estflow.pipelines.kubeflow import refusals
 from estflow.pipelines.kubeflow import tasks as kfp_tasks
 from estflow.pipelines.kubeflow import tune_fan_out
 from estflow.pipelines.kubeflow import user_steps
+from estflow.pipelines.kubeflow.refusals import CompileError
 from estflow.pipelines.kubeflow.settings import TASK_SETTINGS
 from estflow.pipelines.kubeflow.settings import TaskContext
 from estflow.pipelines.loader import LoadedPipeline
@@ -132,28 +133,6 @@ DEFAULT_CACHING: Mapping[str, bool] = {s.name: s.caching for s in (*STEPS, BATCH
 
 # The oldest KFP backend the default output runs on (its exit handler's final status).
 DEFAULT_KFP_BACKEND = str(kfp_backends.DEFAULT)
-
-class CompileError(ValueError):
-    """An option of the compilation (not the declaration) is invalid. ``problems``: each
-    refusal, when a compile found several (its message then lists them all)."""
-
-    def __init__(self, *problems: str) -> None:
-        self.problems = tuple(problems)
-        if len(problems) == 1:
-            super().__init__(problems[0])
-        else:
-            super().__init__(f"{len(problems)} problems, all to fix before the pipeline "
-                             "compiles:\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-def _collect(problems: list[str], check: Callable, *args, **kwargs):
-    """``check(*args, **kwargs)``, its CompileError's problems added to ``problems`` (then
-    None) instead of raised: a compile reports every refusal at once, not one per attempt."""
-    try:
-        return check(*args, **kwargs)
-    except CompileError as err:
-        problems.extend(err.problems)
-        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,36 +226,36 @@ def compile_pipeline(loaded_or_pipeline: LoadedPipeline | Pipeline,
     """
     problems = list(problems)
     pipeline, root = _unpack(loaded_or_pipeline, source_root)
-    beam_default = _collect(problems, _beam_default, beam_runner, beam_options)
+    beam_default = refusals.collect(problems, _beam_default, beam_runner, beam_options)
     if push_base_path is not None and pipeline.push is not None:
         pipeline = dataclasses.replace(pipeline, push=dataclasses.replace(
             pipeline.push, base_path=push_base_path))
-    path = _collect(problems, _check_output_path, output_path)
-    if _collect(problems, _check_image, image) is None and small_image is None:
+    path = refusals.collect(problems, refusals.check_output_path, output_path)
+    if refusals.collect(problems, refusals.check_image, image) is None and small_image is None:
         small_image = image  # refused: no variant of it is checked
     elif small_image is None:
         small_image = small_image_for(image)
     else:
-        _collect(problems, _check_image, small_image)
+        refusals.collect(problems, refusals.check_image, small_image)
     for ref in (step_images or {}).values():
-        _collect(problems, _check_image, ref)
+        refusals.collect(problems, refusals.check_image, ref)
     for ref in user_steps.declared_images(pipeline).values():
-        _collect(problems, _check_image, ref)
-    target = _collect(problems, _check_backend, kfp_backend)
-    _collect(problems, _check_push_target, pipeline, given=push_base_path is not None)
+        refusals.collect(problems, refusals.check_image, ref)
+    target = refusals.collect(problems, refusals.check_backend, kfp_backend)
+    refusals.collect(problems, refusals.check_push_target, pipeline, given=push_base_path is not None)
     notes: tuple[str, ...] = ()
     if target is not None:
-        pipeline, notes = _collect(problems, _for_backend, pipeline, target) or (pipeline, ())
+        pipeline, notes = refusals.collect(problems, _for_backend, pipeline, target) or (pipeline, ())
     if problems:
         raise CompileError(*problems)
     plan = build_plan(pipeline, source_root=kfp_components.param_placeholder("source_root"),
                       beam_options=kfp_components.param_placeholder("beam_options"),
                       sdk_image=image, steps=steps)
-    _collect(problems, _check_caching, caching or {}, plan)
-    images = _collect(problems, _step_images, plan, image,
+    refusals.collect(problems, _check_caching, caching or {}, plan)
+    images = refusals.collect(problems, _step_images, plan, image,
                       {**user_steps.declared_images(pipeline), **(step_images or {})})
-    _collect(problems, _check_user_steps, plan)
-    plan = _collect(problems, _tune_on, plan, tune_on, image, images or {}, target) or plan
+    refusals.collect(problems, _check_user_steps, plan)
+    plan = refusals.collect(problems, _tune_on, plan, tune_on, image, images or {}, target) or plan
     if problems:
         raise CompileError(*problems)
     notes = (*notes, *user_steps.unreachable_functions(pipeline), *_job_kind_notes(pipeline),
@@ -637,8 +616,8 @@ def _check_user_steps(plan: Plan) -> None:
     """CompileError for user steps KFP cannot place as declared: conditions that do not nest,
     a result name compared with values of two types, a result name that is an artifact's."""
     problems: list[str] = []
-    _collect(problems, _conditions, plan)
-    types = _collect(problems, _result_types, plan.pipeline)
+    refusals.collect(problems, _conditions, plan)
+    types = refusals.collect(problems, _result_types, plan.pipeline)
     users = user_steps.declared(plan.pipeline)
     for step in plan.steps:
         if types is not None and user_steps.is_user_step(step) and step.name in users:
@@ -819,89 +798,6 @@ def _unpack(value: LoadedPipeline | Pipeline, source_root: str | None) -> tuple[
                        f"loaded_or_pipeline={type(value).__name__}")
 
 
-def _push_target_readers(pipeline: Pipeline) -> list[str]:
-    """The steps the pipeline runs that read or write the push target's storage (their
-    contract rows read the push target's field, ``PUSH.needs``, or its ``base_path``): push
-    writes it; evaluate reads the served model there as its baseline, validate its training
-    statistics."""
-    field = PUSH.needs
-    return [s.name for s in reversed(STEPS)
-            if any(r in (field, f"{field}.base_path") for r in s.reads or ())
-            and (s.needs is None or getattr(pipeline, s.needs, None) is not None)]
-
-
-def _check_push_target(pipeline: Pipeline, given: bool = False) -> None:
-    """A push target must be somewhere a Kubeflow task can reach and that outlives its pod:
-    a bucket URL, or a path on a volume every task reading it mounts
-    (:func:`_push_target_readers`)."""
-    push = pipeline.push
-    if push is None:
-        return
-    readers = _push_target_readers(pipeline)
-    base = push.base_path
-    scheme = base.partition("://")[0] if "://" in base else ""
-    if scheme and scheme != "file":
-        return
-    field = "--push-base-path" if given else "`push.base_path`"
-    local = base[len("file://"):] if scheme else base
-    fix = ("declare a bucket URL (gs://BUCKET/models, s3://BUCKET/models) or a path on a "
-           f"volume the {' and '.join(readers)} tasks mount ("
-           + " and ".join(f"resources[{s!r}].pvcs" for s in readers)
-           + "), or compile with --push-base-path gs://BUCKET/models")
-    if not os.path.isabs(local):
-        raise CompileError(
-            f"Received an invalid value for {field}, expected a place a Kubeflow task can "
-            f"reach: a relative path is resolved in the task's pod, where the pushed model is "
-            f"lost when the pod ends (and every later run finds no baseline); {fix}. "
-            f"Received: push.base_path={base!r}")
-    for step in readers:
-        mounts = [p.mount_path for p in pipeline.resources.get(step, Resources()).pvcs]
-        if not any(_under(local, mount) for mount in mounts):
-            raise CompileError(
-                f"Received an invalid value for {field}, expected a path on a volume the "
-                f"{step} task mounts (resources[{step!r}].pvcs mount "
-                f"{mounts or 'nothing'}): a local path outside a volume is lost with the "
-                f"{step} task's pod; {fix}. Received: push.base_path={base!r}")
-
-
-def _under(path: str, mount: str) -> bool:
-    path, mount = os.path.normpath(path), os.path.normpath(mount)
-    return path == mount or path.startswith(mount.rstrip("/") + "/")
-
-
-def _check_output_path(output_path: str | os.PathLike) -> Path:
-    path = Path(output_path)
-    if path.suffix not in (".yaml", ".yml"):
-        raise CompileError("Received an invalid value for `output_path`, expected a file "
-                           f"ending in .yaml or .yml. Received: output_path={str(path)!r}")
-    if not path.parent.is_dir():
-        raise CompileError("Received an invalid value for `output_path`, expected a file in "
-                           f"an existing directory. Received: output_path={str(path)!r}")
-    return path
-
-
-def _check_image(image: str) -> str:
-    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
-        raise CompileError("Received an invalid value for `image`, expected a container image "
-                           f"reference such as {DEFAULT_IMAGE!r}. Received: image={image!r}")
-    return image
-
-
-def _check_backend(version: str) -> kfp_backends.BackendVersion:
-    try:
-        target = kfp_backends.parse(version)
-    except ValueError as err:
-        raise CompileError(str(err).replace("Received an invalid KFP backend version",
-                                            "Received an invalid value for `kfp_backend`")
-                           ) from None
-    if target < kfp_backends.OLDEST:
-        raise CompileError(f"Received an invalid value for `kfp_backend`, expected "
-                           f"{kfp_backends.OLDEST} or newer (the oldest KFP backend whose v2 "
-                           f"driver runs estflow's tasks; Kubeflow 1.10.0 ships 2.4.1). "
-                           f"Received: kfp_backend={version!r}")
-    return target
-
-
 def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
                  ) -> tuple[Pipeline, tuple[str, ...]]:
     """``pipeline`` with what ``target`` cannot run replaced (placement parameters by their
@@ -918,7 +814,7 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
                          f"(needs {kfp_backends.PARAMETERISED_PLACEMENT.since}): the "
                          f"{step} task runs on its declared accelerator and node pool, and "
                          f"the {step}_* run parameters are left out")
-        _collect(problems, _check_storage, step, r, target)
+        refusals.collect(problems, refusals.check_storage, step, r, target)
         if r.retries and target < kfp_backends.RETRIES.since and not _runs_tfjob(step, pipeline):
             notes.append(f"resources[{step!r}].retries: KFP backend {target} ignores retry "
                          f"policies (they run from {kfp_backends.RETRIES.since})")
@@ -928,32 +824,6 @@ def _for_backend(pipeline: Pipeline, target: kfp_backends.BackendVersion,
     if problems:
         raise CompileError(*problems)
     return user_steps.with_resources(pipeline, resources), tuple(notes)
-
-
-def _check_storage(step: str, resources: Resources,
-                   target: kfp_backends.BackendVersion) -> None:
-    """CompileError for storage that ``target``'s driver would silently run otherwise: it drops
-    a PVC's subPath (the whole volume mounted) and a secret's ``optional`` (the secret then
-    required)."""
-    sub_paths = [p.pvc_name for p in resources.pvcs if p.sub_path]
-    since = kfp_backends.PVC_SUB_PATH.since
-    if sub_paths and target < since:
-        raise CompileError(f"Received resources[{step!r}].pvcs with a sub_path "
-                           f"({', '.join(sub_paths)}), which the driver of KFP backend {target} "
-                           f"drops (it mounts the whole volume; subPath needs {since}, "
-                           f"{', '.join(kfp_backends.PVC_SUB_PATH.evidence)}): mount the "
-                           f"volume without sub_path and put the subdirectory in the paths, "
-                           f"or compile with --kfp-backend {since.major}.{since.minor}")
-    optional = [e.secret for e in resources.secrets_as_env if e.optional]
-    since = kfp_backends.SECRET_OPTIONAL.since
-    if optional and target < since:
-        raise CompileError(f"Received resources[{step!r}].secrets_as_env with optional=True "
-                           f"({', '.join(optional)}), which the driver of KFP backend {target} "
-                           f"drops (the secret is then required and the pod does not start "
-                           f"without it; optional needs {since}, "
-                           f"{', '.join(kfp_backends.SECRET_OPTIONAL.evidence)}): declare "
-                           f"optional=False and create the secret, or compile with "
-                           f"--kfp-backend {since.major}.{since.minor}")
 
 
 def _check_caching(caching: Mapping[str, bool], plan: Plan) -> None:

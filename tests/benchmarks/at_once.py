@@ -7,6 +7,7 @@ the forced ones), then rounds alternate the two modes, each forcing the same ste
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -21,14 +22,22 @@ DATA = REPO / "pipelines" / "examples" / "data" / "chicago_taxi" / "data.csv"
 ESTFLOW = str(Path(sys.executable).parent / "estflow")
 
 
-def _run(folder: Path, *args: str) -> float:
+def _cpu() -> float:
+    """User + system CPU seconds of this process's ended (and waited-for) descendants."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _run(folder: Path, *args: str, cpu: list[float] | None = None) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ESTFLOW_")}
-    start = time.monotonic()
+    start, before = time.monotonic(), _cpu()
     done = subprocess.run([ESTFLOW, "run", "p.py", *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - start
     if done.returncode != 0:
         raise SystemExit(f"estflow run failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    if cpu is not None:
+        cpu.append(_cpu() - before)
     return wall
 
 
@@ -46,13 +55,22 @@ def compare(pipeline: str, forced: str, rounds: int, what: str, target: float) -
         (folder / "p.py").write_text(pipeline)
         _run(folder)  # what every round reuses
         walls: dict[str, list[float]] = {"one after another": [], "at once": []}
+        cpus: dict[str, list[float]] = {mode: [] for mode in walls}
         for _ in range(rounds):
-            walls["one after another"].append(_run(folder, "--no-cache", forced, "--jobs", "1"))
-            walls["at once"].append(_run(folder, "--no-cache", forced))
-    print(f"{'mode':<20} {'median wall':>12}  walls")
+            for mode, jobs in (("one after another", ("--jobs", "1")), ("at once", ())):
+                walls[mode].append(_run(folder, "--no-cache", forced, *jobs, cpu=cpus[mode]))
+    print(f"{'mode':<20} {'median wall':>12} {'median CPU':>11} {'cores busy':>11}  walls")
     for mode, values in walls.items():
-        print(f"{mode:<20} {statistics.median(values):>11.2f}s  "
+        wall, cpu = statistics.median(values), statistics.median(cpus[mode])
+        print(f"{mode:<20} {wall:>11.2f}s {cpu:>10.2f}s {cpu / wall:>11.2f}  "
               + ", ".join(f"{v:.2f}" for v in values))
+    # At once cannot be faster than its CPU time spread over every core: the best ratio this
+    # machine allows for the work both modes do.
+    cores = os.cpu_count() or 1
+    bound = (statistics.median(cpus["at once"]) / cores) / statistics.median(
+        walls["one after another"])
+    print(f"lowest ratio {cores} cores allow for this CPU time (at once's CPU / {cores} / one "
+          f"after another's wall): {bound:.2f}x")
     ratio = statistics.median(walls["at once"]) / statistics.median(walls["one after another"])
     check(f"{what} at once / one after another (estflow run wall)", ratio, target,
           at_most=True)
