@@ -203,3 +203,30 @@ def test_no_step_name_is_written_in_the_runner_the_planner_or_the_compiler():
     assert len(files) > 20, files
     found = [hit for f in files for hit in _step_name_literals(f, names)]
     assert not found, "step names written outside the contract:\n" + "\n".join(found)
+
+
+def _contract_step_packages() -> list[str]:
+    """Every step module the contract names (:func:`_step_modules`, the fingerprint step and
+    the user steps' module) but those that are one module (``components/<step>.py``)."""
+    from estflow.dsl import contracts
+
+    modules = set(_step_modules()) | {contracts.FINGERPRINT.module, contracts.USER_STEP_MODULE}
+    return sorted(m for m in modules if not (
+        REPO / "components" / f"{m.removeprefix('estflow.components.')}.py").is_file())
+
+
+@pytest.mark.parametrize("module", _contract_step_packages())
+def test_each_step_package_has_its_entry_point_and_its_run(module):
+    """Every step folder has the same shape: ``__main__.py`` is the entry point (arguments
+    from the contract row, exit statuses) and ``step.py`` holds the step's run, a top-level
+    ``run`` function (helper modules may sit beside them). Read with ``ast``: importing a step
+    would import TensorFlow or Beam."""
+    import ast
+
+    folder = REPO / "components" / module.removeprefix("estflow.components.")
+    assert (folder / "__main__.py").is_file(), f"{module}: no {folder}/__main__.py"
+    step = folder / "step.py"
+    assert step.is_file(), f"{module}: no {step} (the step's run)"
+    tree = ast.parse(step.read_text(encoding="utf-8"), filename=str(step))
+    runs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run"]
+    assert runs, f"{step.relative_to(REPO)}: no top-level function run"

@@ -45,11 +45,12 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 from estflow.components._runtime import entry
 
 __all__ = ["LATER", "preimport", "later_imports", "import_later", "main", "serve_warm",
-           "serve_step", "recv_json"]
+           "serve_step", "run_main", "recv_json"]
 
 
 LATER = "PRESTART_LATER"
@@ -194,28 +195,38 @@ def serve_step(conn: socket.socket, module: str, note: str,
     print(note, flush=True)
     signal.signal(signal.SIGINT, sigint)
     sys.argv = [module, *request["args"]]
+    code = run_main(module, interrupted=lambda: report(-signal.SIGINT))
+    report(code)
+    os._exit(code)
+
+
+def run_main(module: str, interrupted: Callable[[], None] | None = None) -> int:
+    """Run ``module`` as ``python -m module`` does, ``sys.argv`` already set; returns its exit
+    status. A Ctrl-C that stops it ends this process as it ends ``python -m``: the traceback,
+    then killed by SIGINT (``interrupted`` called first); after the step, Ctrl-C is ignored
+    (a late one must not cut its status short)."""
     code = 1
     try:
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
-        finally:  # the step is over: a late Ctrl-C must not cut its status short
+        finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except KeyboardInterrupt:  # as python -m leaves: the traceback, then killed by SIGINT
+    except KeyboardInterrupt:
         traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()
-        report(-signal.SIGINT)
+        if interrupted is not None:
+            interrupted()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     except BaseException:  # noqa: BLE001 - reported as python -m would
         traceback.print_exc()
     sys.stdout.flush()
     sys.stderr.flush()
-    report(code)
-    os._exit(code)
+    return code
 
 
 def main(argv: list[str]) -> int:

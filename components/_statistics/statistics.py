@@ -16,7 +16,7 @@ together) as the dataset :data:`ALL_EXAMPLES`, TFDV's name for the default slice
 accumulator is the splits' accumulators merged, so its figures are those TFDV computes on all
 the rows ingest kept, and it is the dataset TFDV's ``validate_statistics`` picks from a list of
 several. The data checks (:mod:`.anomalies`, the validate step's
-:mod:`estflow.components.validate.checks`) run on it (:func:`span_dataset`).
+:mod:`estflow.components.validate.step`) run on it (:func:`span_dataset`).
 The rows ingest rejected are in no dataset; per column, the cells that were not a value of
 its declared type are recorded on the span's feature as custom statistics
 (:data:`TYPE_ERRORS`, :data:`TYPE_ERROR_FRACTION`, :data:`TYPE_ERROR_EXAMPLE`), written only

@@ -1,7 +1,7 @@
 """The multi-worker train task: submit a training job to the cluster and follow it.
 
 ``python -m estflow.components.tfjob`` runs :mod:`.__main__` (the command line: Kubernetes
-credentials, this pod), which calls :func:`.step.submit` (stage, submit, follow, copy the model
+credentials, this pod), which calls :func:`.step.run` (stage, submit, follow, copy the model
 back). Its modules: :mod:`.staging` (shared storage), training-job manifests (TFJob, TrainJob
 and its runtime), TF_CONFIG of TrainJob pods (:mod:`.node`, the pods' entry point), the
 submitter's identity, follow/cleanup.

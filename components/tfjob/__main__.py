@@ -42,10 +42,10 @@ from estflow.components.tfjob import follow
 from estflow.components.tfjob.follow import JobError
 from estflow.components.tfjob.step import checked_cluster
 from estflow.components.tfjob.step import read_submitter
-from estflow.components.tfjob.step import submit
+from estflow.components.tfjob.step import run
 from estflow.dsl.contracts import TFJOB
 
-__all__ = ["JobError", "submit", "read_submitter", "main"]
+__all__ = ["JobError", "run", "read_submitter", "main"]
 
 
 def _api_from_environment() -> follow.Clients:
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         clients = _api_from_environment()
         submitter = read_submitter(clients.core, os.environ, args.namespace,
                                    _runtime.Progress("train"))
-        submit(pipeline, args.transformed, args.model, args.image, clients, submitter,
+        run(pipeline, args.transformed, args.model, args.image, clients, submitter,
                name=args.name, poll_seconds=args.poll_seconds, timeout=args.timeout_seconds,
                ttl_seconds=args.ttl_seconds, runtime=args.runtime)
     except (JobError, k8s_config.ConfigException) as err:

@@ -1,5 +1,5 @@
 """The training job, steps 1-4 of the entry point's docstring: stage the data, submit the job
-and follow it, copy the model back (:func:`submit`); and who submits it, read from this pod
+and follow it, copy the model back (:func:`run`); and who submits it, read from this pod
 (:func:`read_submitter`)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from estflow.dsl.pipeline import Pipeline
 from estflow.dsl.resources import Resources
 from estflow.dsl.specs import Cluster
 
-__all__ = ["checked_cluster", "submit", "read_submitter"]
+__all__ = ["checked_cluster", "run", "read_submitter"]
 
 _NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -42,7 +42,7 @@ def checked_cluster(pipeline: Pipeline) -> Cluster:
     return cluster
 
 
-def submit(pipeline: Pipeline, transformed: str, model: str, image: str,
+def run(pipeline: Pipeline, transformed: str, model: str, image: str,
            clients: follow.Clients, submitter: Submitter, *, name: str | None = None,
            poll_seconds: float = 10, timeout: float | None = None,
            ttl_seconds: int = manifests.DEFAULT_TTL_SECONDS,

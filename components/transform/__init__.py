@@ -1,8 +1,8 @@
 """The transform step: analyze the train split and transform every split (tf.Transform).
 
-``python -m estflow.components.transform`` runs :mod:`.__main__`. Its modules: the
-tf.Transform ``preprocessing_fn`` built from the declarations, the Beam job, column statistics
-and the report.
+``python -m estflow.components.transform`` runs :mod:`.__main__` (the entry point), which
+calls :mod:`.step` (the step's run). Its other modules: the tf.Transform ``preprocessing_fn``
+built from the declarations, the Beam job, column statistics and the report.
 
 The package imports nothing heavy (no TensorFlow, no Beam): a KFP task imports it and calls
 :func:`main`, which imports the entry point only then.

@@ -5,11 +5,15 @@ export on the eval split. The trial's value is the evaluate step's metric, by th
 step's code: the number a final train and evaluate of the same pipeline give (one answer
 everywhere), with no copy of either step here (steps are independent).
 
-Each step runs in a process of its own (TensorFlow in each; the search's process imports
-none), started ahead of its turn (:mod:`estflow.components._runtime.prestart`: the evaluate
-step's imports overlap the training, the next trial's train step's imports overlap this
-trial's evaluation). Each process is killed with SIGKILL if the search's process dies (Linux:
-``PR_SET_PDEATHSIG``), so a killed search leaves no training behind.
+Each step runs in a process of its own (the search's process imports no TensorFlow), forked
+from one process that imported both steps once for the whole search
+(:mod:`estflow.components._runtime.step_forks`): a trial pays for its training and evaluation,
+not for importing TensorFlow twice (about 10 s of CPU a trial here, more than a taxi trial's
+training). A process that cannot be forked is started ahead of its turn instead
+(:mod:`estflow.components._runtime.prestart`: the evaluate step's imports overlap the training,
+the next trial's train step's imports overlap this trial's evaluation). Each process is killed
+with SIGKILL if the search's process dies (Linux: ``PR_SET_PDEATHSIG``), so a killed search
+leaves no training behind.
 
 Early stopping: the train step evaluates every checkpoint on the eval split
 (``MedianStop.every_steps`` apart, see :func:`trial_pipeline`) and writes each evaluation's
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import IO
 from typing import Any
 
+from estflow.components._runtime.step_forks import StepForks
 from estflow.components.tune.events import read_scalars
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
@@ -203,14 +208,21 @@ class StepProcesses:
     entry points (module docstring). ``examples_dir`` and ``transformed_dir`` are the
     search's inputs (what the evaluate and train steps read); ``env`` the processes'
     environment; ``keep_models``: keep each trial's model directory (else deleted once the
-    trial is evaluated: the final train step trains the chosen pipeline again)."""
+    trial is evaluated: the final train step trains the chosen pipeline again); ``fork``:
+    fork the steps' processes from one process that imported them, once for the search
+    (:class:`~estflow.components._runtime.step_forks.StepForks`; a process it cannot fork is
+    started ahead of its turn instead, as with ``fork=False``)."""
 
     def __init__(self, examples_dir: str | os.PathLike, transformed_dir: str | os.PathLike, *,
                  env: Mapping[str, str], python: str = sys.executable,
-                 keep_models: bool = False, cwd: str | None = None) -> None:
+                 keep_models: bool = False, cwd: str | None = None, fork: bool = True) -> None:
         self.examples = str(Path(examples_dir).resolve())
         self.transformed = str(Path(transformed_dir).resolve())
         self.env, self.python, self.keep_models, self.cwd = dict(env), python, keep_models, cwd
+        self._forks = (StepForks((TRAIN_MODULE, EVALUATE_MODULE), self.env)
+                       if fork and python == sys.executable else None)
+        if self._forks is not None:  # now: with the environment self.env was taken from
+            self._forks.prepare()
         self._next_train = threading.local()  # each worker thread's train process, ahead
         self._idle: list[_Prestarted] = []
         self._lock = threading.Lock()
@@ -233,30 +245,32 @@ class StepProcesses:
             with contextlib.suppress(ValueError):
                 self._idle.remove(process)
 
+    def _forked(self, module: str, args: list[str], output: IO | int):
+        """``module``'s process with ``args``, forked; None when it is not."""
+        if self._forks is None:
+            return None
+        return self._forks.start(module, args, self.env, output, self.cwd)
+
     def __call__(self, run: TrialRun) -> Outcome:
         folder = run.folder = run.folder.resolve()
         folder.mkdir(parents=True, exist_ok=True)
         spec = folder / Files.SPEC
         spec.write_text(run.pipeline.to_json())
         model, evaluation = folder / "model", folder / "evaluation"
+        evaluate_args = ["--spec", str(spec), "--examples", self.examples, "--model",
+                         str(model), "--evaluation", str(evaluation)]
         with open(folder / "evaluate.log", "w") as evaluate_log:
-            evaluator = self._prestart(EVALUATE_MODULE, evaluate_log)
-            try:
+            if self._forks is not None:  # each process forked when its turn comes
                 started = time.monotonic()
                 self._train(run, spec, model)
                 trained = time.monotonic()
-                if run.ahead:  # the next trial's train step imports while this one is evaluated
-                    self._next_train.process = self._prestart(TRAIN_MODULE, subprocess.PIPE)
-                self._take(evaluator)
-                process = evaluator.start(["--spec", str(spec), "--examples", self.examples,
-                                           "--model", str(model),
-                                           "--evaluation", str(evaluation)])
+                process = self._forked(EVALUATE_MODULE, evaluate_args, evaluate_log) or \
+                    _Prestarted(self.python, EVALUATE_MODULE, self.env, evaluate_log,
+                                self.cwd).start(evaluate_args)
                 code = _wait(process, run.cancelled)
-            finally:
-                if evaluator.process.poll() is None and evaluator.process.stdin is not None \
-                        and not evaluator.process.stdin.closed:
-                    self._take(evaluator)
-                    evaluator.give_up()
+            else:
+                started, trained, code = self._started_ahead(run, spec, model, evaluate_log,
+                                                             evaluate_args)
         if code != 0:
             raise TrialError(_error_of(folder / "evaluate.log", "evaluate", code))
         metrics = json.loads((evaluation / Files.METRICS).read_text())["metrics"]
@@ -273,20 +287,41 @@ class StepProcesses:
             "train": round(trained - started, 3),
             "evaluate": round(time.monotonic() - trained, 3)}, kept)
 
+    def _started_ahead(self, run: TrialRun, spec: Path, model: Path, evaluate_log: IO,
+                       evaluate_args: list[str]) -> tuple[float, float, int]:
+        """Train, then evaluate, each process started ahead of its turn (without forks):
+        (when training started, when it ended, the evaluation's exit status)."""
+        evaluator = self._prestart(EVALUATE_MODULE, evaluate_log)
+        try:
+            started = time.monotonic()
+            self._train(run, spec, model)
+            trained = time.monotonic()
+            if run.ahead:  # the next trial's train step imports while this one is evaluated
+                self._next_train.process = self._prestart(TRAIN_MODULE, subprocess.PIPE)
+            self._take(evaluator)
+            return started, trained, _wait(evaluator.start(evaluate_args), run.cancelled)
+        finally:
+            if evaluator.process.poll() is None and evaluator.process.stdin is not None \
+                    and not evaluator.process.stdin.closed:
+                self._take(evaluator)
+                evaluator.give_up()
+
     def _train(self, run: TrialRun, spec: Path, model: Path) -> None:
         """The train step on the trial's pipeline; reports each evaluation's objective while
         it trains (early stopping), killed when the search prunes the trial."""
-        ahead = getattr(self._next_train, "process", None)
-        self._next_train.process = None
-        if ahead is not None and ahead.process.poll() is not None:  # it died waiting
+        args = ["--spec", str(spec), "--transformed", self.transformed, "--model", str(model)]
+        process = self._forked(TRAIN_MODULE, args, subprocess.PIPE)
+        if process is None:
+            ahead = getattr(self._next_train, "process", None)
+            self._next_train.process = None
+            if ahead is not None and ahead.process.poll() is not None:  # it died waiting
+                self._take(ahead)
+                ahead.give_up()
+                ahead = None
+            if ahead is None:
+                ahead = self._prestart(TRAIN_MODULE, subprocess.PIPE)
             self._take(ahead)
-            ahead.give_up()
-            ahead = None
-        if ahead is None:
-            ahead = self._prestart(TRAIN_MODULE, subprocess.PIPE)
-        self._take(ahead)
-        process = ahead.start(["--spec", str(spec), "--transformed", self.transformed,
-                               "--model", str(model)])
+            process = ahead.start(args)
         eval_dir = model / Files.CHECKPOINTS / (
             "eval" if run.pipeline.eval.name == "eval" else f"eval_{run.pipeline.eval.name}")
         stop = threading.Event()

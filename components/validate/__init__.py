@@ -1,6 +1,7 @@
 """The validate step: the run's data checked before a model trains on it (``Pipeline.checks``):
 its statistics against a schema, drift against the served model's training data, and the cells
-ingest rejected for their type. :mod:`.checks` is the step, :mod:`.__main__` its entry point.
+ingest rejected for their type. :mod:`.step` is the step's run, :mod:`.__main__`
+its entry point.
 
 The statistics, schema, anomalies and data report it works with are TFDV's and live in
 :mod:`estflow.components._statistics`, which ingest, evaluate and batch prediction share.

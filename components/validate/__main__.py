@@ -1,13 +1,13 @@
 """The validate step's entry point: ``python -m estflow.components.validate --spec S
---examples DIR --validation DIR [--source-root ROOT]``; the checks are :mod:`.checks`. Exits
-with :data:`~estflow.components.validate.checks.EXIT_BLOCKED` when a blocking anomaly stops
+--examples DIR --validation DIR [--source-root ROOT]``; the checks are :mod:`.step`. Exits
+with :data:`~estflow.components.validate.step.EXIT_BLOCKED` when a blocking anomaly stops
 the run before training."""
 
 from __future__ import annotations
 
 from estflow.components._runtime import entry as _runtime
-from estflow.components.validate.checks import EXIT_BLOCKED
-from estflow.components.validate.checks import run
+from estflow.components.validate.step import EXIT_BLOCKED
+from estflow.components.validate.step import run
 from estflow.dsl.contracts import step_named
 
 

@@ -67,12 +67,12 @@ def worker(mode: str, statistics_on: bool, csv: Path, out: Path) -> None:
         import dataclasses
 
         import estflow.dsl as ef
-        from estflow.components.validate import checks
+        from estflow.components.validate import step
 
         checked = dataclasses.replace(_pipeline(csv), checks=ef.DataChecks(
             max_missing_fraction=0.5))
-        checks.run(checked, examples, str(out / "validation"), source_root=out,
-                   progress=lambda _: None)
+        step.run(checked, examples, str(out / "validation"), source_root=out,
+                 progress=lambda _: None)
     seconds = time.perf_counter() - start
     cpu = _cpu_seconds() - cpu_start
     written = (out / "examples" / "statistics.pb").is_file()

@@ -14,7 +14,7 @@ import pytest
 from estflow.components._sources import csv_blocks
 from estflow.components._sources import csv_parse
 from estflow.components._sources.report import summary_lines
-from estflow.components.ingest import __main__ as ingest
+from estflow.components.ingest import step as ingest
 from estflow.dsl.contracts import Files
 from tests.components.test_ingest import HEADER
 from tests.components.test_ingest import by_id

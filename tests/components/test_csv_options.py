@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import estflow.dsl as ef
 from estflow.components._sources import split
-from estflow.components.ingest import __main__ as ingest
+from estflow.components.ingest import step as ingest
 from estflow.dsl import serialization
 from estflow.dsl.contracts import Files
 from tests.components.test_ingest import HEADER

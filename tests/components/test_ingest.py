@@ -19,7 +19,8 @@ import estflow.dsl as ef
 from estflow.components._io.outside_facts import source_fingerprint
 from estflow.components._sources import csv_blocks
 from estflow.components._sources import csv_parse
-from estflow.components.ingest import __main__ as ingest
+from estflow.components.ingest import __main__ as ingest_main
+from estflow.components.ingest import step as ingest
 from estflow.dsl.contracts import Files
 
 HEADER = b"id,x,n,color,label,extra\n"
@@ -216,9 +217,9 @@ def test_a_source_that_changes_under_the_step_fails_it(tmp_path, monkeypatch, ca
     monkeypatch.setattr(ingest, "run_job", job)
     argv = ["--spec", pipeline.to_json(), "--examples", str(tmp_path / "cli"),
             "--source-root", str(tmp_path), "--source-digest", digest]
-    assert ingest.main(argv) == 1  # the digest the run started with is stale now
+    assert ingest_main.main(argv) == 1  # the digest the run started with is stale now
     assert "the source changed while this run read it" in capsys.readouterr().err
-    assert ingest.main([*argv[:-1], ""]) == 0  # no digest (a volatile source): no check
+    assert ingest_main.main([*argv[:-1], ""]) == 0  # no digest (a volatile source): no check
 
 
 def test_split_does_not_depend_on_how_the_runner_bundles_work(tmp_path):
@@ -296,13 +297,13 @@ def test_main_reads_spec_text_and_returns_exit_codes(tmp_path, capsys):
     write_csv(tmp_path / "data.csv")
     good = make_pipeline("data.csv", multiline_values=True, max_rejected_fraction=0.6).to_json()
     argv = ["--spec", good, "--examples", str(tmp_path / "ok"), "--source-root", str(tmp_path)]
-    assert ingest.main(argv) == 0
+    assert ingest_main.main(argv) == 0
     assert (tmp_path / "ok" / Files.INGEST_STATS).exists()
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(make_pipeline("data.csv").to_json())
     argv = ["--spec", str(spec_file), "--examples", str(tmp_path / "bad"),
             "--source-root", str(tmp_path)]
-    assert ingest.main(argv) == 4  # too many rejected rows: a data anomaly, as validate's
+    assert ingest_main.main(argv) == 4  # too many rejected rows: a data anomaly, as validate's
     assert "rejected.jsonl" in capsys.readouterr().err
 
 

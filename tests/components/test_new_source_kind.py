@@ -16,7 +16,8 @@ import estflow.dsl as ef
 from estflow.components import fingerprint
 from estflow.components._sources import registry
 from estflow.components._sources.registry import Reader
-from estflow.components.ingest import __main__ as ingest
+from estflow.components.ingest import __main__ as ingest_main
+from estflow.components.ingest import step as ingest
 from estflow.components.predict import step as predict
 from estflow.dsl.contracts import Files
 from estflow.pipelines import data_check
@@ -58,7 +59,7 @@ def test_ingest_reads_the_new_kind_from_its_spec(tmp_path, monkeypatch):
     Path("data.jsonl").write_text("\n".join(ROWS) + "\n")
     pipeline = _training(JsonLinesSource("data.jsonl", max_rejected_fraction=0.5))
 
-    assert ingest.main(["--spec", pipeline.to_json(), "--examples", "examples"]) == 0
+    assert ingest_main.main(["--spec", pipeline.to_json(), "--examples", "examples"]) == 0
 
     examples = _examples(Path("examples"))
     assert set(examples) == {"r1", "r2", "r4"}

@@ -24,6 +24,7 @@ from estflow.components._runtime import progress
 from estflow.components.evaluate import step as evaluate
 from estflow.components.ingest import __main__ as ingest
 from estflow.components.transform import __main__ as transform
+from estflow.components.transform import step as transform_step
 from tests.components import _eval_fixtures as fx
 
 ROWS = 3000
@@ -142,7 +143,7 @@ def test_ingest_and_transform_report_rows_and_rate(csv, tmp_path, capsys):
 
     # Read twice (what large train splits get): the analysis counted apart, the same outputs.
     twice = tmp_path / "twice"
-    transform.run(_pipeline(str(csv)), examples, str(twice), reread=True)
+    transform_step.run(_pipeline(str(csv)), examples, str(twice), reread=True)
     out = capsys.readouterr().out
     done = [m for m in _DONE.finditer(out) if m.group(1) == "transform"]
     assert len(done) == 1 and _number(done[0].group(2)) == total + splits["train"], out

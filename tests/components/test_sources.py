@@ -17,7 +17,7 @@ import tensorflow as tf
 import estflow.dsl as ef
 from estflow.components._sources import bigquery_reader
 from estflow.components._sources import cells as _cells
-from estflow.components.ingest import __main__ as ingest
+from estflow.components.ingest import step as ingest
 from estflow.dsl.contracts import Files
 from tests.components.test_ingest import by_id
 

@@ -22,8 +22,8 @@ import tensorflow_transform as tft
 
 import estflow.dsl as ef
 from estflow.components._io.raw_features import raw_feature_spec
-from estflow.components.transform import __main__ as transform
 from estflow.components.transform import preprocessing_fn
+from estflow.components.transform import step as transform
 from estflow.dsl.contracts import Files
 from tests.components import fixtures_derive
 
@@ -227,7 +227,7 @@ def test_missing_examples_is_an_error(tmp_path):
 
 
 def test_taxi_example_ingest_and_transform(tmp_path):
-    from estflow.components.ingest import __main__ as ingest
+    from estflow.components.ingest import step as ingest
     from estflow.pipelines.examples import taxi
 
     ingest.run(taxi.pipeline, tmp_path / "examples",
@@ -307,7 +307,7 @@ def test_preprocess_of_a_large_source_runs_two_jobs_with_the_same_outputs(prepro
     """Past FUSED_MAX_SOURCE_BYTES the step runs ingest's job then transform's (flat memory):
     the same rows, rejects and transformed Examples as the fused job, its lines still the
     preprocess step's (a runner echoes ``[preprocess ...`` lines)."""
-    from estflow.components.preprocess import __main__ as preprocess
+    from estflow.components.preprocess import step as preprocess
 
     tmp, _ = preprocessed
     pipeline = ef.Pipeline.from_json((tmp / "spec.json").read_text())

@@ -14,7 +14,7 @@ from pathlib import Path
 import estflow.dsl as ef
 from estflow.components import validate
 from estflow.components._statistics.statistics import write_statistics
-from estflow.components.validate import checks
+from estflow.components.validate import step
 from estflow.dsl.contracts import Files
 from estflow.pipelines.examples import taxi
 from tests.components import _validate_data as vd
@@ -48,7 +48,7 @@ def test_the_first_run_infers_the_schema_then_a_dropped_column_stops_the_next(tm
 
     status, second = _validate(_pipeline(schema="schema.pbtxt"),
                                _night(tmp_path, "n2", drop="color"), tmp_path / "v2", tmp_path)
-    assert status == checks.EXIT_BLOCKED == 4
+    assert status == step.EXIT_BLOCKED == 4
     found = {(a["column"], a["kind"], a["split"]): a for a in second["anomalies"]}
     assert len(found) == len(second["anomalies"])  # each once, not once per split
     low = found[("color", "FEATURE_TYPE_LOW_FRACTION_PRESENT", "All Examples")]

@@ -109,7 +109,7 @@ def test_every_row_rejected_shows_the_first_reasons_and_leads_to_a_new_run(
 
 
 def test_every_row_rejected_fails_ingest_even_where_the_source_allows_it(tmp_path):
-    from estflow.components.ingest import __main__ as ingest  # noqa: PLC0415
+    from estflow.components.ingest import step as ingest  # noqa: PLC0415
     from estflow.pipelines import loader  # noqa: PLC0415
 
     target = _penguins(tmp_path)

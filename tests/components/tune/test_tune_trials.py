@@ -146,6 +146,40 @@ def _processes_under(folder: Path) -> list[int]:
     return found
 
 
+def _descendants(pid: int) -> set[int]:
+    """The living processes below ``pid`` (children, their children...): the trials' fork
+    server and the trial processes it forked, whose command lines name no trial."""
+    parents = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, todo = set(), [pid]
+    while todo:
+        top = todo.pop()
+        below = {p for p, parent in parents.items() if parent == top} - found
+        found |= below
+        todo += below
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (a zombie is not)."""
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
 def test_a_step_killed_mid_trial_keeps_its_finished_trials(inputs, tmp_path):
     examples, transformed = inputs
     pipeline = _linear_pipeline(space={"model.learning_rate": ef.FloatRange(0.1, 0.5)},
@@ -172,14 +206,18 @@ def test_a_step_killed_mid_trial_keeps_its_finished_trials(inputs, tmp_path):
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
         trial_logs = list(out.glob("study/*/trials/1/train.log"))
+    below = _descendants(process.pid)  # the trials' fork server, the trial training
+    assert below, "the search started no process"
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     process.stdout.close()
     trial_folder = trial_logs[0].parent.resolve()
     deadline = time.monotonic() + 10
-    while _processes_under(trial_folder):  # its training died with it
-        assert time.monotonic() < deadline, _processes_under(trial_folder)
+    while _processes_under(trial_folder) or _alive(below):  # its training died with it
+        assert time.monotonic() < deadline, (_processes_under(trial_folder), _alive(below))
         time.sleep(0.2)
+    # killed, not left to finish: an orphaned training would have exported its model by now
+    assert not list(trial_folder.glob("model/export/*")), "the killed trial went on training"
     before = json.loads((out / "trials.json").read_text())["trials"]
     assert [(r["number"], r["state"]) for r in before] == [(0, "COMPLETE")]
 

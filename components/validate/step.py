@@ -1,4 +1,5 @@
-"""The validate step: the run's data checked before a model trains on it (``Pipeline.checks``).
+"""The validate step's run: the run's data checked before a model trains on it
+(``Pipeline.checks``).
 
 It reads the statistics ingest wrote (``examples/statistics.pb``), the schema the checks name
 (or infers one from these statistics, written to ``validation/schema.pbtxt`` for the user to
@@ -17,7 +18,7 @@ nothing after it trains or pushes (``estflow run`` exits with the same status; o
 failed task stops the run before the train task).
 
 ``python -m estflow.components.validate --spec S --examples DIR --validation DIR``
-(:mod:`.__main__`).
+(:mod:`.__main__`, the entry point) calls :func:`run`.
 """
 
 from __future__ import annotations
