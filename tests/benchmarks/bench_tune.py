@@ -8,7 +8,8 @@ Three ``estflow run`` commands in one folder (ingest and transform run once, the
 2. the same pipeline with a search of ``--trials`` trials (default 20), 2 at once, over the
    DNN's widths and learning rate, the linear part's learning rate, the company embedding's
    dimension and the batch size, each trial trained the example's 2,500 steps (TPE, seed 0);
-3. the same search with early stopping (``MedianStop(every_steps=500)``: a trial behind the
+3. the same search with early stopping (``--early-stopping``, default
+   ``MedianStop(every_steps=500, warmup_steps=500, warmup_trials=4)``: a trial behind the
    median of earlier trials at the same step is stopped).
 
 For each search: the tune step's wall (from the run's record), its trials' states, the best
@@ -16,7 +17,8 @@ trial's AUC, and the eval AUC of the final model (trained with the best trial's 
 evaluate step's AUC, the anchor's measure). Targets: the search's final AUC >= the hand-set
 example's; the early-stopping search's tune wall <= 0.6x the search without it.
 
-Usage: ``python tests/benchmarks/bench_tune.py [--trials 20] [--parallel 2]``
+Usage: ``python tests/benchmarks/bench_tune.py [--trials 20] [--parallel 2]
+[--early-stopping "ef.MedianStop(...)"]``
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "pipelines" / "examples" / "data" / "chicago_taxi" / "data.csv"
 ESTFLOW = str(Path(sys.executable).parent / "estflow")
 TARGET_EARLY_STOPPING = 0.6
+EARLY_STOPPING = "ef.MedianStop(every_steps=500, warmup_steps=500, warmup_trials=4)"
 
 PIPELINE = '''
 import dataclasses
@@ -95,6 +98,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--early-stopping", default=EARLY_STOPPING,
+                        help=f"the early-stopping search's declaration (default: {EARLY_STOPPING})")
     args = parser.parse_args()
     common = {"TRIALS": args.trials, "PARALLEL": args.parallel}
     with tempfile.TemporaryDirectory(prefix="estflow-bench-tune-") as tmp:
@@ -102,8 +107,8 @@ def main() -> int:
         shutil.copy(DATA, folder / "data.csv")
         hand = _run(folder, "hand_set", TUNED=False, EARLY="None", **common)
         plain = _run(folder, "search", TUNED=True, EARLY="None", **common)
-        early = _run(folder, "search_early", TUNED=True, **common,
-                     EARLY="ef.MedianStop(every_steps=500, warmup_steps=500, warmup_trials=4)")
+        early = _run(folder, "search_early", TUNED=True, **common, EARLY=args.early_stopping)
+    print(f"early stopping: {args.early_stopping}")
     print(f"{'run':<28} {'wall':>8} {'tune step':>10} {'final eval auc':>15} "
           f"{'best trial auc':>15}  trials")
     for label, row in (("hand-set example", hand), ("search", plain),
