@@ -132,22 +132,18 @@ def check_storage(step: str, resources: Resources,
     """CompileError for storage that ``target``'s driver would silently run otherwise: it drops
     a PVC's subPath (the whole volume mounted) and a secret's ``optional`` (the secret then
     required)."""
-    sub_paths = [p.pvc_name for p in resources.pvcs if p.sub_path]
-    since = kfp_backends.PVC_SUB_PATH.since
-    if sub_paths and target < since:
-        raise CompileError(f"Received resources[{step!r}].pvcs with a sub_path "
-                           f"({', '.join(sub_paths)}), which the driver of KFP backend {target} "
-                           f"drops (it mounts the whole volume; subPath needs {since}, "
-                           f"{', '.join(kfp_backends.PVC_SUB_PATH.evidence)}): mount the "
-                           f"volume without sub_path and put the subdirectory in the paths, "
-                           f"or compile with --kfp-backend {since.major}.{since.minor}")
-    optional = [e.secret for e in resources.secrets_as_env if e.optional]
-    since = kfp_backends.SECRET_OPTIONAL.since
-    if optional and target < since:
-        raise CompileError(f"Received resources[{step!r}].secrets_as_env with optional=True "
-                           f"({', '.join(optional)}), which the driver of KFP backend {target} "
-                           f"drops (the secret is then required and the pod does not start "
-                           f"without it; optional needs {since}, "
-                           f"{', '.join(kfp_backends.SECRET_OPTIONAL.evidence)}): declare "
-                           f"optional=False and create the secret, or compile with "
-                           f"--kfp-backend {since.major}.{since.minor}")
+    checks = (
+        ([p.pvc_name for p in resources.pvcs if p.sub_path], kfp_backends.PVC_SUB_PATH,
+         "pvcs with a sub_path", "it mounts the whole volume; subPath",
+         "mount the volume without sub_path and put the subdirectory in the paths"),
+        ([e.secret for e in resources.secrets_as_env if e.optional],
+         kfp_backends.SECRET_OPTIONAL, "secrets_as_env with optional=True",
+         "the secret is then required and the pod does not start without it; optional",
+         "declare optional=False and create the secret"))
+    for names, feature, declared, dropped, instead in checks:
+        since = feature.since
+        if names and target < since:
+            raise CompileError(f"Received resources[{step!r}].{declared} ({', '.join(names)}), "
+                               f"which the driver of KFP backend {target} drops ({dropped} "
+                               f"needs {since}, {', '.join(feature.evidence)}): {instead}, or "
+                               f"compile with --kfp-backend {since.major}.{since.minor}")
