@@ -34,6 +34,7 @@ that closes before sending arguments (the runner gave it up) ends it too.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import importlib.util
 import json
@@ -204,7 +205,9 @@ def run_main(module: str, interrupted: Callable[[], None] | None = None) -> int:
     """Run ``module`` as ``python -m module`` does, ``sys.argv`` already set; returns its exit
     status. A Ctrl-C that stops it ends this process as it ends ``python -m``: the traceback,
     then killed by SIGINT (``interrupted`` called first); after the step, Ctrl-C is ignored
-    (a late one must not cut its status short)."""
+    (a late one must not cut its status short). The atexit handlers run, as at the end of
+    ``python -m`` (a step's temporary downloads are removed by one), whatever the step's end:
+    a return, ``sys.exit``, an exception or Ctrl-C; the caller leaves with ``os._exit``."""
     code = 1
     try:
         try:
@@ -216,17 +219,23 @@ def run_main(module: str, interrupted: Callable[[], None] | None = None) -> int:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt:
         traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _at_exit()
         if interrupted is not None:
             interrupted()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     except BaseException:  # noqa: BLE001 - reported as python -m would
         traceback.print_exc()
+    _at_exit()
+    return code
+
+
+def _at_exit() -> None:
+    """What ``python -m`` runs before it leaves: the atexit handlers, then the output streams
+    flushed (a handler's error is printed, as the interpreter prints it)."""
+    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs first
     sys.stdout.flush()
     sys.stderr.flush()
-    return code
 
 
 def main(argv: list[str]) -> int:

@@ -73,7 +73,10 @@ def test_steps_after_the_first_are_forked_from_one_server_and_run_as_python_m_wo
     assert _none_left(tmp_path)
 
 
-# What a step's process may do at its end, each as a module of its own.
+# What a step's process may do at its end, each as a module of its own (each registers an
+# atexit handler first: a plain `python -m` runs it on a return, sys.exit, an exception and
+# Ctrl-C, as a step's temporary downloads rely on; not on os._exit, abort or SIGKILL).
+_AT_EXIT = "import atexit\natexit.register(lambda: print('atexit ran', flush=True))\n"
 _ENDINGS = {
     "returns": "pass\n",
     "exits_3": "import sys\nsys.exit(3)\n",
@@ -85,13 +88,14 @@ _ENDINGS = {
 }
 
 
-def _ending_status(tmp_path: Path, ending: str, fork: str) -> tuple[int, str]:
+def _ending_status(tmp_path: Path, ending: str, fork: str,
+                   prestart: str | None = None) -> tuple[int, str]:
     tmp_path.mkdir()
-    (tmp_path / f"ending_{ending}.py").write_text(_ENDINGS[ending])
+    (tmp_path / f"ending_{ending}.py").write_text(_AT_EXIT + _ENDINGS[ending])
     try:
         _run(tmp_path, _fake("make", outputs=["examples"]),
              _fake("end", module=f"ending_{ending}", inputs=[("examples", "make")]),
-             **{FORK_ENV: fork})
+             **{FORK_ENV: fork}, **({} if prestart is None else {"ESTFLOW_PRESTART": prestart}))
     except local_runner.StepFailed as failed:
         status = failed.returncode
     else:
@@ -102,15 +106,20 @@ def _ending_status(tmp_path: Path, ending: str, fork: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("ending", sorted(_ENDINGS))
 def test_a_forked_step_ends_with_the_status_a_plain_start_has(tmp_path, ending):
-    """Differential: the same step module run plainly (ESTFLOW_FORK=0) and forked."""
-    plain, plain_log = _ending_status(tmp_path / "plain", ending, fork="0")
+    """Differential: the same step module run plainly (``python -m``: ESTFLOW_FORK=0,
+    ESTFLOW_PRESTART=0), in a prestarted process (ESTFLOW_FORK=0) and forked."""
+    plain, plain_log = _ending_status(tmp_path / "plain", ending, fork="0", prestart="0")
+    prestarted, prestarted_log = _ending_status(tmp_path / "prestarted", ending, fork="0")
     forked, forked_log = _ending_status(tmp_path / "forked", ending, fork="1")
 
     assert forked_log.startswith("[estflow] step process")  # it did run forked
-    assert forked == plain, (ending, plain_log, forked_log)
-    for line in ("left at once", "RuntimeError: the step broke"):
-        assert (line in plain_log) == (line in forked_log)
-    assert _none_left(tmp_path / "forked")
+    assert not plain_log.startswith("[estflow] step process")
+    assert forked == prestarted == plain, (ending, plain_log, prestarted_log, forked_log)
+    for line in ("left at once", "RuntimeError: the step broke", "atexit ran"):
+        assert (line in plain_log) == (line in prestarted_log) == (line in forked_log), (
+            line, plain_log, prestarted_log, forked_log)
+    assert ("atexit ran" in plain_log) == (ending not in ("exits_now_5", "aborts", "killed"))
+    assert _none_left(tmp_path / "forked") and _none_left(tmp_path / "prestarted")
 
 
 _RECORDER = """\
