@@ -186,12 +186,19 @@ def _step_name_literals(path: Path, names: set[str]) -> list[str]:
             and node.value in names and id(node) not in docs]
 
 
-def test_no_step_name_is_written_in_the_runner_the_planner_or_the_compiler():
-    """The local runner, the planner and the KFP compiler read what they know of a step from
-    its contract row (``estflow.dsl.contracts``): its name comes from the row (``TUNE.name``),
-    what sets it apart from a field (``warm``, ``skip_note``, ``waits_for``, ``reads``), so a
-    step declared from outside reaches them the same way. A string literal equal to a step's
-    name there fails this test."""
+# Strings of the command line equal to a step's name that do not name the step: the
+# `estflow preprocess` command, the run record's `push` summary, backfill's `select` function.
+_CLI_WORDS = {("__init__.py", "preprocess"), ("local_runs.py", "preprocess"),
+              ("run_history.py", "push"), ("backfill.py", "select")}
+
+
+def test_no_step_name_is_written_in_the_runner_the_planner_the_compiler_or_the_cli():
+    """The local runner, the planner, the KFP compiler and the command line (``runs show``,
+    backfill) read what they know of a step from its contract row (``estflow.dsl.contracts``):
+    its name comes from the row (``TUNE.name``), what sets it apart from a field (``warm``,
+    ``skip_note``, ``waits_for``, ``reads``), so a step declared from outside reaches them the
+    same way. A string literal equal to a step's name there fails this test (the command
+    line's own words aside: :data:`_CLI_WORDS`)."""
     from estflow.dsl import contracts
 
     rows = (*contracts.STEPS, contracts.FINGERPRINT, contracts.PREPROCESS, contracts.TFJOB,
@@ -199,9 +206,12 @@ def test_no_step_name_is_written_in_the_runner_the_planner_or_the_compiler():
     names = {r.name for r in rows} - _RECORD_FIELDS
     files = sorted([*(REPO / "pipelines" / "local").glob("*.py"),
                     *(REPO / "pipelines" / "kubeflow").glob("*.py"),
+                    *(REPO / "pipelines" / "cli").glob("*.py"),
                     REPO / "pipelines" / "plan.py"])
-    assert len(files) > 20, files
-    found = [hit for f in files for hit in _step_name_literals(f, names)]
+    assert len(files) > 30, files
+    found = [hit for f in files for hit in _step_name_literals(f, names)
+             if not (f.parent.name == "cli"
+                     and (f.name, hit.rsplit(": ", 1)[1].strip("'")) in _CLI_WORDS)]
     assert not found, "step names written outside the contract:\n" + "\n".join(found)
 
 

@@ -32,6 +32,8 @@ from estflow.dsl.checks import select_span
 from estflow.dsl.checks import select_window
 from estflow.dsl.checks import source_patterns
 from estflow.dsl.checks import span_of
+from estflow.dsl.contracts import INGEST
+from estflow.dsl.contracts import VALIDATE
 from estflow.dsl.errors import DslError
 from estflow.pipelines import data_check
 from estflow.pipelines.cli.usage import PIPELINE_HELP
@@ -46,7 +48,7 @@ EXIT_DATA_CHECKS = 4
 ingest step's rejected rows past the source's limits, or a missing span): it stopped before
 training and pushed nothing."""
 
-_VALIDATE, _INGEST = "validate", "ingest"
+_VALIDATE, _INGEST = VALIDATE.name, INGEST.name
 
 
 class SpanMissing(Exception):

@@ -8,6 +8,10 @@ import argparse
 import json
 from pathlib import Path
 
+from estflow.dsl.contracts import INGEST
+from estflow.dsl.contracts import TRAIN
+from estflow.dsl.contracts import TRANSFORM
+from estflow.dsl.contracts import TUNE
 from estflow.dsl.contracts import TUNE_BEST
 from estflow.dsl.contracts import TUNED
 from estflow.dsl.contracts import Files
@@ -142,7 +146,7 @@ def _short(value) -> str:
 def _tuned(data: dict) -> None:
     """The tune step's best trial (its ``best.json``): the hyperparameters the final train
     used, and the search's counts."""
-    step = data.get("steps", {}).get("tune") or {}
+    step = data.get("steps", {}).get(TUNE.name) or {}
     output = (step.get("outputs") or {}).get(TUNED) or {}
     try:
         best = json.loads((Path(output["path"]) / TUNE_BEST).read_text())
@@ -248,9 +252,9 @@ def _lineage(record: runs.RunRecord) -> None:
     # (a candidate's train_<name> with Candidates), else train
     name = next((n for n, s in steps.items() for a in (s.get("outputs") or {}).values()
                  if push.get("fingerprint") and a.get("fingerprint") == push["fingerprint"]),
-                "train")
+                TRAIN.name)
     train = steps.get(name, {})
-    by = "" if name == "train" else f" by {name}"
+    by = "" if name == TRAIN.name else f" by {name}"
     made = (f"trained in this run{by}" if train.get("status") == "ran" else
             f"trained in run {train.get('reused_from')}{by} (reused here)")
     verb = "already served as" if push.get("already_served") else "pushed as"
@@ -258,10 +262,10 @@ def _lineage(record: runs.RunRecord) -> None:
           f"{push.get('path')}")
     fingerprint = (train.get("outputs") or {}).get("model", {}).get("fingerprint")
     print(f"    fingerprint {str(fingerprint or push.get('fingerprint'))[:12]}, {made}")
-    transform = data.get("steps", {}).get("transform", {})
+    transform = data.get("steps", {}).get(TRANSFORM.name, {})
     source = data.get("source") or {}
     print(f"    from data {str(source.get('digest'))[:12]} (ingest "
-          f"{data.get('steps', {}).get('ingest', {}).get('key', '-')[:12]}, transform "
+          f"{data.get('steps', {}).get(INGEST.name, {}).get('key', '-')[:12]}, transform "
           f"{str(transform.get('key'))[:12]}) and spec {record.run_dir / Files.SPEC}")
 
 
