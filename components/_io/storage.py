@@ -32,7 +32,8 @@ from pathlib import Path
 __all__ = ["SCHEMES", "RETRY_SECONDS", "StorageError", "ObjectInfo", "is_remote", "split",
            "store_for", "exists", "read_bytes", "write_bytes", "list_dir", "list_files",
            "delete", "delete_tree", "upload_tree", "download_tree", "local_copy", "materialize",
-           "s3_endpoint", "s3_client", "gcs_client", "errors"]
+           "downloads_folder", "DOWNLOADS_ENV", "s3_endpoint", "s3_client", "gcs_client",
+           "errors"]
 
 SCHEMES = ("gs", "s3")
 RETRY_SECONDS = 20.0
@@ -403,12 +404,39 @@ def local_copy(uri: str, *, clients: dict | None = None) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+DOWNLOADS_ENV = "ESTFLOW_DOWNLOADS"
+"""The folder :func:`downloads_folder` made for the downloads of the processes started within
+it (set in their environment)."""
+
+
 def materialize(uri: str, *, clients: dict | None = None) -> str:
     """A local path of the tree at ``uri`` for TensorFlow to load (a SavedModel): ``uri``
     itself when local, else a download removed when the process exits (a loaded model may
-    still read its asset files)."""
+    still read its asset files), and with the :func:`downloads_folder` it was made in, if
+    any (a process that is killed, as Beam ends its workers, runs no exit handler)."""
     if not is_remote(uri):
         return uri
-    folder = tempfile.mkdtemp(prefix="estflow-download-")
+    within = os.environ.get(DOWNLOADS_ENV)
+    folder = tempfile.mkdtemp(prefix="estflow-download-",
+                              dir=within if within and os.path.isdir(within) else None)
     atexit.register(shutil.rmtree, folder, True)
     return str(download_tree(uri, folder, clients=clients))
+
+
+@contextlib.contextmanager
+def downloads_folder() -> Iterator[Path]:
+    """A folder removed at the end of the block, where :func:`materialize` in this process
+    and in the processes started within the block (through :data:`DOWNLOADS_ENV` in their
+    environment: a Beam job's workers on this machine) puts its downloads: a worker ended
+    without its exit handlers leaves no model copy behind."""
+    folder = tempfile.mkdtemp(prefix="estflow-downloads-")
+    previous = os.environ.get(DOWNLOADS_ENV)
+    os.environ[DOWNLOADS_ENV] = folder
+    try:
+        yield Path(folder)
+    finally:
+        if previous is None:
+            os.environ.pop(DOWNLOADS_ENV, None)
+        else:
+            os.environ[DOWNLOADS_ENV] = previous
+        shutil.rmtree(folder, ignore_errors=True)

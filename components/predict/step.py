@@ -99,6 +99,14 @@ def run(pipeline: Pipeline, predictions_dir: str, *, pushed_dir: str | None = No
         PredictError: the model, the source or the output cannot be used, or more than
             ``source.max_rejected_fraction`` of the data lines were rejected.
     """
+    # A bucket model is downloaded by this process and by each of Beam's workers; Beam ends
+    # its workers without their exit handlers: the downloads go in one folder, removed here.
+    with storage.downloads_folder():
+        return _scored(pipeline, predictions_dir, pushed_dir, source_root, beam_options)
+
+
+def _scored(pipeline: Pipeline, predictions_dir: str, pushed_dir: str | None,
+            source_root: str | None, beam_options) -> dict:
     progress = entry.Progress("batch_predict")
     beam_options = _filesystem_options(beam_options)
     spec = pipeline.predict

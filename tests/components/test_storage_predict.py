@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,10 +46,18 @@ def store(request, monkeypatch):
 
 
 def _estflow(cwd, *args: str) -> subprocess.CompletedProcess:
+    """``estflow predict ARGS`` in ``cwd``, its temporary files in ``cwd/tmp`` (TMPDIR), which
+    must hold no model download after it: each of Beam's worker processes downloads a bucket
+    model, and Beam ends them without their exit handlers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    return subprocess.run([sys.executable, "-m", "estflow.pipelines", "predict", *args],
-                          cwd=cwd, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    tmp = Path(cwd) / "tmp"
+    tmp.mkdir(exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "estflow.pipelines", "predict", *args],
+                          cwd=cwd, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp)},
                           capture_output=True, text=True, timeout=600)
+    left = sorted(p.name for p in tmp.iterdir() if p.name.startswith("estflow-download"))
+    assert not left, f"model downloads left in {tmp}: {left}"
+    return done
 
 
 def test_estflow_predict_scores_with_a_bucket_model_into_a_bucket(versions, store, tmp_path):
