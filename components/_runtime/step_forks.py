@@ -37,7 +37,7 @@ from typing import IO
 from estflow.components._runtime.prestart import later_imports
 from estflow.components._runtime.prestart import run_main
 
-__all__ = ["StepForks", "ForkedStep", "THREAD_ENV"]
+__all__ = ["StepForks", "ForkedStep", "THREAD_ENV", "die_with_parent"]
 
 THREAD_ENV = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 """What may differ between a forked process's environment and the server's."""
@@ -62,12 +62,25 @@ def _same_but_threads(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     return all(a.get(k) == b.get(k) for k in (set(a) | set(b)) - set(THREAD_ENV))
 
 
-def _die_with_parent() -> None:
-    """SIGKILL this process when its parent (the server) ends; at once if it already has."""
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()  # looked up once: a child between fork and exec must not load a library
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (Linux: ``PR_SET_PDEATHSIG``; elsewhere a
+    child outlives a killed parent), at once if it already has: in a forked step's child, and
+    as the ``preexec_fn`` of a step process started plainly."""
     parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -75,7 +88,7 @@ def _die_with_parent() -> None:
 def _step(module: str, args: list[str], env: dict[str, str], cwd: str | None,
           out: int) -> None:
     """In the forked child: run step ``module`` with ``args`` as ``python -m`` would."""
-    _die_with_parent()
+    die_with_parent()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -184,15 +197,13 @@ class StepForks:
                     self._broken = True
             return self._context
 
-    _ready = prepare
-
     def start(self, module: str, args: Sequence[str], env: Mapping[str, str],
               output: IO | int, cwd: str | None = None) -> ForkedStep | None:
         """Step ``module``'s process with ``args``, forked; its output to the file ``output``
         or, for ``subprocess.PIPE``, to a pipe its ``stdout`` reads. None: not forked (start
         it plainly): ``env`` differs from this process's beyond the thread counts, or the
         server could not start or fork."""
-        if module not in self.modules or self._ready() is None \
+        if module not in self.modules or self.prepare() is None \
                 or not _same_but_threads(env, _SERVER["env"]):
             return None
         if output == subprocess.PIPE:

@@ -28,14 +28,12 @@ one scale.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import json
 import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -47,7 +45,9 @@ from pathlib import Path
 from typing import IO
 from typing import Any
 
+from estflow.components._runtime.step_forks import THREAD_ENV
 from estflow.components._runtime.step_forks import StepForks
+from estflow.components._runtime.step_forks import die_with_parent
 from estflow.components.tune.events import read_scalars
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
@@ -148,26 +148,7 @@ def thread_env(env: Mapping[str, str], parallel: int, cpus: int) -> dict[str, st
     CPUs: ``max(1, cpus // parallel)`` threads each (TF_NUM_INTRAOP_THREADS,
     TF_NUM_INTEROP_THREADS)."""
     threads = str(max(1, cpus // max(1, parallel)))
-    return {**env, "TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads}
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the thread that started it ends (its search
-    dies). Linux only; elsewhere a killed search leaves its trial to finish alone."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _prctl():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _prctl()
+    return {**env, **dict.fromkeys(THREAD_ENV, threads)}
 
 
 class _Prestarted:
@@ -179,7 +160,7 @@ class _Prestarted:
         self.module = module
         self.process = subprocess.Popen(
             [python, "-m", _PRESTART, module], stdin=subprocess.PIPE, stdout=output,
-            stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, preexec_fn=_die_with_parent,
+            stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, preexec_fn=die_with_parent,
             text=True, bufsize=1)
 
     def start(self, args: list[str]) -> subprocess.Popen:
