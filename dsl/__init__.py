@@ -80,6 +80,7 @@ from estflow.dsl.steps import result
 from estflow.dsl.steps import step
 from estflow.dsl.tune import Choice
 from estflow.dsl.tune import FloatRange
+from estflow.dsl.tune import HalvingStop
 from estflow.dsl.tune import IntRange
 from estflow.dsl.tune import MedianStop
 from estflow.dsl.tune import Tune
@@ -161,5 +162,6 @@ __all__ = [
     "FloatRange",
     "IntRange",
     "MedianStop",
+    "HalvingStop",
     "Tune",
 ]

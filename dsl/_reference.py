@@ -96,7 +96,8 @@ TOPICS: tuple[Topic, ...] = (
                              "ModelDir", "Metrics", "HTML", "Markdown"),
           "`Pipeline.steps`: functions declared as steps of the pipeline's DAG, next to the "
           "built-in ones. See the [own steps page](../own-steps.md).", "steps"),
-    Topic("Hyperparameter search", ("Tune", "IntRange", "FloatRange", "Choice", "MedianStop"),
+    Topic("Hyperparameter search", ("Tune", "IntRange", "FloatRange", "Choice", "MedianStop",
+                                   "HalvingStop"),
           "`Pipeline.tune`: train the model several times with settings drawn from a space, "
           "and compare the trials by an eval metric.", "tune"),
     Topic("The pipeline", ("Pipeline",), "", "pipeline"),

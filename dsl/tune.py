@@ -4,7 +4,8 @@ training settings for the values that give the best eval metric.
 A search is a :class:`Tune`: a ``space`` mapping a path to a dimension (:class:`IntRange`,
 :class:`FloatRange` or :class:`Choice`), an ``objective`` (a metric of the model's head on the
 eval split, as :class:`~estflow.dsl.Candidates`' ``best_by``), a budget of ``trials`` and how
-trials are drawn (``algorithm``) and stopped early (:class:`MedianStop`).
+trials are drawn (``algorithm``) and stopped early (:class:`MedianStop` or
+:class:`HalvingStop`).
 
 A path addresses what the model or the train spec takes: ``"model.<field>"``, a field of
 the premade model (e.g. ``model.hidden_units``, ``model.learning_rate``,
@@ -54,7 +55,8 @@ from estflow.dsl.errors import DslError
 from estflow.dsl.errors import DslErrors
 from estflow.dsl.serialization import serializable
 
-__all__ = ["IntRange", "FloatRange", "Choice", "MedianStop", "Tune", "Dimension", "DIMENSIONS",
+__all__ = ["IntRange", "FloatRange", "Choice", "MedianStop", "HalvingStop", "EARLY_STOPPING",
+           "Tune", "Dimension", "DIMENSIONS",
            "ALGORITHMS", "UNTUNED", "apply", "checked", "frozen", "same_choice", "as_json",
            "choice_as_text", "optuna_choices", "suggest"]
 
@@ -379,6 +381,53 @@ class MedianStop:
         _checks.positive_int(self.warmup_trials, "warmup_trials", minimum=0)
 
 
+@serializable
+@dataclasses.dataclass(frozen=True)
+class HalvingStop:
+    """Stop all but the best trials early, by successive halving: every trial trains
+    ``min_steps`` steps; then, at each rung (``min_steps``, ``min_steps * factor``,
+    ``min_steps * factor**2``, ... steps), a trial goes on only if it is among the best
+    ``1/factor`` of the trials that reached that rung, the stopped ones included (Optuna's
+    SuccessiveHalvingPruner, the asynchronous successive halving of ASHA:
+    ``min_resource=min_steps``, ``reduction_factor=factor``). With ``factor=2`` each rung is a
+    median rule over every trial that reached it; unlike :class:`MedianStop` (which compares
+    with the finished trials only) it stops about half of the trials at each rung, so it saves
+    more of a search's time and trains fewer trials to the end. A trial is evaluated every
+    ``min_steps`` steps (:attr:`every_steps`). Local searches only: Katib's early stopping is
+    its median rule (:class:`MedianStop`).
+
+    Args:
+        min_steps: steps every trial trains before it may be stopped (the first rung).
+        factor: at each rung, the best ``1/factor`` of the trials go on (an integer >= 2);
+            the next rung is ``factor`` times as many steps.
+
+    Example:
+        >>> import estflow.dsl as ef
+        >>> stop = ef.HalvingStop(min_steps=500, factor=3)
+        >>> stop
+        HalvingStop(min_steps=500, factor=3)
+        >>> stop.every_steps
+        500
+    """
+
+    min_steps: int
+    factor: int = 2
+
+    def __post_init__(self) -> None:
+        _checks.positive_int(self.min_steps, "min_steps")
+        _checks.positive_int(self.factor, "factor", minimum=2)
+
+    @property
+    def every_steps(self) -> int:
+        """Training steps between two evaluations of a trial: ``min_steps`` (every rung is a
+        multiple of it)."""
+        return self.min_steps
+
+
+EARLY_STOPPING = (MedianStop, HalvingStop)
+"""The early-stopping rules ``Tune.early_stopping`` takes."""
+
+
 # --- the search ------------------------------------------------------------------------------
 
 @serializable
@@ -408,7 +457,9 @@ class Tune:
         algorithm: ``"tpe"``, ``"random"`` or ``"grid"`` (:data:`ALGORITHMS`); a grid takes
             only :class:`Choice` and :class:`IntRange` (without log) dimensions, and at most
             as many trials as it has points.
-        early_stopping: None, or :class:`MedianStop`: stop trials that are behind.
+        early_stopping: None, :class:`MedianStop` (stop trials behind the median of the
+            finished ones) or :class:`HalvingStop` (successive halving: only the best
+            ``1/factor`` go on at each rung).
         max_failures: how many trials may fail: the search gives up at the next failure
             (0: at the first), here, on Katib and in a ``--tune-on parallel-for`` fan-out.
         timeout_s: no new trial starts once the search has run this many seconds (None: no
@@ -441,7 +492,7 @@ class Tune:
     trials: int = 20
     parallel: int = 1
     algorithm: str = "tpe"
-    early_stopping: MedianStop | None = None
+    early_stopping: MedianStop | HalvingStop | None = None
     max_failures: int = 3
     timeout_s: float | None = None
     trial_steps: int | None = None
@@ -462,8 +513,10 @@ class Tune:
             raise DslError("parallel", f"an integer from 1 to trials ({self.trials}): the "
                            "trials trained at once", self.parallel)
         _checks.one_of(self.algorithm, ALGORITHMS, "algorithm")
-        if self.early_stopping is not None and not isinstance(self.early_stopping, MedianStop):
-            raise DslError("early_stopping", "None or a MedianStop", self.early_stopping)
+        if self.early_stopping is not None and \
+                not isinstance(self.early_stopping, EARLY_STOPPING):
+            raise DslError("early_stopping", "None, a MedianStop or a HalvingStop",
+                           self.early_stopping)
         _checks.positive_int(self.max_failures, "max_failures", minimum=0)
         _checks.number(self.timeout_s, "timeout_s", low=0, low_open=True, allow_none=True)
         _checks.positive_int(self.trial_steps, "trial_steps", allow_none=True)

@@ -10,9 +10,11 @@ after a stop draws what an unstopped one would have), or ``"grid"``: every point
 :meth:`~estflow.dsl.Tune.grid` (conditional dimensions only where active) once, in an order
 fixed by ``seed``, each queued as a trial's fixed values (Optuna's ``GridSampler`` takes the
 product of every dimension's values, active or not, and cannot stop a search it is not
-running itself). ``early_stopping`` (:class:`~estflow.dsl.MedianStop`) is Optuna's
-``MedianPruner(n_startup_trials=warmup_trials, n_warmup_steps=warmup_steps)`` on the
-objective of the train step's evaluations, every ``every_steps`` steps.
+running itself). ``early_stopping`` is Optuna's pruner on the objective of the train step's
+evaluations, every ``every_steps`` steps (:func:`pruner_of`): a :class:`~estflow.dsl.MedianStop`
+its ``MedianPruner(n_startup_trials=warmup_trials, n_warmup_steps=warmup_steps)``, a
+:class:`~estflow.dsl.HalvingStop` its ``SuccessiveHalvingPruner(min_resource=min_steps,
+reduction_factor=factor)``.
 
 ``parallel`` trials run at once, each in processes of its own (:mod:`.trial`), TensorFlow's
 thread pools sized to share the CPUs. Each trial's outcome is in the study as it ends, so a
@@ -78,6 +80,8 @@ from estflow.dsl.contracts import TUNE_BEST
 from estflow.dsl.contracts import TUNE_TRIALS
 from estflow.dsl.contracts import Files
 from estflow.dsl.pipeline import Pipeline
+from estflow.dsl.tune import HalvingStop
+from estflow.dsl.tune import MedianStop
 from estflow.dsl.tune import Tune
 
 __all__ = ["run", "TuneError", "BEST_FILE", "TRIALS_FILE", "best_trial"]
@@ -166,6 +170,19 @@ def _check_inputs(examples: Path, transformed: Path) -> None:
                         "ingest step's (examples): missing " + ", ".join(missing))
 
 
+def pruner_of(stop: MedianStop | HalvingStop | None) -> optuna.pruners.BasePruner:
+    """Optuna's pruner for ``Tune.early_stopping``: MedianPruner for a :class:`MedianStop`,
+    SuccessiveHalvingPruner (asynchronous successive halving) for a :class:`HalvingStop`,
+    none for None."""
+    if isinstance(stop, MedianStop):
+        return optuna.pruners.MedianPruner(n_startup_trials=stop.warmup_trials,
+                                           n_warmup_steps=stop.warmup_steps)
+    if isinstance(stop, HalvingStop):
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=stop.min_steps,
+                                                      reduction_factor=stop.factor)
+    return optuna.pruners.NopPruner()
+
+
 def best_trial(trials: list[optuna.trial.FrozenTrial],
                higher_is_better: bool) -> optuna.trial.FrozenTrial | None:
     """The COMPLETE trial with the best value (ties: the lowest number), or None."""
@@ -202,11 +219,9 @@ class _Search:
         self.runner, self.progress, self.key = runner, progress, key
         self.higher = bool(tune.higher_is_better)
         self.objective = tune.objective
-        stop = tune.early_stopping
-        pruner = optuna.pruners.NopPruner() if stop is None else optuna.pruners.MedianPruner(
-            n_startup_trials=stop.warmup_trials, n_warmup_steps=stop.warmup_steps)
         self.study = _study.open_study(folder, direction="maximize" if self.higher
-                                       else "minimize", sampler=self._sampler(0), pruner=pruner)
+                                       else "minimize", sampler=self._sampler(0),
+                                       pruner=pruner_of(tune.early_stopping))
         self.lock = threading.Lock()
         self.cancel = threading.Event()
         self.started = time.monotonic()

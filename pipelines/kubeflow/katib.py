@@ -66,7 +66,9 @@ is ``maximize`` or ``minimize`` (``higher_is_better``; None: by
 estflow's ``max_failures`` trials may fail), at most ``trials``. ``resumePolicy: Never``: the
 suggestion service goes when the experiment ends.
 
-**Early stopping.** :class:`~estflow.dsl.MedianStop` is Katib's ``medianstop``:
+**Early stopping.** :class:`~estflow.dsl.MedianStop` is Katib's ``medianstop`` (its only
+early-stopping algorithm: a :class:`~estflow.dsl.HalvingStop` is refused, it runs with
+``--tune-on task``):
 ``min_trials_required`` = ``warmup_trials`` (at least 1: Katib needs a finished trial to
 compare with), ``start_step`` = ``warmup_steps // every_steps + 1`` (counted in reported
 values: the first report after the warm-up is the first judged). Katib's rule is not Optuna's
@@ -104,6 +106,7 @@ from typing import Any
 from estflow.dsl.contracts import TRAIN
 from estflow.dsl.contracts import TUNE
 from estflow.dsl.models import LOWER_IS_BETTER
+from estflow.dsl.tune import HalvingStop
 from estflow.pipelines.plan import fingerprint_step
 
 __all__ = ["API_VERSION", "KIND", "MAPPING_ANNOTATION", "TIMEOUT_ANNOTATION", "CONTAINER",
@@ -369,7 +372,7 @@ def experiment(tune: Any, *, name: str, namespace: str, image: str, command: Seq
 
     Raises:
         ValueError: a name, namespace or command Kubernetes or Katib refuses, a FloatRange in a
-            grid, or an unknown algorithm.
+            grid, an unknown algorithm, or early stopping Katib does not have (HalvingStop).
     """
     if not isinstance(name, str) or len(name) > 40 or not _EXPERIMENT_NAME.match(name):
         raise ValueError("Received an invalid value for `name`, expected a Katib experiment "
@@ -440,6 +443,12 @@ def experiment(tune: Any, *, name: str, namespace: str, image: str, command: Seq
                           "trialParameters": trial_parameters, "trialSpec": job},
     }
     stop = getattr(tune, "early_stopping", None)
+    if isinstance(stop, HalvingStop):
+        raise ValueError(
+            "Received tune.early_stopping=HalvingStop with --tune-on katib, expected None or a "
+            "MedianStop: Katib's only early-stopping algorithm is its median rule "
+            "(medianstop); declare early_stopping=ef.MedianStop(...), or compile with "
+            f"--tune-on task (successive halving in the tune task). Received: {stop!r}")
     if stop is not None:
         every = int(stop.every_steps)
         spec["earlyStopping"] = {"algorithmName": "medianstop", "algorithmSettings": [

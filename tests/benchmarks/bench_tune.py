@@ -8,17 +8,19 @@ Three ``estflow run`` commands in one folder (ingest and transform run once, the
 2. the same pipeline with a search of ``--trials`` trials (default 20), 2 at once, over the
    DNN's widths and learning rate, the linear part's learning rate, the company embedding's
    dimension and the batch size, each trial trained the example's 2,500 steps (TPE, seed 0);
-3. the same search with early stopping (``--early-stopping``, default
-   ``MedianStop(every_steps=500, warmup_steps=500, warmup_trials=4)``: a trial behind the
-   median of earlier trials at the same step is stopped).
+3. the same search with each early-stopping rule (``--early-stopping``, given once per rule;
+   default: the median rule ``MedianStop(every_steps=500, warmup_steps=500,
+   warmup_trials=4)``, a trial behind the median of the finished trials at the same step is
+   stopped, and successive halving ``HalvingStop(min_steps=500, factor=3)``, only the best
+   third of the trials that reached 500 and 1,500 steps goes on).
 
 For each search: the tune step's wall (from the run's record), its trials' states, the best
 trial's AUC, and the eval AUC of the final model (trained with the best trial's values; the
-evaluate step's AUC, the anchor's measure). Targets: the search's final AUC >= the hand-set
-example's; the early-stopping search's tune wall <= 0.6x the search without it.
+evaluate step's AUC, the anchor's measure). Targets: each search's final AUC >= the hand-set
+example's; each early-stopping search's tune wall <= 0.6x the search without it.
 
 Usage: ``python tests/benchmarks/bench_tune.py [--trials 20] [--parallel 2]
-[--early-stopping "ef.MedianStop(...)"]``
+[--early-stopping "ef.MedianStop(...)" --early-stopping "ef.HalvingStop(...)"]``
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "pipelines" / "examples" / "data" / "chicago_taxi" / "data.csv"
 ESTFLOW = str(Path(sys.executable).parent / "estflow")
 TARGET_EARLY_STOPPING = 0.6
-EARLY_STOPPING = "ef.MedianStop(every_steps=500, warmup_steps=500, warmup_trials=4)"
+EARLY_STOPPING = ("ef.MedianStop(every_steps=500, warmup_steps=500, warmup_trials=4)",
+                  "ef.HalvingStop(min_steps=500, factor=3)")
 
 PIPELINE = '''
 import dataclasses
@@ -98,33 +101,37 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--early-stopping", default=EARLY_STOPPING,
-                        help=f"the early-stopping search's declaration (default: {EARLY_STOPPING})")
+    parser.add_argument("--early-stopping", action="append",
+                        help="an early-stopping search's declaration, once per search "
+                             f"(default: {' and '.join(EARLY_STOPPING)})")
     args = parser.parse_args()
+    rules = args.early_stopping or list(EARLY_STOPPING)
     common = {"TRIALS": args.trials, "PARALLEL": args.parallel}
     with tempfile.TemporaryDirectory(prefix="estflow-bench-tune-") as tmp:
         folder = Path(tmp)
         shutil.copy(DATA, folder / "data.csv")
         hand = _run(folder, "hand_set", TUNED=False, EARLY="None", **common)
         plain = _run(folder, "search", TUNED=True, EARLY="None", **common)
-        early = _run(folder, "search_early", TUNED=True, **common, EARLY=args.early_stopping)
-    print(f"early stopping: {args.early_stopping}")
-    print(f"{'run':<28} {'wall':>8} {'tune step':>10} {'final eval auc':>15} "
+        early = [_run(folder, f"search_early_{i}", TUNED=True, **common, EARLY=rule)
+                 for i, rule in enumerate(rules)]
+    searches = [("search", plain)] + [(f"early stopping: {rule}", row)
+                                      for rule, row in zip(rules, early, strict=True)]
+    print(f"{'run':<72} {'wall':>8} {'tune step':>10} {'final eval auc':>15} "
           f"{'best trial auc':>15}  trials")
-    for label, row in (("hand-set example", hand), ("search", plain),
-                       ("search, early stopping", early)):
-        print(f"{label:<28} {row['wall']:>7.1f}s "
+    for label, row in [("hand-set example", hand), *searches]:
+        print(f"{label:<72} {row['wall']:>7.1f}s "
               + (f"{row['tune_seconds']:>9.1f}s" if "tune_seconds" in row else f"{'-':>10}")
               + f" {row['auc']:>15.4f} "
               + (f"{row['best_trial_auc']:>15.4f}  {row['states']}" if "states" in row
                  else f"{'-':>15}"))
-    for label, row in (("search", plain), ("search, early stopping", early)):
+    for label, row in searches:
         print(f"best of {label}: {json.dumps(row['best'])}")
-    check("search's final eval AUC / the hand-set example's", plain["auc"] / hand["auc"], 1.0)
-    check("early-stopping search's final eval AUC / the hand-set example's",
-          early["auc"] / hand["auc"], 1.0)
-    check("tune step wall with early stopping / without", early["tune_seconds"]
-          / plain["tune_seconds"], TARGET_EARLY_STOPPING, at_most=True)
+    for label, row in searches:
+        check(f"final eval AUC of {label} / the hand-set example's", row["auc"] / hand["auc"],
+              1.0)
+    for rule, row in zip(rules, early, strict=True):
+        check(f"tune step wall with {rule} / without early stopping",
+              row["tune_seconds"] / plain["tune_seconds"], TARGET_EARLY_STOPPING, at_most=True)
     return 0
 
 

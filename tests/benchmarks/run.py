@@ -36,8 +36,8 @@ rounds measured in this same run, never an absolute figure.
 * candidates: ``tests/benchmarks/bench_candidates.py`` (two candidate models of the taxi
   example, wide & deep and linear, trained at once vs one after another with ``--jobs 1``).
 * tune: ``tests/benchmarks/bench_tune.py`` (a search of 20 trials, 2 at once, on the taxi
-  example with and without early stopping, against the hand-set example: final eval AUCs, the
-  tune step's walls).
+  example without early stopping, with the median rule and with successive halving, against
+  the hand-set example: final eval AUCs, the tune step's walls).
 * pipeline: ``tests/benchmarks/bench_pipeline.py`` (``estflow run`` on the taxi example: cold,
   an identical rerun from the step cache, a run where only the model changed; walls and ratios;
   interleaved with TFX 1.16's taxi pipeline when a TFX venv is found: ``$ESTFLOW_TFX_PYTHON``

@@ -30,7 +30,7 @@ PUBLIC = {
     "Validation", "Transformed", "TrainedModel", "Evaluation", "Pushed", "Predictions",
     "Dataset", "ModelDir", "Metrics", "HTML", "Markdown",
     # hyperparameter search (dsl/tune.py: Pipeline.tune)
-    "Tune", "IntRange", "FloatRange", "Choice", "MedianStop",
+    "Tune", "IntRange", "FloatRange", "Choice", "MedianStop", "HalvingStop",
 }
 
 

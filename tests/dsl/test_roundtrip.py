@@ -92,6 +92,7 @@ EXAMPLES = [
     ef.FloatRange(1e-4, 0.1, log=True, when=("model.optimizer", "Adam")),
     ef.Choice(((64, 32), (16,), None), when=("model.optimizer", "SGD")),
     ef.MedianStop(every_steps=100, warmup_steps=200, warmup_trials=3),
+    ef.HalvingStop(min_steps=100, factor=3),
     ef.Tune({"model.dnn_hidden_units": ef.Choice(((64, 32), (32, 16))),
              "model.dnn_feature_columns[company].dimension": ef.IntRange(4, 16, step=4),
              "train.batch_size": ef.Choice((128, 256))}, objective="auc", trials=4,

@@ -95,6 +95,9 @@ def _error(build, path: str) -> ef.DslError:
     (lambda: ef.MedianStop(0), "every_steps", "a positive integer", 0),
     (lambda: ef.MedianStop(10, warmup_steps=-1), "warmup_steps", "an integer >= 0", -1),
     (lambda: ef.MedianStop(10, warmup_trials=-1), "warmup_trials", "an integer >= 0", -1),
+    (lambda: ef.HalvingStop(0), "min_steps", "a positive integer", 0),
+    (lambda: ef.HalvingStop(100, factor=1), "factor", "an integer >= 2", 1),
+    (lambda: ef.HalvingStop(100, factor=2.5), "factor", "an integer >= 2", 2.5),
 ])
 def test_a_bad_dimension_names_its_field(build, path, expected, received):
     err = _error(build, path)
@@ -146,7 +149,7 @@ def test_a_conditional_dimension_is_active_only_for_its_value():
     ({"seed": -1}, "seed", "an integer >= 0", -1),
     ({"algorithm": "bayes"}, "algorithm", "one of ['tpe', 'random', 'grid']", "bayes"),
     ({"higher_is_better": "yes"}, "higher_is_better", "True, False or None", "yes"),
-    ({"early_stopping": 100}, "early_stopping", "None or a MedianStop", 100),
+    ({"early_stopping": 100}, "early_stopping", "None, a MedianStop or a HalvingStop", 100),
     ({"objective": ""}, "objective", "a metric name", ""),
     ({"space": {"train.max_steps": ef.IntRange(100, 1000)}, "trial_steps": 50},
      "trial_steps", "None when the space searches train.max_steps", 50),

@@ -218,6 +218,22 @@ def test_a_search_katib_cannot_run_is_a_compile_error(tmp_path, monkeypatch):
                                   tune_on="task")
 
 
+def test_successive_halving_is_refused_on_katib_and_compiles_in_the_task(tmp_path):
+    """Katib's only early stopping is its median rule: a HalvingStop search compiled for
+    Katib is a CompileError naming the field and the ways out; in the task it compiles."""
+    pipeline = tuned_pipeline()
+    pipeline = dataclasses.replace(pipeline, tune=dataclasses.replace(
+        pipeline.tune, early_stopping=ef.HalvingStop(min_steps=10)))
+    with pytest.raises(kfp_compiler.CompileError) as caught:
+        kfp_compiler.compile_pipeline(pipeline, tmp_path / "x.yaml", image=IMAGE)
+    message = str(caught.value)
+    for part in ("tune.early_stopping=HalvingStop", "expected None or a MedianStop",
+                 "medianstop", "--tune-on task", "HalvingStop(min_steps=10, factor=2)"):
+        assert part in message
+    kfp_compiler.compile_pipeline(pipeline, tmp_path / "x.yaml", image=IMAGE, tune_on="task")
+    assert (tmp_path / "x.yaml").is_file()
+
+
 def test_the_tokens_are_the_tasks():
     assert katib.TOKENS == task.TOKENS
 

@@ -15,12 +15,17 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 import estflow.dsl as ef
 from estflow.components.tune import __main__ as tune_main
@@ -395,6 +400,59 @@ def test_median_stop_prunes_a_trial_behind_the_others(tmp_path):
     assert "trial 2 pruned at step 10: auc=0.5000" in "\n".join(lines)
     page = (tmp_path / "hp" / "report.html").read_text()
     assert "while training" in page and "stopped at step 10" in page
+
+
+def _halving_reference(curves: list[list[float]], steps: list[int], min_steps: int,
+                       factor: int) -> list[int | None]:
+    """Asynchronous successive halving, written from its definition (ASHA, Li et al. 2020)
+    for trials run one after another: at rung k (``min_steps * factor**k`` steps) a trial
+    goes on only if its value is among the best ``max(1, n // factor)`` of the ``n`` trials
+    that reached rung k so far, itself included. The step each trial is stopped at (None:
+    it finished)."""
+    reached: dict[int, list[float]] = {}
+    stopped: list[int | None] = []
+    for curve in curves:
+        at = None
+        for step, value in zip(steps, curve, strict=True):
+            rung = 0
+            while min_steps * factor ** rung < step:
+                rung += 1
+            if min_steps * factor ** rung != step:
+                continue  # not a rung: reported, not judged
+            values = reached.setdefault(rung, [])
+            values.append(value)
+            best = sorted(values, reverse=True)[:max(1, len(values) // factor)]
+            if value < best[-1]:
+                at = step
+                break
+        stopped.append(at)
+    return stopped
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), factor=st.sampled_from((2, 3)), count=st.integers(2, 7))
+def test_halving_stop_stops_the_trials_successive_halving_stops(tmp_path, data, factor,
+                                                                 count):
+    """Generated learning curves, trials one at a time: the trials HalvingStop stops, and
+    the step each stops at, are the reference's (:func:`_halving_reference`)."""
+    steps = [10 * i for i in range(1, 9)]
+    curves = [data.draw(st.lists(st.floats(0.0, 1.0), min_size=8, max_size=8), label=f"c{i}")
+              for i in range(count)]
+    rates = tuple(round(0.001 * (i + 1), 3) for i in range(count))
+    pipeline = _pipeline({"model.learning_rate": ef.Choice(rates)}, trials=count,
+                         algorithm="grid", early_stopping=ef.HalvingStop(10, factor=factor))
+    runner = FakeTrials(curve=lambda a, step: curves[rates.index(a["model.learning_rate"])]
+                        [steps.index(step)], steps=tuple(steps))
+    with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
+        _search(Path(folder), pipeline, runner)
+        rows = _trials(Path(folder) / "hp")
+    order = [rates.index(r["assignment"]["model.learning_rate"]) for r in rows]
+    expected = _halving_reference([curves[i] for i in order], steps, 10, factor)
+    got = [r["intermediate"][-1]["step"] if r["state"] == "PRUNED" else None for r in rows]
+    assert got == expected, (order, [curves[i] for i in order])
+    assert [r["state"] for r in rows] == ["COMPLETE" if e is None else "PRUNED"
+                                          for e in expected]
 
 
 # --- bad inputs ----------------------------------------------------------------------------
