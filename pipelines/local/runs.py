@@ -150,8 +150,21 @@ class RunRecord:
             OSError: it could not be written (naming it).
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Not sorted: the steps stay in the order they ran.
-        write_atomically(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        # Not sorted: the steps stay in the order they ran. A snapshot first: steps running
+        # at once change their entries while another one's thread saves.
+        write_atomically(self.path, json.dumps(_snapshot(self.data), indent=2, default=str)
+                         + "\n")
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of ``value``'s dicts and lists as they are now, though other threads change them:
+    each container is copied in one step (``list(d.items())``, ``list(l)`` do not let another
+    thread run), then its copy is walked."""
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in list(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_snapshot(v) for v in list(value)]
+    return value
 
 
 def effective_status(data: dict) -> str:
