@@ -393,8 +393,8 @@ class HalvingStop:
     median rule over every trial that reached it; unlike :class:`MedianStop` (which compares
     with the finished trials only) it stops about half of the trials at each rung, so it saves
     more of a search's time and trains fewer trials to the end. A trial is evaluated every
-    ``min_steps`` steps (:attr:`every_steps`). Local searches only: Katib's early stopping is
-    its median rule (:class:`MedianStop`).
+    ``min_steps`` steps (:attr:`every_steps`). Not on Katib, whose only early stopping is its
+    median rule (:class:`MedianStop`): on Kubeflow, compile with ``--tune-on task``.
 
     Args:
         min_steps: steps every trial trains before it may be stopped (the first rung).

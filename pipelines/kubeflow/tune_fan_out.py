@@ -103,7 +103,7 @@ def refusals(tune: Any) -> list[str]:
             "Received tune.early_stopping with --tune-on parallel-for, expected None: early "
             "stopping compares a running trial with the others as they train, and the tasks "
             "of a ParallelFor cannot see or stop each other; compile with --tune-on katib "
-            "(Katib's medianstop) or --tune-on task (Optuna's MedianPruner), or declare "
+            "(Katib's medianstop) or --tune-on task (Optuna's pruners), or declare "
             f"early_stopping=None. Received: early_stopping={tune.early_stopping!r}")
     return found
 
